@@ -1,0 +1,48 @@
+# bootfleet: run `make test` (installs what it needs; run as root) or `make demo`.
+GO      ?= go
+BIN     := bin/bootfleet
+PKGS    := ./...
+export CGO_ENABLED := 0
+
+.PHONY: all build deps test unit e2e demo bench fuzz vet clean
+
+all: build
+
+build:
+	$(GO) build -trimpath -ldflags '-s -w' -o $(BIN) ./cmd/bootfleet
+
+deps:
+	scripts/deps.sh
+
+vet:
+	$(GO) vet $(PKGS)
+
+# Everything: unit, golden, fuzz seed corpora, interop with real tools and
+# VM boots with real firmware. Needs root (namespaces, taps, port 67/69).
+test: deps vet build
+	$(GO) test -count=1 -timeout 50m $(PKGS)
+
+# Fast feedback without VMs.
+unit:
+	$(GO) test -count=1 $$($(GO) list ./... | grep -v /test/e2e)
+
+e2e: deps build
+	$(GO) test -count=1 -v -timeout 30m ./test/e2e/
+
+demo: deps build
+	scripts/demo.sh
+
+bench: deps build
+	scripts/bench.sh
+
+# Runs every fuzz target for FUZZTIME each (default 30s).
+FUZZTIME ?= 30s
+fuzz:
+	@for pkg in $$($(GO) list ./internal/...); do \
+	  for f in $$($(GO) test -list '^Fuzz' $$pkg | grep '^Fuzz'); do \
+	    echo "== $$pkg $$f"; $(GO) test -run '^$$' -fuzz "^$$f$$" -fuzztime $(FUZZTIME) $$pkg || exit 1; \
+	  done; \
+	done
+
+clean:
+	rm -rf bin

@@ -1,0 +1,71 @@
+package cli
+
+import (
+	"fmt"
+	"os"
+
+	"github.com/spf13/cobra"
+
+	"github.com/bootfleet/bootfleet/internal/app"
+	"github.com/bootfleet/bootfleet/internal/config"
+)
+
+// Root returns the bootfleet command tree.
+func Root() *cobra.Command {
+	root := &cobra.Command{
+		Use:           "bootfleet",
+		Short:         "Network boot server: DHCP, TFTP, HTTP boot and iPXE in one binary",
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	root.AddCommand(serveCmd(), checkCmd())
+	return root
+}
+
+func serveCmd() *cobra.Command {
+	var path, logFormat, logLevel string
+	cmd := &cobra.Command{
+		Use:   "serve",
+		Short: "Run DHCP, TFTP and HTTP boot services from a config file",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			c, err := config.Load(path)
+			if err != nil {
+				return err
+			}
+			if logFormat != "" {
+				c.Log.Format = logFormat
+			}
+			if logLevel != "" {
+				c.Log.Level = logLevel
+			}
+			log, err := app.NewLogger(os.Stderr, c.Log.Format, c.Log.Level)
+			if err != nil {
+				return err
+			}
+			return app.Run(cmd.Context(), c, log)
+		},
+	}
+	cmd.Flags().StringVarP(&path, "config", "c", "/etc/bootfleet/bootfleet.yaml", "YAML config file")
+	cmd.Flags().StringVar(&logFormat, "log-format", "", "text or json (overrides log.format)")
+	cmd.Flags().StringVar(&logLevel, "log-level", "", "debug, info, warn or error (overrides log.level)")
+	return cmd
+}
+
+func checkCmd() *cobra.Command {
+	var path string
+	cmd := &cobra.Command{
+		Use:   "check",
+		Short: "Validate a config file and exit",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if _, err := config.Load(path); err != nil {
+				return err
+			}
+			fmt.Fprintln(cmd.OutOrStdout(), path+": ok")
+			return nil
+		},
+	}
+	cmd.Flags().StringVarP(&path, "config", "c", "/etc/bootfleet/bootfleet.yaml", "YAML config file")
+	return cmd
+}

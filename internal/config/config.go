@@ -1,0 +1,312 @@
+package config
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"sort"
+	"strings"
+	"time"
+
+	"gopkg.in/yaml.v3"
+)
+
+// Config is the whole of bootfleet's configuration file.
+type Config struct {
+	// Interface is where DHCP listens; its IPv4 address is the server's
+	// address unless ServerIP is set. Required unless dhcp.mode is off.
+	Interface string `yaml:"interface"`
+	// ServerIP overrides the address put in DHCP replies and boot URLs.
+	ServerIP string `yaml:"server_ip"`
+	// Data is the state directory (leases). Default /var/lib/bootfleet.
+	Data string `yaml:"data"`
+
+	DHCP DHCP `yaml:"dhcp"`
+	TFTP TFTP `yaml:"tftp"`
+	HTTP HTTP `yaml:"http"`
+	IPXE IPXE `yaml:"ipxe"`
+	Log  Log  `yaml:"log"`
+
+	// DefaultProfile boots machines not listed under Machines. Empty means
+	// unlisted machines are not network-booted.
+	DefaultProfile string             `yaml:"default_profile"`
+	Profiles       map[string]Profile `yaml:"profiles"`
+	Machines       []Machine          `yaml:"machines"`
+}
+
+// DHCP configures the DHCPv4 server.
+type DHCP struct {
+	// Mode is full (assign addresses), proxy (boot options only, next to the
+	// site's DHCP server) or off. Default full.
+	Mode string `yaml:"mode"`
+	// Range is the pool for full mode, "first-last", e.g. 10.0.0.100-10.0.0.200.
+	Range string `yaml:"range"`
+	// Lease is the lease time. Default 1h, at least 1m.
+	Lease Duration `yaml:"lease"`
+	// Router and DNS are optional options sent in full mode.
+	Router string   `yaml:"router"`
+	DNS    []string `yaml:"dns"`
+}
+
+// TFTP configures the TFTP server.
+type TFTP struct {
+	// Listen is the UDP address. Default ":69". "off" disables TFTP.
+	Listen string `yaml:"listen"`
+	// Root is an optional directory of extra files, served read-only over
+	// TFTP and HTTP (/files/...).
+	Root string `yaml:"root"`
+	// MaxWindow caps the RFC 7440 windowsize granted. Default 64, 1..65535.
+	MaxWindow int `yaml:"max_window"`
+	// AllowFragmentation lets blksize exceed the interface MTU. Default false:
+	// with windows, lost IP fragments make transfers collapse.
+	AllowFragmentation bool `yaml:"allow_fragmentation"`
+	// CacheMB bounds the shared in-memory file cache. Default 512; 0 keeps the default, -1 disables.
+	CacheMB int `yaml:"cache_mb"`
+}
+
+// HTTP configures the HTTP boot server.
+type HTTP struct {
+	// Listen is the TCP address. Default ":8080".
+	Listen string `yaml:"listen"`
+}
+
+// IPXE says where the iPXE binaries are and which ones to chainload.
+type IPXE struct {
+	// Dir holds Debian's ipxe package binaries. Default /usr/lib/ipxe.
+	Dir string `yaml:"dir"`
+	// EFIBinary is chainloaded by UEFI x64 firmware: ipxe.efi (default) or snponly.efi.
+	EFIBinary string `yaml:"efi_binary"`
+	// BIOSBinary is chainloaded by BIOS PXE ROMs. Default undionly.kpxe.
+	BIOSBinary string `yaml:"bios_binary"`
+}
+
+// Log configures logging.
+type Log struct {
+	// Format is text (default) or json.
+	Format string `yaml:"format"`
+	// Level is debug, info (default), warn or error.
+	Level string `yaml:"level"`
+}
+
+// Profile is what a machine boots. Kernel and initrds are local paths or
+// http(s) URLs; Cmdline is a Go template (see package ipxe for its fields).
+type Profile struct {
+	Kernel  string   `yaml:"kernel"`
+	Initrd  []string `yaml:"initrd"`
+	Cmdline string   `yaml:"cmdline"`
+}
+
+// Machine is a known machine. IP, if set, is reserved for it in full mode.
+type Machine struct {
+	MAC     string `yaml:"mac"`
+	Name    string `yaml:"name"`
+	Profile string `yaml:"profile"`
+	IP      string `yaml:"ip"`
+}
+
+// Duration is a time.Duration written as "1h", "30m" in YAML.
+type Duration time.Duration
+
+// UnmarshalYAML parses Go duration syntax.
+func (d *Duration) UnmarshalYAML(n *yaml.Node) error {
+	v, err := time.ParseDuration(n.Value)
+	if err != nil {
+		return fmt.Errorf("line %d: want a duration like 1h or 30m, got %q", n.Line, n.Value)
+	}
+	*d = Duration(v)
+	return nil
+}
+
+// Load reads and validates the file at path.
+func Load(path string) (*Config, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("open config: %w", err)
+	}
+	defer f.Close()
+	c, err := Parse(f)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return c, nil
+}
+
+// Parse decodes YAML, rejects unknown keys, applies defaults and validates.
+func Parse(r io.Reader) (*Config, error) {
+	raw, err := io.ReadAll(r)
+	if err != nil {
+		return nil, err
+	}
+	var c Config
+	dec := yaml.NewDecoder(bytes.NewReader(raw))
+	dec.KnownFields(true)
+	if err := dec.Decode(&c); err != nil && !errors.Is(err, io.EOF) {
+		return nil, fmt.Errorf("parse config: %w", err)
+	}
+	c.applyDefaults()
+	if err := c.Validate(); err != nil {
+		return nil, err
+	}
+	return &c, nil
+}
+
+func (c *Config) applyDefaults() {
+	def := func(s *string, v string) {
+		if *s == "" {
+			*s = v
+		}
+	}
+	def(&c.Data, "/var/lib/bootfleet")
+	def(&c.DHCP.Mode, "full")
+	if c.DHCP.Lease == 0 {
+		c.DHCP.Lease = Duration(time.Hour)
+	}
+	def(&c.TFTP.Listen, ":69")
+	if c.TFTP.MaxWindow == 0 {
+		c.TFTP.MaxWindow = 64
+	}
+	if c.TFTP.CacheMB == 0 {
+		c.TFTP.CacheMB = 512
+	}
+	def(&c.HTTP.Listen, ":8080")
+	def(&c.IPXE.Dir, "/usr/lib/ipxe")
+	def(&c.IPXE.EFIBinary, "ipxe.efi")
+	def(&c.IPXE.BIOSBinary, "undionly.kpxe")
+	def(&c.Log.Format, "text")
+	def(&c.Log.Level, "info")
+}
+
+// Validate checks every key and returns all problems at once, each naming
+// the key and what to write instead.
+func (c *Config) Validate() error {
+	var errs []error
+	bad := func(key, format string, args ...any) {
+		errs = append(errs, fmt.Errorf("%s: %s", key, fmt.Sprintf(format, args...)))
+	}
+	switch c.DHCP.Mode {
+	case "full":
+		if _, _, err := c.DHCP.ParseRange(); err != nil {
+			bad("dhcp.range", "%v", err)
+		}
+		if c.DHCP.Router != "" && parseIPv4(c.DHCP.Router) == nil {
+			bad("dhcp.router", "want an IPv4 address, got %q", c.DHCP.Router)
+		}
+		for i, d := range c.DHCP.DNS {
+			if parseIPv4(d) == nil {
+				bad(fmt.Sprintf("dhcp.dns[%d]", i), "want an IPv4 address, got %q", d)
+			}
+		}
+	case "proxy", "off":
+		if c.DHCP.Range != "" {
+			bad("dhcp.range", "only used in full mode; remove it or set dhcp.mode: full")
+		}
+	default:
+		bad("dhcp.mode", "want full, proxy or off, got %q", c.DHCP.Mode)
+	}
+	if c.DHCP.Mode != "off" && c.Interface == "" {
+		bad("interface", "required: the network interface DHCP listens on (e.g. br0)")
+	}
+	if time.Duration(c.DHCP.Lease) < time.Minute {
+		bad("dhcp.lease", "want at least 1m, got %v", time.Duration(c.DHCP.Lease))
+	}
+	if c.ServerIP != "" && parseIPv4(c.ServerIP) == nil {
+		bad("server_ip", "want an IPv4 address, got %q", c.ServerIP)
+	}
+	if c.TFTP.MaxWindow < 1 || c.TFTP.MaxWindow > 65535 {
+		bad("tftp.max_window", "want 1..65535, got %d", c.TFTP.MaxWindow)
+	}
+	if c.TFTP.CacheMB < -1 {
+		bad("tftp.cache_mb", "want -1 (off) or a size in MiB, got %d", c.TFTP.CacheMB)
+	}
+	switch c.Log.Format {
+	case "text", "json":
+	default:
+		bad("log.format", "want text or json, got %q", c.Log.Format)
+	}
+	switch c.Log.Level {
+	case "debug", "info", "warn", "error":
+	default:
+		bad("log.level", "want debug, info, warn or error, got %q", c.Log.Level)
+	}
+	for _, name := range sortedKeys(c.Profiles) {
+		p := c.Profiles[name]
+		if p.Kernel == "" {
+			bad("profiles."+name+".kernel", "required: a local path or http URL of the kernel")
+		}
+	}
+	if c.DefaultProfile != "" {
+		if _, ok := c.Profiles[c.DefaultProfile]; !ok {
+			bad("default_profile", "no profile named %q under profiles", c.DefaultProfile)
+		}
+	}
+	seenMAC := map[string]int{}
+	seenIP := map[string]int{}
+	for i, m := range c.Machines {
+		key := fmt.Sprintf("machines[%d]", i)
+		hw, err := net.ParseMAC(m.MAC)
+		if err != nil || len(hw) != 6 {
+			bad(key+".mac", "want an Ethernet MAC like 52:54:00:12:34:56, got %q", m.MAC)
+		} else {
+			if j, dup := seenMAC[hw.String()]; dup {
+				bad(key+".mac", "%s is already listed at machines[%d]", hw, j)
+			}
+			seenMAC[hw.String()] = i
+		}
+		if m.Profile != "" {
+			if _, ok := c.Profiles[m.Profile]; !ok {
+				bad(key+".profile", "no profile named %q under profiles", m.Profile)
+			}
+		}
+		if m.IP != "" {
+			ip := parseIPv4(m.IP)
+			switch {
+			case ip == nil:
+				bad(key+".ip", "want an IPv4 address, got %q", m.IP)
+			case c.DHCP.Mode != "full":
+				bad(key+".ip", "reservations need dhcp.mode: full")
+			default:
+				if j, dup := seenIP[ip.String()]; dup {
+					bad(key+".ip", "%s is already reserved for machines[%d]", ip, j)
+				}
+				seenIP[ip.String()] = i
+			}
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// ParseRange returns the first and last address of dhcp.range.
+func (d DHCP) ParseRange() (first, last net.IP, err error) {
+	a, b, ok := strings.Cut(d.Range, "-")
+	if !ok {
+		return nil, nil, fmt.Errorf("want first-last, e.g. 10.0.0.100-10.0.0.200, got %q", d.Range)
+	}
+	first, last = parseIPv4(strings.TrimSpace(a)), parseIPv4(strings.TrimSpace(b))
+	if first == nil || last == nil {
+		return nil, nil, fmt.Errorf("want two IPv4 addresses, got %q", d.Range)
+	}
+	if bytes.Compare(first, last) > 0 {
+		return nil, nil, fmt.Errorf("first address %s is after last %s", first, last)
+	}
+	return first, last, nil
+}
+
+func parseIPv4(s string) net.IP {
+	ip := net.ParseIP(s)
+	if ip == nil {
+		return nil
+	}
+	return ip.To4()
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}

@@ -1,0 +1,103 @@
+package config
+
+import (
+	"os"
+	"strings"
+	"testing"
+	"time"
+)
+
+const minimal = `
+interface: br0
+dhcp:
+  range: 10.213.0.100-10.213.0.200
+profiles:
+  linux:
+    kernel: /srv/vmlinuz
+`
+
+func TestDefaults(t *testing.T) {
+	c, err := Parse(strings.NewReader(minimal))
+	if err != nil {
+		t.Fatal(err)
+	}
+	checks := []struct{ name, got, want string }{
+		{"data", c.Data, "/var/lib/bootfleet"},
+		{"dhcp.mode", c.DHCP.Mode, "full"},
+		{"dhcp.lease", time.Duration(c.DHCP.Lease).String(), "1h0m0s"},
+		{"tftp.listen", c.TFTP.Listen, ":69"},
+		{"http.listen", c.HTTP.Listen, ":8080"},
+		{"ipxe.dir", c.IPXE.Dir, "/usr/lib/ipxe"},
+		{"ipxe.efi_binary", c.IPXE.EFIBinary, "ipxe.efi"},
+		{"ipxe.bios_binary", c.IPXE.BIOSBinary, "undionly.kpxe"},
+		{"log.format", c.Log.Format, "text"},
+	}
+	for _, ch := range checks {
+		t.Run(ch.name, func(t *testing.T) {
+			if ch.got != ch.want {
+				t.Fatalf("got %q, want %q", ch.got, ch.want)
+			}
+		})
+	}
+	if c.TFTP.MaxWindow != 64 {
+		t.Fatalf("tftp.max_window = %d, want 64", c.TFTP.MaxWindow)
+	}
+}
+
+func TestExampleConfigParses(t *testing.T) {
+	f, err := os.Open("../../examples/bootfleet.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	c, err := Parse(f)
+	if err != nil {
+		t.Fatalf("examples/bootfleet.yaml: %v", err)
+	}
+	if c.Profiles["linux"].Cmdline == "" || len(c.Machines) == 0 {
+		t.Fatalf("example lost its profile or machines: %+v", c)
+	}
+}
+
+func TestValidationErrorsNameTheKey(t *testing.T) {
+	tests := []struct {
+		name, yaml, want string
+	}{
+		{"bad mode", "interface: br0\ndhcp: {mode: relay}", "dhcp.mode: want full, proxy or off"},
+		{"missing range", "interface: br0", "dhcp.range: want first-last"},
+		{"reversed range", "interface: br0\ndhcp: {range: 10.0.0.9-10.0.0.1}", "is after last"},
+		{"range in proxy", "interface: br0\ndhcp: {mode: proxy, range: 10.0.0.1-10.0.0.9}", "only used in full mode"},
+		{"no interface", "dhcp: {mode: proxy}", "interface: required"},
+		{"bad lease", "interface: br0\ndhcp: {mode: proxy, lease: soon}", "want a duration"},
+		{"short lease", "interface: br0\ndhcp: {mode: proxy, lease: 5s}", "dhcp.lease: want at least 1m"},
+		{"bad router", "interface: br0\ndhcp: {range: 10.0.0.1-10.0.0.9, router: x}", "dhcp.router"},
+		{"bad dns", "interface: br0\ndhcp: {range: 10.0.0.1-10.0.0.9, dns: [1.2.3.4, nope]}", "dhcp.dns[1]"},
+		{"unknown key", "interface: br0\ndhcp: {mode: proxy}\ntftp: {rot: /x}", "field rot not found"},
+		{"default profile missing", "interface: br0\ndhcp: {mode: proxy}\ndefault_profile: x", `default_profile: no profile named "x"`},
+		{"profile without kernel", "interface: br0\ndhcp: {mode: proxy}\nprofiles: {a: {cmdline: x}}", "profiles.a.kernel: required"},
+		{"bad mac", "interface: br0\ndhcp: {mode: proxy}\nmachines: [{mac: zz}]", "machines[0].mac: want an Ethernet MAC"},
+		{"dup mac", "interface: br0\ndhcp: {mode: proxy}\nmachines: [{mac: '52:54:00:00:00:01'}, {mac: '52-54-00-00-00-01'}]", "machines[1].mac: 52:54:00:00:00:01 is already listed at machines[0]"},
+		{"unknown machine profile", "interface: br0\ndhcp: {mode: proxy}\nmachines: [{mac: '52:54:00:00:00:01', profile: p}]", "machines[0].profile"},
+		{"reservation in proxy", "interface: br0\ndhcp: {mode: proxy}\nmachines: [{mac: '52:54:00:00:00:01', ip: 10.0.0.5}]", "reservations need dhcp.mode: full"},
+		{"dup reservation", "interface: br0\ndhcp: {range: 10.0.0.1-10.0.0.9}\nmachines: [{mac: '52:54:00:00:00:01', ip: 10.0.0.5}, {mac: '52:54:00:00:00:02', ip: 10.0.0.5}]", "10.0.0.5 is already reserved"},
+		{"bad window", "interface: br0\ndhcp: {mode: proxy}\ntftp: {max_window: 70000}", "tftp.max_window: want 1..65535"},
+		{"bad log format", "interface: br0\ndhcp: {mode: proxy}\nlog: {format: xml}", "log.format"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := Parse(strings.NewReader(tt.yaml))
+			if err == nil {
+				t.Fatal("want an error, got none")
+			}
+			if !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("error %q does not contain %q", err, tt.want)
+			}
+		})
+	}
+}
+
+func TestDHCPOffNeedsNoInterface(t *testing.T) {
+	if _, err := Parse(strings.NewReader("dhcp: {mode: off}")); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -1,0 +1,18 @@
+// Package dhcp is bootfleet's DHCPv4 server: a full server that leases
+// addresses, or a proxyDHCP server (PXE 2.1 section 2.2.3) that only tells
+// boot firmware what to load and leaves addresses to the site's DHCP server.
+//
+// The wire format is github.com/insomniacslk/dhcp/dhcpv4. The package has the
+// house's three layers:
+//
+//   - transport (server.go, socket_linux.go): one UDP socket per port bound to
+//     the configured interface (SO_BINDTODEVICE), decoding, validation, and
+//     choosing where a reply goes (broadcast, unicast, relay);
+//   - policy (policy.go, proxy.go): pure functions from a request to a reply,
+//     using [pxe.Detect] and [pxe.PlanFor] for the boot options;
+//   - leases (alloc.go, leasestore.go): the address allocator and the
+//     [LeaseStore] it persists through before any ACK leaves the server.
+//
+// Bad or foreign packets are dropped with a Debug log line; a panic while
+// handling one packet is recovered and logged, and the server keeps serving.
+package dhcp

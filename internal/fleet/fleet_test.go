@@ -1,0 +1,71 @@
+package fleet
+
+import (
+	"net"
+	"strings"
+	"testing"
+
+	"github.com/bootfleet/bootfleet/internal/config"
+)
+
+const cfgYAML = `
+interface: br0
+dhcp: {mode: full, range: 10.0.0.100-10.0.0.200}
+default_profile: linux
+profiles:
+  linux: {kernel: /k, cmdline: "a"}
+  rescue: {kernel: /r, cmdline: "b"}
+machines:
+  - {mac: "52:54:00:12:34:56", name: pc1, profile: rescue, ip: 10.0.0.50}
+  - {mac: "52:54:00:00:00:02", name: pc2}
+`
+
+func TestResolve(t *testing.T) {
+	c, err := config.Parse(strings.NewReader(cfgYAML))
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, err := FromConfig(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		mac, profile, name, ip string
+		known                  bool
+	}{
+		{"52:54:00:12:34:56", "rescue", "pc1", "10.0.0.50", true},
+		{"52:54:00:00:00:02", "linux", "pc2", "<nil>", true},
+		{"52:54:00:99:99:99", "linux", "", "<nil>", false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.mac, func(t *testing.T) {
+			mac, _ := net.ParseMAC(tt.mac)
+			got, ok := v.Resolve(mac)
+			if !ok {
+				t.Fatal("not bootable")
+			}
+			if got.Profile != tt.profile || got.Machine.Name != tt.name || got.Known != tt.known || got.Machine.IP.String() != tt.ip {
+				t.Fatalf("got %+v, want profile %s name %s known %v ip %s", got, tt.profile, tt.name, tt.known, tt.ip)
+			}
+			ip, boot := v.Lookup(mac)
+			if !boot || ip.String() != tt.ip {
+				t.Fatalf("Lookup = %v, %v", ip, boot)
+			}
+		})
+	}
+}
+
+func TestNoDefaultProfileMeansNoBoot(t *testing.T) {
+	c, err := config.Parse(strings.NewReader(strings.Replace(cfgYAML, "default_profile: linux", "", 1)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, _ := FromConfig(c)
+	mac, _ := net.ParseMAC("52:54:00:99:99:99")
+	if _, ok := v.Resolve(mac); ok {
+		t.Fatal("unlisted machine without default_profile must not boot")
+	}
+	if _, boot := v.Lookup(mac); boot {
+		t.Fatal("Lookup says boot")
+	}
+}

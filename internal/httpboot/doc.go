@@ -1,0 +1,15 @@
+// Package httpboot is bootfleet's HTTP boot service: per-machine iPXE
+// scripts, the profiles' kernels and initrds, the files of the served roots,
+// and the DoneURL that a booted OS calls to report boot complete.
+//
+// Routes:
+//
+//	GET /ipxe/{mac}                          iPXE script (MAC as 52-54-00-12-34-56 or with colons)
+//	GET /profiles/{name}/kernel              the profile's kernel (local path)
+//	GET /profiles/{name}/initrd/{i}/{base}   the profile's i-th initrd (local path)
+//	GET /files/{path...}                     files from the iPXE dir and tftp.root
+//	GET|POST /done/{mac}                     boot complete
+//
+// Files are served with http.ServeContent, so HEAD, Range and conditional
+// requests work, and the bytes go out with sendfile.
+package httpboot

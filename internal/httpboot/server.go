@@ -1,0 +1,262 @@
+package httpboot
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"path"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/bootfleet/bootfleet/internal/config"
+	"github.com/bootfleet/bootfleet/internal/fleet"
+	"github.com/bootfleet/bootfleet/internal/ipxe"
+)
+
+// FileOpener opens a client-supplied path inside the served roots, refusing
+// anything that leaves them. *safefs.Roots implements it.
+type FileOpener interface {
+	Open(name string) (*os.File, error)
+}
+
+// Fleet says what each machine boots.
+type Fleet interface {
+	Resolve(mac net.HardwareAddr) (fleet.Target, bool)
+	Profile(name string) (config.Profile, bool)
+}
+
+// BootClock ends a machine's boot and says how long it took.
+type BootClock interface {
+	Complete(mac net.HardwareAddr) (time.Duration, bool)
+}
+
+// Config wires the handler. Fleet, Boots and BaseURL are required.
+type Config struct {
+	Files    FileOpener // nil serves no /files/
+	Fleet    Fleet
+	Boots    BootClock
+	BaseURL  string // e.g. http://10.213.0.1:8080, as clients reach this server
+	ServerIP string
+	Logger   *slog.Logger
+}
+
+type server struct {
+	Config
+	log *slog.Logger
+}
+
+// New returns the HTTP boot handler.
+func New(c Config) http.Handler {
+	s := &server{Config: c, log: c.Logger}
+	if s.log == nil {
+		s.log = slog.New(slog.DiscardHandler)
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /ipxe/{mac}", s.script)
+	mux.HandleFunc("GET /profiles/{name}/kernel", s.profileFile)
+	mux.HandleFunc("GET /profiles/{name}/initrd/{i}/{base}", s.profileFile)
+	mux.HandleFunc("GET /files/{path...}", s.file)
+	mux.HandleFunc("GET /done/{mac}", s.done)
+	mux.HandleFunc("POST /done/{mac}", s.done)
+	return mux
+}
+
+// macPath formats a MAC the way URLs carry it: hyphens survive every URL
+// parser, colons do not always.
+func macPath(mac net.HardwareAddr) string {
+	return strings.ReplaceAll(mac.String(), ":", "-")
+}
+
+func parseMAC(w http.ResponseWriter, s string) (net.HardwareAddr, bool) {
+	mac, err := net.ParseMAC(s)
+	if err != nil || len(mac) != 6 {
+		http.Error(w, fmt.Sprintf("want a MAC like 52-54-00-12-34-56, got %q", s), http.StatusBadRequest)
+		return nil, false
+	}
+	return mac, true
+}
+
+func (s *server) script(w http.ResponseWriter, r *http.Request) {
+	mac, ok := parseMAC(w, r.PathValue("mac"))
+	if !ok {
+		return
+	}
+	t, ok := s.Fleet.Resolve(mac)
+	if !ok {
+		s.log.Warn("no profile for machine; add it under machines or set default_profile", "mac", mac.String(), "remote", r.RemoteAddr)
+		http.Error(w, "no profile for "+mac.String(), http.StatusNotFound)
+		return
+	}
+	body, err := s.render(t)
+	if err != nil {
+		s.log.Error("render iPXE script", "mac", mac.String(), "profile", t.Profile, "err", err)
+		http.Error(w, "profile "+t.Profile+": "+err.Error(), http.StatusInternalServerError)
+		return
+	}
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	io.WriteString(w, body)
+	s.log.Info("script served", "mac", mac.String(), "name", t.Machine.Name, "profile", t.Profile, "remote", r.RemoteAddr)
+}
+
+func (s *server) render(t fleet.Target) (string, error) {
+	mp := macPath(t.Machine.MAC)
+	vars := ipxe.Vars{
+		MAC:      t.Machine.MAC.String(),
+		Name:     t.Machine.Name,
+		Profile:  t.Profile,
+		ServerIP: s.ServerIP,
+		HTTPBase: s.BaseURL,
+		DoneURL:  s.BaseURL + "/done/" + mp,
+	}
+	cmdline, err := ipxe.RenderCmdline(t.Spec.Cmdline, vars)
+	if err != nil {
+		return "", err
+	}
+	q := "?mac=" + mp
+	prof := s.BaseURL + "/profiles/" + url.PathEscape(t.Profile)
+	b := ipxe.Boot{Kernel: prof + "/kernel" + q, Cmdline: cmdline}
+	if isURL(t.Spec.Kernel) {
+		b.Kernel = t.Spec.Kernel
+	}
+	for i, rd := range t.Spec.Initrd {
+		base := path.Base(rd)
+		u := fmt.Sprintf("%s/initrd/%d/%s%s", prof, i, url.PathEscape(base), q)
+		if isURL(rd) {
+			u = rd
+		}
+		b.Initrds = append(b.Initrds, ipxe.Initrd{URL: u, Name: base})
+	}
+	return ipxe.Script(b), nil
+}
+
+func isURL(s string) bool {
+	return strings.HasPrefix(s, "http://") || strings.HasPrefix(s, "https://")
+}
+
+func (s *server) profileFile(w http.ResponseWriter, r *http.Request) {
+	name := r.PathValue("name")
+	p, ok := s.Fleet.Profile(name)
+	if !ok {
+		http.Error(w, "no profile named "+name, http.StatusNotFound)
+		return
+	}
+	local := p.Kernel
+	if is := r.PathValue("i"); is != "" {
+		i, err := strconv.Atoi(is)
+		if err != nil || i < 0 || i >= len(p.Initrd) {
+			http.Error(w, fmt.Sprintf("profile %s has %d initrds, got index %q", name, len(p.Initrd), is), http.StatusNotFound)
+			return
+		}
+		local = p.Initrd[i]
+	}
+	if isURL(local) {
+		http.Redirect(w, r, local, http.StatusFound)
+		return
+	}
+	f, err := os.Open(local)
+	if err != nil {
+		s.log.Error("profile file missing; fix the path in the profile", "profile", name, "path", local, "err", err)
+		http.Error(w, "profile file unavailable", http.StatusNotFound)
+		return
+	}
+	defer f.Close()
+	s.serveFile(w, r, f, local)
+}
+
+func (s *server) file(w http.ResponseWriter, r *http.Request) {
+	name := r.PathValue("path")
+	if s.Files == nil {
+		http.NotFound(w, r)
+		return
+	}
+	f, err := s.Files.Open(name)
+	if err != nil {
+		code := http.StatusNotFound
+		if !errors.Is(err, fs.ErrNotExist) {
+			code = http.StatusForbidden
+		}
+		s.log.Warn("file refused", "path", name, "remote", r.RemoteAddr, "err", err)
+		http.Error(w, http.StatusText(code), code)
+		return
+	}
+	defer f.Close()
+	s.serveFile(w, r, f, name)
+}
+
+func (s *server) serveFile(w http.ResponseWriter, r *http.Request, f *os.File, name string) {
+	st, err := f.Stat()
+	if err != nil || !st.Mode().IsRegular() {
+		http.Error(w, "not a regular file", http.StatusForbidden)
+		return
+	}
+	start := time.Now()
+	cw := &countingWriter{ResponseWriter: w}
+	http.ServeContent(cw, r, path.Base(name), st.ModTime(), f)
+	took := time.Since(start)
+	if r.Method == http.MethodHead {
+		return
+	}
+	s.log.Info("file sent", "mac", r.URL.Query().Get("mac"), "remote", r.RemoteAddr, "file", name,
+		"bytes", cw.n, "seconds", roundSec(took), "mbps", mbps(cw.n, took))
+}
+
+func (s *server) done(w http.ResponseWriter, r *http.Request) {
+	mac, ok := parseMAC(w, r.PathValue("mac"))
+	if !ok {
+		return
+	}
+	name := ""
+	if t, ok := s.Fleet.Resolve(mac); ok {
+		name = t.Machine.Name
+	}
+	took, ok := s.Boots.Complete(mac)
+	if ok {
+		s.log.Info("boot complete", "mac", mac.String(), "name", name, "seconds", roundSec(took), "remote", r.RemoteAddr)
+	} else {
+		s.log.Info("boot complete", "mac", mac.String(), "name", name, "seconds", "unknown (no DHCP seen for this boot)", "remote", r.RemoteAddr)
+	}
+	io.WriteString(w, "ok\n")
+}
+
+func roundSec(d time.Duration) float64 {
+	return float64(d.Round(10*time.Millisecond)) / float64(time.Second)
+}
+
+func mbps(n int64, d time.Duration) float64 {
+	if d <= 0 {
+		return 0
+	}
+	return float64(int64(float64(n)/d.Seconds()/1e4)) / 100 // MB/s, two decimals
+}
+
+// countingWriter counts body bytes and keeps the ReaderFrom path open, so
+// that counting does not cost us sendfile.
+type countingWriter struct {
+	http.ResponseWriter
+	n int64
+}
+
+func (c *countingWriter) Write(p []byte) (int, error) {
+	n, err := c.ResponseWriter.Write(p)
+	c.n += int64(n)
+	return n, err
+}
+
+func (c *countingWriter) ReadFrom(r io.Reader) (int64, error) {
+	var n int64
+	var err error
+	if rf, ok := c.ResponseWriter.(io.ReaderFrom); ok {
+		n, err = rf.ReadFrom(r)
+	} else {
+		n, err = io.Copy(c.ResponseWriter, r)
+	}
+	c.n += n
+	return n, err
+}

@@ -1,0 +1,182 @@
+package httpboot
+
+import (
+	"bytes"
+	"io"
+	"io/fs"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/bootfleet/bootfleet/internal/boots"
+	"github.com/bootfleet/bootfleet/internal/config"
+	"github.com/bootfleet/bootfleet/internal/fleet"
+)
+
+// dirOpener serves one directory and refuses any name with "..": enough for
+// these tests; the real confinement rules are package safefs's and tested there.
+type dirOpener string
+
+func (d dirOpener) Open(name string) (*os.File, error) {
+	if strings.Contains(name, "..") {
+		return nil, fs.ErrPermission
+	}
+	return os.Open(filepath.Join(string(d), name))
+}
+
+type env struct {
+	srv    *httptest.Server
+	logs   *bytes.Buffer
+	clock  *time.Time
+	kernel []byte
+}
+
+func newEnv(t *testing.T) *env {
+	t.Helper()
+	dir := t.TempDir()
+	kernel := bytes.Repeat([]byte("0123456789abcdef"), 4096)
+	os.WriteFile(filepath.Join(dir, "vmlinuz"), kernel, 0o644)
+	os.WriteFile(filepath.Join(dir, "initrd.img"), []byte("initrd"), 0o644)
+	files := filepath.Join(dir, "files")
+	os.MkdirAll(files, 0o755)
+	os.WriteFile(filepath.Join(files, "ipxe.efi"), []byte("EFI"), 0o644)
+	yaml := `
+interface: br0
+dhcp: {mode: proxy}
+default_profile: linux
+profiles:
+  linux:
+    kernel: ` + filepath.Join(dir, "vmlinuz") + `
+    initrd: [` + filepath.Join(dir, "initrd.img") + `]
+    cmdline: "console=ttyS0 done={{ .DoneURL }}"
+  rescue:
+    kernel: http://mirror.example/vmlinuz
+    cmdline: "rescue host={{ .Name }}"
+  broken:
+    kernel: /k
+    cmdline: "{{ .Nope }}"
+machines:
+  - {mac: "52:54:00:12:34:56", name: pc1, profile: rescue}
+  - {mac: "52:54:00:00:00:0b", name: bad, profile: broken}
+`
+	c, err := config.Parse(strings.NewReader(yaml))
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, err := fleet.FromConfig(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	clock := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	e := &env{logs: &bytes.Buffer{}, clock: &clock, kernel: kernel}
+	tr := boots.NewTracker(func() time.Time { return *e.clock })
+	mac, _ := net.ParseMAC("52:54:00:aa:bb:cc")
+	tr.DHCPSeen(mac)
+	clock = clock.Add(31500 * time.Millisecond)
+	h := New(Config{
+		Files: dirOpener(files), Fleet: v, Boots: tr,
+		BaseURL: "http://10.0.0.1:8080", ServerIP: "10.0.0.1",
+		Logger: slog.New(slog.NewTextHandler(e.logs, nil)),
+	})
+	e.srv = httptest.NewServer(h)
+	t.Cleanup(e.srv.Close)
+	return e
+}
+
+func (e *env) do(t *testing.T, method, path string, hdr map[string]string) (*http.Response, string) {
+	t.Helper()
+	req, _ := http.NewRequest(method, e.srv.URL+path, nil)
+	for k, v := range hdr {
+		req.Header.Set(k, v)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp, string(b)
+}
+
+func TestRoutes(t *testing.T) {
+	e := newEnv(t)
+	tests := []struct {
+		name, method, path string
+		hdr                map[string]string
+		code               int
+		body               string // substring
+	}{
+		{"default profile script", "GET", "/ipxe/52-54-00-aa-bb-cc", nil, 200,
+			"kernel http://10.0.0.1:8080/profiles/linux/kernel?mac=52-54-00-aa-bb-cc initrd=initrd.img console=ttyS0 done=http://10.0.0.1:8080/done/52-54-00-aa-bb-cc"},
+		{"colon mac", "GET", "/ipxe/52:54:00:aa:bb:cc", nil, 200, "initrd --name initrd.img http://10.0.0.1:8080/profiles/linux/initrd/0/initrd.img?mac=52-54-00-aa-bb-cc"},
+		{"machine profile", "GET", "/ipxe/52-54-00-12-34-56", nil, 200, "kernel http://mirror.example/vmlinuz rescue host=pc1"},
+		{"bad mac", "GET", "/ipxe/nope", nil, 400, "want a MAC"},
+		{"broken template", "GET", "/ipxe/52-54-00-00-00-0b", nil, 500, "profile broken: cmdline template"},
+		{"kernel", "GET", "/profiles/linux/kernel", nil, 200, "0123456789abcdef0123"},
+		{"kernel range", "GET", "/profiles/linux/kernel", map[string]string{"Range": "bytes=16-31"}, 206, "0123456789abcdef"},
+		{"initrd", "GET", "/profiles/linux/initrd/0/initrd.img", nil, 200, "initrd"},
+		{"initrd index out of range", "GET", "/profiles/linux/initrd/1/x", nil, 404, "has 1 initrds"},
+		{"unknown profile", "GET", "/profiles/nope/kernel", nil, 404, "no profile named nope"},
+		{"url kernel redirects", "GET", "/profiles/rescue/kernel", nil, 0, ""},
+		{"file", "GET", "/files/ipxe.efi", nil, 200, "EFI"},
+		{"file missing", "GET", "/files/nope.efi", nil, 404, ""},
+		{"file traversal", "GET", "/files/a/..%2f..%2fetc/passwd", nil, 403, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if tt.code == 0 {
+				req, _ := http.NewRequest(tt.method, e.srv.URL+tt.path, nil)
+				resp, err := http.DefaultTransport.RoundTrip(req)
+				if err != nil {
+					t.Fatal(err)
+				}
+				resp.Body.Close()
+				if resp.StatusCode != http.StatusFound || resp.Header.Get("Location") != "http://mirror.example/vmlinuz" {
+					t.Fatalf("got %d %q", resp.StatusCode, resp.Header.Get("Location"))
+				}
+				return
+			}
+			resp, body := e.do(t, tt.method, tt.path, tt.hdr)
+			if resp.StatusCode != tt.code {
+				t.Fatalf("status %d, want %d; body %q", resp.StatusCode, tt.code, body)
+			}
+			if !strings.Contains(body, tt.body) {
+				t.Fatalf("body %q does not contain %q", body, tt.body)
+			}
+		})
+	}
+}
+
+func TestHeadHasLengthAndNoBody(t *testing.T) {
+	e := newEnv(t)
+	resp, body := e.do(t, "HEAD", "/profiles/linux/kernel", nil)
+	if resp.StatusCode != 200 || body != "" || resp.ContentLength != int64(len(e.kernel)) {
+		t.Fatalf("HEAD: %d len %d body %q", resp.StatusCode, resp.ContentLength, body)
+	}
+}
+
+func TestDoneLogsBootComplete(t *testing.T) {
+	e := newEnv(t)
+	resp, _ := e.do(t, "GET", "/done/52-54-00-aa-bb-cc", nil)
+	if resp.StatusCode != 200 {
+		t.Fatalf("status %d", resp.StatusCode)
+	}
+	logs := e.logs.String()
+	if !strings.Contains(logs, `msg="boot complete" mac=52:54:00:aa:bb:cc`) || !strings.Contains(logs, "seconds=31.5") {
+		t.Fatalf("log lacks boot complete with seconds=31.5:\n%s", logs)
+	}
+}
+
+func TestFileSentIsLoggedWithBytes(t *testing.T) {
+	e := newEnv(t)
+	e.do(t, "GET", "/profiles/linux/kernel?mac=52-54-00-aa-bb-cc", nil)
+	if want := "bytes=65536"; !strings.Contains(e.logs.String(), want) {
+		t.Fatalf("log lacks %s:\n%s", want, e.logs.String())
+	}
+}

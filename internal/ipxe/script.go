@@ -1,0 +1,118 @@
+package ipxe
+
+import (
+	"fmt"
+	"path"
+	"strings"
+	"text/template"
+)
+
+// Vars are the fields a profile's cmdline template can use, e.g.
+// "console=ttyS0 done={{ .DoneURL }}".
+type Vars struct {
+	MAC      string // 52:54:00:12:34:56
+	Name     string // machine name, empty for unlisted machines
+	Profile  string
+	ServerIP string
+	HTTPBase string // http://10.0.0.1:8080
+	DoneURL  string // the URL the booted OS calls to report boot complete
+}
+
+// RenderCmdline executes the cmdline template with v. Unknown fields are an
+// error, so a typo in a profile is reported rather than booted.
+func RenderCmdline(tmpl string, v Vars) (string, error) {
+	t, err := template.New("cmdline").Option("missingkey=error").Parse(tmpl)
+	if err != nil {
+		return "", fmt.Errorf("cmdline template: %w", err)
+	}
+	var b strings.Builder
+	if err := t.Execute(&b, v); err != nil {
+		return "", fmt.Errorf("cmdline template: %w", err)
+	}
+	if strings.ContainsAny(b.String(), "\r\n") {
+		return "", fmt.Errorf("cmdline template: rendered command line must be one line, got %q", b.String())
+	}
+	return b.String(), nil
+}
+
+// Initrd is one initrd image of a boot.
+type Initrd struct {
+	URL string
+	// Name is what the kernel sees it as; defaults to the URL's base name.
+	Name string
+}
+
+// Boot is what a script loads and boots.
+type Boot struct {
+	Kernel  string // URL
+	Initrds []Initrd
+	Cmdline string // already rendered
+}
+
+// Script renders an iPXE script that loads the kernel and initrds and boots.
+//
+// Every initrd gets an explicit name, and the command line names each one
+// with initrd=NAME: Debian 12's iPXE on UEFI hands an initrd to the kernel's
+// EFI stub only when the command line names it, and BIOS kernels ignore the
+// parameter, so always adding it is safe. On failure the script waits and
+// retries rather than dropping to a shell nobody watches.
+func Script(b Boot) string {
+	names := initrdNames(b.Initrds)
+	var args []string
+	for _, n := range names {
+		args = append(args, "initrd="+n)
+	}
+	if b.Cmdline != "" {
+		args = append(args, b.Cmdline)
+	}
+	var s strings.Builder
+	s.WriteString("#!ipxe\n")
+	s.WriteString(":start\n")
+	fmt.Fprintf(&s, "kernel %s %s || goto failed\n", b.Kernel, strings.Join(args, " "))
+	for i, rd := range b.Initrds {
+		fmt.Fprintf(&s, "initrd --name %s %s || goto failed\n", names[i], rd.URL)
+	}
+	s.WriteString("boot || goto failed\n")
+	s.WriteString(":failed\n")
+	s.WriteString("echo bootfleet: boot failed, retrying in 5 seconds\n")
+	s.WriteString("sleep 5\n")
+	s.WriteString("goto start\n")
+	return s.String()
+}
+
+// initrdNames gives each initrd a distinct name made only of characters
+// that survive the kernel command line.
+func initrdNames(rds []Initrd) []string {
+	names := make([]string, len(rds))
+	used := map[string]bool{}
+	for i, rd := range rds {
+		n := rd.Name
+		if n == "" {
+			u := rd.URL
+			if j := strings.IndexAny(u, "?#"); j >= 0 {
+				u = u[:j]
+			}
+			n = path.Base(u)
+		}
+		n = sanitize(n)
+		if n == "" || n == "." || n == "/" {
+			n = "initrd"
+		}
+		if used[n] {
+			n = fmt.Sprintf("%d-%s", i, n)
+		}
+		used[n] = true
+		names[i] = n
+	}
+	return names
+}
+
+func sanitize(n string) string {
+	return strings.Map(func(r rune) rune {
+		switch {
+		case r >= 'a' && r <= 'z', r >= 'A' && r <= 'Z', r >= '0' && r <= '9', r == '.', r == '-', r == '_':
+			return r
+		}
+		return '_'
+	}, n)
+}

@@ -1,0 +1,71 @@
+package ipxe
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+)
+
+var update = os.Getenv("UPDATE_TESTDATA") != ""
+
+func TestRenderCmdline(t *testing.T) {
+	v := Vars{MAC: "52:54:00:12:34:56", Name: "pc1", Profile: "linux", DoneURL: "http://10.0.0.1:8080/done/52-54-00-12-34-56"}
+	tests := []struct {
+		name, tmpl, want string
+		wantErr        bool
+	}{
+		{"plain", "console=ttyS0", "console=ttyS0", false},
+		{"done url", "console=ttyS0 done={{ .DoneURL }}", "console=ttyS0 done=http://10.0.0.1:8080/done/52-54-00-12-34-56", false},
+		{"name and mac", "host={{.Name}} mac={{.MAC}}", "host=pc1 mac=52:54:00:12:34:56", false},
+		{"unknown field", "x={{ .Nope }}", "", true},
+		{"broken template", "x={{ .DoneURL ", "", true},
+		{"newline refused", "a\nb", "", true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := RenderCmdline(tt.tmpl, v)
+			if (err != nil) != tt.wantErr {
+				t.Fatalf("err = %v, wantErr %v", err, tt.wantErr)
+			}
+			if got != tt.want {
+				t.Fatalf("got %q, want %q", got, tt.want)
+			}
+		})
+	}
+}
+
+func TestScriptGolden(t *testing.T) {
+	tests := []struct {
+		name string
+		boot Boot
+	}{
+		{"one-initrd", Boot{
+			Kernel:  "http://10.0.0.1:8080/profiles/linux/kernel?mac=52-54-00-12-34-56",
+			Initrds: []Initrd{{URL: "http://10.0.0.1:8080/profiles/linux/initrd/0/initrd.img?mac=52-54-00-12-34-56"}},
+			Cmdline: "console=ttyS0 done=http://10.0.0.1:8080/done/52-54-00-12-34-56",
+		}},
+		{"duplicate-names", Boot{
+			Kernel:  "http://mirror/vmlinuz",
+			Initrds: []Initrd{{URL: "http://a/initrd.img"}, {URL: "http://b/initrd.img"}, {URL: "http://c/we ird$name"}},
+		}},
+		{"no-initrd", Boot{Kernel: "http://mirror/vmlinuz", Cmdline: "quiet"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := Script(tt.boot)
+			golden := filepath.Join("testdata", tt.name+".ipxe")
+			if update {
+				if err := os.WriteFile(golden, []byte(got), 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			want, err := os.ReadFile(golden)
+			if err != nil {
+				t.Fatalf("%v (run with UPDATE_TESTDATA=1 to create)", err)
+			}
+			if got != string(want) {
+				t.Fatalf("script differs from %s:\n got:\n%s\nwant:\n%s", golden, got, want)
+			}
+		})
+	}
+}

@@ -1,0 +1,139 @@
+package pxe
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"strings"
+)
+
+// Default boot files, as shipped by Debian's ipxe package in /usr/lib/ipxe.
+const (
+	DefaultBIOSFile   = "undionly.kpxe" // iPXE using the NIC ROM's UNDI driver; works on any PXE BIOS NIC
+	DefaultEFIx64File = "ipxe.efi"      // iPXE with its own NIC drivers; snponly.efi uses the firmware's instead
+)
+
+// PlanConfig says which file each kind of firmware gets. The zero value of a
+// file field means its default (BIOS and UEFI x64) or "not supported" (the rest).
+type PlanConfig struct {
+	BIOSFile     string // TFTP path for x86 BIOS PXE; default DefaultBIOSFile
+	EFIx64File   string // TFTP path (or /files/ name for HTTP boot) for x86-64 UEFI; default DefaultEFIx64File
+	EFIIA32File  string // for 32-bit x86 UEFI; default "" (refused: Debian ships no 32-bit ipxe.efi)
+	EFIARM64File string // for ARM64 UEFI; default "" (refused)
+
+	// HTTPBase is the server's base URL, e.g. "http://10.213.0.1:8080", no
+	// trailing slash. UEFI HTTP boot gets HTTPBase+"/files/"+file and iPXE gets
+	// its script URL from it. Empty means only TFTP plans are possible.
+	HTTPBase string
+
+	// ScriptURL overrides the iPXE script URL. Default:
+	// HTTPBase+"/ipxe/"+mac with the MAC in hyphen form (52-54-00-12-34-56).
+	ScriptURL func(mac net.HardwareAddr) string
+}
+
+// Proto is how the boot file is fetched.
+type Proto int
+
+// Boot file transports.
+const (
+	ProtoTFTP Proto = iota // Plan.BootFile is a path on the TFTP server (siaddr)
+	ProtoHTTP              // Plan.BootFile is an absolute http:// URL
+)
+
+func (p Proto) String() string {
+	if p == ProtoHTTP {
+		return "http"
+	}
+	return "tftp"
+}
+
+// Plan is what the DHCP reply tells the firmware to boot.
+type Plan struct {
+	Proto    Proto
+	BootFile string // option 67 and the legacy file field: TFTP path or URL
+
+	// VendorClass is the option 60 value the reply must carry, or "" when the
+	// DHCP layer decides. UEFI HTTP boot ignores offers without "HTTPClient".
+	VendorClass string
+}
+
+// ErrNoPlan is wrapped by every PlanFor error: the client is not booted by
+// this server and its DHCP request should get no boot options.
+var ErrNoPlan = errors.New("no boot plan")
+
+// PlanFor chooses the next boot step for a client.
+//
+// iPXE is checked first, so iPXE always gets its script and is never handed an
+// iPXE binary again (which would loop forever). Errors wrap ErrNoPlan and say
+// what the admin can set to boot such a client.
+func PlanFor(c Client, mac net.HardwareAddr, cfg PlanConfig) (Plan, error) {
+	if cfg.BIOSFile == "" {
+		cfg.BIOSFile = DefaultBIOSFile
+	}
+	if cfg.EFIx64File == "" {
+		cfg.EFIx64File = DefaultEFIx64File
+	}
+	switch {
+	case c.IPXE:
+		u, err := scriptURL(mac, cfg)
+		if err != nil {
+			return Plan{}, err
+		}
+		return Plan{Proto: ProtoHTTP, BootFile: u}, nil
+	case c.HTTPBoot:
+		if cfg.HTTPBase == "" {
+			return Plan{}, fmt.Errorf("%w: UEFI HTTP boot client (%s) but no HTTP base URL is configured; set the HTTP listen address", ErrNoPlan, c.Arch)
+		}
+		f, err := efiFile(c.Arch, cfg)
+		if err != nil {
+			return Plan{}, err
+		}
+		return Plan{Proto: ProtoHTTP, BootFile: strings.TrimRight(cfg.HTTPBase, "/") + "/files/" + strings.TrimLeft(f, "/"), VendorClass: VendorHTTP}, nil
+	case c.PXE:
+		if c.Arch == ArchBIOS {
+			return Plan{Proto: ProtoTFTP, BootFile: cfg.BIOSFile}, nil
+		}
+		f, err := efiFile(c.Arch, cfg)
+		if err != nil {
+			return Plan{}, err
+		}
+		return Plan{Proto: ProtoTFTP, BootFile: f}, nil
+	default:
+		return Plan{}, fmt.Errorf("%w: client is not network-boot firmware (vendor class %q, no iPXE user class)", ErrNoPlan, c.VendorClass)
+	}
+}
+
+// efiFile maps a UEFI architecture (PXE or HTTP flavour) to its iPXE binary.
+func efiFile(a Arch, cfg PlanConfig) (string, error) {
+	var f, knob string
+	switch a {
+	case ArchEFIx64, ArchEFIBC, ArchEFIx64HTTP:
+		return cfg.EFIx64File, nil
+	case ArchEFIIA32, ArchEFIIA32HTTP:
+		f, knob = cfg.EFIIA32File, "EFIIA32File"
+	case ArchEFIARM64, ArchEFIARM64HTTP:
+		f, knob = cfg.EFIARM64File, "EFIARM64File"
+	default:
+		return "", fmt.Errorf("%w: client architecture %s (option 93 code %d) is not supported; bootfleet boots bios, uefi-x64, uefi-ia32 and uefi-arm64", ErrNoPlan, a, uint16(a))
+	}
+	if f == "" {
+		return "", fmt.Errorf("%w: no iPXE binary configured for %s clients; set %s to an iPXE build for that architecture", ErrNoPlan, a, knob)
+	}
+	return f, nil
+}
+
+func scriptURL(mac net.HardwareAddr, cfg PlanConfig) (string, error) {
+	if cfg.ScriptURL != nil {
+		return cfg.ScriptURL(mac), nil
+	}
+	if cfg.HTTPBase == "" {
+		return "", fmt.Errorf("%w: iPXE client but no HTTP base URL is configured for its script; set the HTTP listen address", ErrNoPlan)
+	}
+	return strings.TrimRight(cfg.HTTPBase, "/") + "/ipxe/" + HyphenMAC(mac), nil
+}
+
+// HyphenMAC formats a MAC as 52-54-00-12-34-56, the form used in URLs
+// (colons would need escaping in some iPXE versions and in file names).
+func HyphenMAC(mac net.HardwareAddr) string {
+	return strings.ReplaceAll(mac.String(), ":", "-")
+}

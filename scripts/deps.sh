@@ -1,0 +1,13 @@
+#!/usr/bin/env bash
+# Installs every Debian package the tests, demo and benchmarks need. Idempotent; run as root.
+set -euo pipefail
+PACKAGES="qemu-system-x86 qemu-utils ovmf ipxe ipxe-qemu busybox-static atftp tftp-hpa dnsmasq tshark iproute2 nftables curl cpio kmod xz-utils ca-certificates"
+missing=""
+for p in $PACKAGES; do
+  dpkg -s "$p" >/dev/null 2>&1 || missing="$missing $p"
+done
+if [ -n "$missing" ]; then
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get -o DPkg::Lock::Timeout=900 update -q
+  apt-get -o DPkg::Lock::Timeout=900 install -y -q --no-install-recommends $missing
+fi
