@@ -184,7 +184,8 @@ done
 [ -n "$url" ] || fail "no done=URL on the kernel command line"
 
 n=0
-until wget -q -T 10 -O /tmp/done "$url"; do
+# Not wget -T: Debian 12's static busybox wget segfaults with it; bound the attempt with timeout instead.
+until timeout 15 wget -q -O /tmp/done "$url"; do
   n=$((n + 1))
   [ $n -lt 5 ] || fail "GET $url failed 5 times"
   sleep 2

@@ -26,12 +26,28 @@ const (
 	ModeProxy
 )
 
+// String returns "full" or "proxy", as in the config file.
 func (m Mode) String() string {
 	if m == ModeProxy {
 		return "proxy"
 	}
 	return "full"
 }
+
+// ParseMode reads the config file's dhcp.mode ("full" or "proxy"; "off"
+// means no DHCP server and is the caller's to handle).
+func ParseMode(s string) (Mode, error) {
+	switch s {
+	case "full":
+		return ModeFull, nil
+	case "proxy":
+		return ModeProxy, nil
+	}
+	return 0, fmt.Errorf("dhcp mode %q: want full, proxy or off", s)
+}
+
+// LeaseFileName is the conventional lease file name inside the data directory.
+const LeaseFileName = "dhcp-leases.json"
 
 // Default and limit values for Config.
 const (

@@ -27,6 +27,7 @@ type Target struct {
 // snapshot is immutable once published.
 type snapshot struct {
 	machines       map[string]Machine // key: MAC string
+	reserved       map[string]Machine // key: reserved IP string
 	profiles       map[string]config.Profile
 	defaultProfile string
 }
@@ -49,6 +50,7 @@ func FromConfig(c *config.Config) (*View, error) {
 func (v *View) Apply(c *config.Config) error {
 	s := &snapshot{
 		machines:       make(map[string]Machine, len(c.Machines)),
+		reserved:       map[string]Machine{},
 		profiles:       make(map[string]config.Profile, len(c.Profiles)),
 		defaultProfile: c.DefaultProfile,
 	}
@@ -65,6 +67,9 @@ func (v *View) Apply(c *config.Config) error {
 			ip = net.ParseIP(m.IP).To4()
 		}
 		s.machines[hw.String()] = Machine{MAC: hw, Name: m.Name, Profile: m.Profile, IP: ip}
+		if ip != nil {
+			s.reserved[ip.String()] = s.machines[hw.String()]
+		}
 	}
 	v.cur.Store(s)
 	return nil
@@ -105,4 +110,12 @@ func (v *View) Profile(name string) (config.Profile, bool) {
 func (v *View) Lookup(mac net.HardwareAddr) (reserved net.IP, boot bool) {
 	t, ok := v.Resolve(mac)
 	return t.Machine.IP, ok
+}
+
+// ReservedFor returns the MAC that ip is reserved for, or nil.
+func (v *View) ReservedFor(ip net.IP) net.HardwareAddr {
+	if m, ok := v.cur.Load().reserved[ip.String()]; ok {
+		return m.MAC
+	}
+	return nil
 }

@@ -51,6 +51,9 @@ func TestResolve(t *testing.T) {
 			if !boot || ip.String() != tt.ip {
 				t.Fatalf("Lookup = %v, %v", ip, boot)
 			}
+			if ip != nil && v.ReservedFor(ip).String() != tt.mac {
+				t.Fatalf("ReservedFor(%v) = %v, want %s", ip, v.ReservedFor(ip), tt.mac)
+			}
 		})
 	}
 }
@@ -67,5 +70,13 @@ func TestNoDefaultProfileMeansNoBoot(t *testing.T) {
 	}
 	if _, boot := v.Lookup(mac); boot {
 		t.Fatal("Lookup says boot")
+	}
+}
+
+func TestReservedForUnreserved(t *testing.T) {
+	c, _ := config.Parse(strings.NewReader(cfgYAML))
+	v, _ := FromConfig(c)
+	if got := v.ReservedFor(net.IPv4(10, 0, 0, 51)); got != nil {
+		t.Fatalf("got %v for an unreserved address", got)
 	}
 }

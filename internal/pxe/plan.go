@@ -40,6 +40,7 @@ const (
 	ProtoHTTP              // Plan.BootFile is an absolute http:// URL
 )
 
+// String returns "tftp" or "http".
 func (p Proto) String() string {
 	if p == ProtoHTTP {
 		return "http"

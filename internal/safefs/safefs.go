@@ -21,6 +21,7 @@ var ErrForbidden = fmt.Errorf("path refused: %w", fs.ErrPermission)
 // concurrent use. Close releases the directory descriptors.
 type Roots struct {
 	roots []root
+	pins  pins
 }
 
 type root struct {
@@ -74,6 +75,9 @@ func (r *Roots) Open(name string) (*os.File, error) {
 	rel, err := Clean(name)
 	if err != nil {
 		return nil, err
+	}
+	if f, ok, err := r.openPinned(rel); ok {
+		return f, err
 	}
 	for _, rt := range r.roots {
 		f, err := openBeneath(rt, rel)

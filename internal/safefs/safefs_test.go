@@ -294,3 +294,43 @@ func FuzzOpen(f *testing.F) {
 		}
 	})
 }
+
+func TestPinServesOnlyTheExactName(t *testing.T) {
+	base, r1, _ := fixture(t)
+	outside := filepath.Join(base, "outside-pinned.efi")
+	if err := os.WriteFile(outside, []byte("PINNED"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	link := filepath.Join(r1, "ipxe-link.efi")
+	if err := os.Symlink(outside, link); err != nil {
+		t.Fatal(err)
+	}
+	r, err := New(r1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	if _, err := r.Open("ipxe-link.efi"); !errors.Is(err, ErrForbidden) {
+		t.Fatalf("before pinning, an escaping symlink must be refused, got %v", err)
+	}
+	if err := r.Pin("ipxe-link.efi", link); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"ipxe-link.efi", "/ipxe-link.efi"} {
+		f, err := r.Open(name)
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		b, _ := io.ReadAll(f)
+		f.Close()
+		if string(b) != "PINNED" {
+			t.Fatalf("%s: got %q", name, b)
+		}
+	}
+	if _, err := r.Open("../outside-pinned.efi"); !errors.Is(err, ErrForbidden) {
+		t.Fatalf("pinning must not open other names, got %v", err)
+	}
+	if err := r.Pin("dir", base); !errors.Is(err, ErrForbidden) {
+		t.Fatalf("pinning a directory: got %v", err)
+	}
+}

@@ -1,0 +1,15 @@
+// Command bench measures bootfleet's TFTP and HTTP serving against its peers
+// (dnsmasq, tftp-hpa, atftpd and nginx) and writes BENCHMARKS.md with PNG
+// plots. It is what `make bench` runs (through scripts/bench.sh); it is not
+// part of `make test`.
+//
+// Every measurement runs in private network namespaces that bench creates
+// and always deletes: a server namespace and a client namespace joined by a
+// veth pair shaped with tbf on both ends, and a loopback-only namespace for
+// unshaped runs. Clients are Debian's atftp (TFTP) and curl (HTTP); each
+// download is streamed through a FIFO into sha256 and compared with the
+// source, so a wrong file counts as a failed run, never as a number.
+//
+// Needs root. Run `go run ./bench -h` for flags; `-quick` is a smoke run of
+// a few minutes with small files, `-cases 1,4` runs only some cases.
+package main

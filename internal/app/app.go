@@ -1,0 +1,210 @@
+package app
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/insomniacslk/dhcp/dhcpv4"
+	"golang.org/x/sync/errgroup"
+
+	"github.com/bootfleet/bootfleet/internal/boots"
+	"github.com/bootfleet/bootfleet/internal/config"
+	"github.com/bootfleet/bootfleet/internal/dhcp"
+	"github.com/bootfleet/bootfleet/internal/fleet"
+	"github.com/bootfleet/bootfleet/internal/httpboot"
+	"github.com/bootfleet/bootfleet/internal/pxe"
+	"github.com/bootfleet/bootfleet/internal/safefs"
+	"github.com/bootfleet/bootfleet/internal/tftp"
+)
+
+// Run starts every service c enables and blocks until ctx is done or one of
+// them fails; then it stops the others and returns the first error.
+func Run(ctx context.Context, c *config.Config, log *slog.Logger) error {
+	if err := os.MkdirAll(c.Data, 0o750); err != nil {
+		return fmt.Errorf("data directory: %w (set data to a writable directory)", err)
+	}
+	serverIP, err := resolveServerIP(c)
+	if err != nil {
+		return err
+	}
+	roots, err := servedRoots(c)
+	if err != nil {
+		return err
+	}
+	defer roots.Close()
+	view, err := fleet.FromConfig(c)
+	if err != nil {
+		return err
+	}
+	tracker := boots.NewTracker(nil)
+
+	httpLn, err := net.Listen("tcp", c.HTTP.Listen)
+	if err != nil {
+		return fmt.Errorf("http: listen on %s: %w (is the port taken? set http.listen)", c.HTTP.Listen, err)
+	}
+	baseURL := "http://" + net.JoinHostPort(serverIP.String(), portOf(httpLn.Addr()))
+
+	g, ctx := errgroup.WithContext(ctx)
+	g.Go(func() error { return serveHTTP(ctx, httpLn, httpboot.New(httpboot.Config{
+		Files: roots, Fleet: view, Boots: tracker,
+		BaseURL: baseURL, ServerIP: serverIP.String(), Logger: log,
+	}), log) })
+
+	if c.TFTP.Listen != "off" {
+		srv := tftp.NewServer(tftp.Config{
+			FS:                 tftpFS(c, roots),
+			Logger:             log,
+			MaxWindow:          c.TFTP.MaxWindow,
+			AllowFragmentation: c.TFTP.AllowFragmentation,
+			OnTransfer:         logTransfer(log),
+		})
+		g.Go(func() error { return srv.ListenAndServe(ctx, c.TFTP.Listen) })
+	}
+
+	if c.DHCP.Mode != "off" {
+		d, err := newDHCP(c, serverIP, baseURL, view, tracker, log)
+		if err != nil {
+			httpLn.Close()
+			return err
+		}
+		g.Go(func() error { return d.Run(ctx) })
+	}
+	log.Info("bootfleet started", "server_ip", serverIP.String(), "http", baseURL,
+		"tftp", c.TFTP.Listen, "dhcp", c.DHCP.Mode, "interface", c.Interface,
+		"profiles", len(c.Profiles), "machines", len(c.Machines))
+	err = g.Wait()
+	if err != nil && !errors.Is(err, context.Canceled) {
+		log.Error("stopping", "err", err)
+		return err
+	}
+	log.Info("bootfleet stopped")
+	return nil
+}
+
+// resolveServerIP is server_ip if set, else the interface's address.
+func resolveServerIP(c *config.Config) (net.IP, error) {
+	if c.ServerIP != "" {
+		return net.ParseIP(c.ServerIP).To4(), nil
+	}
+	if c.Interface == "" {
+		return nil, errors.New("server_ip: required when no interface is set; clients need an address for boot URLs")
+	}
+	a, err := lookupInterface(c.Interface)
+	if err != nil {
+		return nil, err
+	}
+	return a.IP, nil
+}
+
+func servedRoots(c *config.Config) (*safefs.Roots, error) {
+	dirs := []string{c.IPXE.Dir}
+	if c.TFTP.Root != "" {
+		dirs = append(dirs, c.TFTP.Root)
+	}
+	roots, err := safefs.New(dirs...)
+	if err != nil {
+		return nil, fmt.Errorf("served roots (ipxe.dir, tftp.root): %w", err)
+	}
+	// The admin named these binaries, so they are served even where Debian
+	// makes them symlinks out of the iPXE dir (ipxe.efi -> /boot/ipxe.efi).
+	for _, f := range []string{c.IPXE.EFIBinary, c.IPXE.BIOSBinary} {
+		if err := roots.Pin(f, filepath.Join(c.IPXE.Dir, f)); err != nil {
+			roots.Close()
+			return nil, fmt.Errorf("ipxe: %s in %s: %w (install Debian's ipxe package, or set ipxe.dir / ipxe.efi_binary / ipxe.bios_binary)", f, c.IPXE.Dir, err)
+		}
+	}
+	return roots, nil
+}
+
+func tftpFS(c *config.Config, roots *safefs.Roots) tftp.FileSystem {
+	fs := tftp.RootsFS(roots)
+	if c.TFTP.CacheMB > 0 {
+		return tftp.NewCache(fs, int64(c.TFTP.CacheMB)<<20)
+	}
+	return fs
+}
+
+func logTransfer(log *slog.Logger) func(tftp.TransferStats) {
+	return func(st tftp.TransferStats) {
+		attrs := []any{"remote", st.Remote.String(), "file", st.Filename, "bytes", st.Bytes,
+			"seconds", st.Duration.Round(time.Millisecond).Seconds(),
+			"blksize", st.BlockSize, "windowsize", st.WindowSize, "retransmits", st.Retransmits}
+		if st.Err != nil {
+			log.Warn("tftp transfer failed", append(attrs, "err", st.Err.Error())...)
+			return
+		}
+		mbps := 0.0
+		if st.Duration > 0 {
+			mbps = float64(st.Bytes) / st.Duration.Seconds() / 1e6
+		}
+		log.Info("tftp transfer done", append(attrs, "mbps", float64(int(mbps*100))/100)...)
+	}
+}
+
+func newDHCP(c *config.Config, serverIP net.IP, baseURL string, view *fleet.View, tr *boots.Tracker, log *slog.Logger) (*dhcp.Server, error) {
+	dc := dhcp.Config{
+		Mode:      dhcp.ModeFull,
+		Interface: c.Interface,
+		ServerIP:  serverIP,
+		LeaseTime: time.Duration(c.DHCP.Lease),
+		LeaseFile: filepath.Join(c.Data, "leases.json"),
+		Plan: pxe.PlanConfig{
+			BIOSFile:   c.IPXE.BIOSBinary,
+			EFIx64File: c.IPXE.EFIBinary,
+			HTTPBase:   baseURL,
+		},
+		Machines: view,
+		Observer: bootObserver{tr},
+		Logger:   log,
+	}
+	if c.DHCP.Mode == "proxy" {
+		dc.Mode = dhcp.ModeProxy
+	} else {
+		dc.RangeStart, dc.RangeEnd, _ = c.DHCP.ParseRange()
+		if c.DHCP.Router != "" {
+			dc.Router = net.ParseIP(c.DHCP.Router).To4()
+		}
+		for _, d := range c.DHCP.DNS {
+			dc.DNS = append(dc.DNS, net.ParseIP(d).To4())
+		}
+	}
+	return dhcp.New(dc)
+}
+
+// bootObserver starts a machine's boot clock at its first DHCP packet.
+type bootObserver struct{ tr *boots.Tracker }
+
+func (o bootObserver) DHCPPacket(mac net.HardwareAddr, _ dhcpv4.MessageType, _ pxe.Client) {
+	o.tr.DHCPSeen(mac)
+}
+
+func serveHTTP(ctx context.Context, ln net.Listener, h http.Handler, log *slog.Logger) error {
+	srv := &http.Server{
+		Handler:           h,
+		ReadHeaderTimeout: 10 * time.Second,
+		IdleTimeout:       2 * time.Minute,
+		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+	}
+	go func() {
+		<-ctx.Done()
+		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		srv.Shutdown(sctx)
+	}()
+	if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		return fmt.Errorf("http: %w", err)
+	}
+	return nil
+}
+
+func portOf(a net.Addr) string {
+	_, p, _ := net.SplitHostPort(a.String())
+	return p
+}

@@ -1,0 +1,173 @@
+package dhcp
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"runtime/debug"
+	"sync"
+	"time"
+
+	"github.com/insomniacslk/dhcp/dhcpv4"
+
+	"github.com/bootfleet/bootfleet/internal/pxe"
+)
+
+// Server is a DHCPv4 server on one interface. Create it with New, start it
+// with Run.
+type Server struct {
+	cfg   Config
+	log   *slog.Logger
+	alloc *allocator // nil in proxy mode
+	now   func() time.Time
+}
+
+// New checks cfg, fills its defaults (ServerIP and Netmask from the
+// interface when unset) and, in full mode, loads the persisted leases. It
+// opens no sockets; Run does.
+func New(cfg Config) (*Server, error) {
+	if err := cfg.fromInterface(); err != nil {
+		return nil, err
+	}
+	if err := cfg.check(); err != nil {
+		return nil, err
+	}
+	s := &Server{cfg: cfg, log: cfg.Logger.With("component", "dhcp"), now: time.Now}
+	if cfg.Mode == ModeFull {
+		store := cfg.LeaseStore
+		switch {
+		case store != nil:
+		case cfg.LeaseFile != "":
+			store = NewFileStore(cfg.LeaseFile)
+		default:
+			s.log.Warn("dhcp leases are kept in memory only; a restart may hand out an address twice",
+				"fix", "set the data directory")
+			store = NewMemStore()
+		}
+		s.alloc = newAllocator(&s.cfg, store)
+		n, err := s.alloc.load(context.Background())
+		if err != nil {
+			return nil, fmt.Errorf("dhcp: load leases: %w", err)
+		}
+		s.log.Info("dhcp leases loaded", "count", n, "file", cfg.LeaseFile)
+	}
+	return s, nil
+}
+
+// Run serves until ctx is done, then closes its sockets and returns nil. It
+// returns an error if a socket cannot be opened (port in use, no such
+// interface, not root) or fails while serving.
+func (s *Server) Run(ctx context.Context) error {
+	ports := []int{s.cfg.Port}
+	if s.cfg.Mode == ModeProxy {
+		ports = append(ports, bsPort(s.cfg.Port))
+	}
+	var conns []*net.UDPConn
+	closeAll := func() {
+		for _, c := range conns {
+			c.Close()
+		}
+	}
+	for _, p := range ports {
+		c, err := listenUDP(ctx, s.cfg.Interface, p)
+		if err != nil {
+			closeAll()
+			return fmt.Errorf("dhcp: %w", err)
+		}
+		conns = append(conns, c)
+	}
+	s.log.Info("dhcp serving", "mode", s.cfg.Mode.String(), "interface", s.cfg.Interface,
+		"server_ip", s.cfg.ServerIP.String(), "ports", ports)
+
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	errc := make(chan error, len(conns))
+	var wg sync.WaitGroup
+	for i, c := range conns {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errc <- s.serve(ctx, c, i > 0)
+		}()
+	}
+	if s.alloc != nil {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			t := time.NewTicker(time.Minute)
+			defer t.Stop()
+			for {
+				select {
+				case <-ctx.Done():
+					return
+				case <-t.C:
+					s.alloc.gc(s.now())
+				}
+			}
+		}()
+	}
+	var err error
+	select {
+	case <-ctx.Done():
+	case err = <-errc:
+	}
+	cancel()
+	closeAll()
+	wg.Wait()
+	return err
+}
+
+// serve reads packets until the socket is closed. Packets are handled one at
+// a time: DHCP is a trickle, and it keeps lease decisions ordered.
+func (s *Server) serve(ctx context.Context, c *net.UDPConn, bs bool) error {
+	buf := make([]byte, 4096)
+	for {
+		n, peer, err := c.ReadFromUDP(buf)
+		if err != nil {
+			if ctx.Err() != nil || errors.Is(err, net.ErrClosed) {
+				return nil
+			}
+			return fmt.Errorf("dhcp: read on %s: %w", s.cfg.Interface, err)
+		}
+		s.handlePacket(ctx, c, buf[:n], peer, bs)
+	}
+}
+
+// handlePacket is the per-packet boundary: whatever happens inside, the
+// server survives to read the next packet.
+func (s *Server) handlePacket(ctx context.Context, c *net.UDPConn, b []byte, peer *net.UDPAddr, bs bool) {
+	defer func() {
+		if v := recover(); v != nil {
+			s.log.Error("dhcp packet handler panicked; packet dropped", "peer", peer, "len", len(b),
+				"panic", fmt.Sprint(v), "stack", string(debug.Stack()))
+		}
+	}()
+	out, why := s.process(ctx, b, peer, bs)
+	if out.msg == nil {
+		s.log.Debug("dhcp packet dropped", "peer", peer, "len", len(b), "reason", why)
+		return
+	}
+	if _, err := c.WriteToUDP(out.msg.ToBytes(), out.dest); err != nil {
+		s.log.Warn("dhcp reply not sent", "mac", out.msg.ClientHWAddr.String(), "dest", out.dest, "err", err)
+	}
+}
+
+// process decodes, validates and answers one packet; it is the whole server
+// minus the socket, which is what the golden and fuzz tests drive.
+func (s *Server) process(ctx context.Context, b []byte, peer *net.UDPAddr, bs bool) (reply, string) {
+	m, err := dhcpv4.FromBytes(b)
+	if err != nil {
+		return reply{}, "undecodable: " + err.Error()
+	}
+	t, err := validate(m)
+	if err != nil {
+		return reply{}, err.Error()
+	}
+	c := pxe.Detect(m)
+	if s.cfg.Observer != nil {
+		s.cfg.Observer.DHCPPacket(m.ClientHWAddr, t, c)
+	}
+	return s.handle(ctx, request{msg: m, typ: t, client: c, peer: peer, bsPort: bs})
+}

@@ -1,0 +1,258 @@
+package dhcp
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"os/exec"
+	"runtime"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/insomniacslk/dhcp/dhcpv4"
+	"github.com/insomniacslk/dhcp/dhcpv4/nclient4"
+	"golang.org/x/sys/unix"
+
+	"github.com/bootfleet/bootfleet/internal/pxe"
+)
+
+// These tests run the real server on real sockets: a private network
+// namespace with a veth pair, the server bound to one end, insomniacslk's
+// nclient4 (a raw-socket DHCP client) on the other.
+
+func needRoot(t *testing.T) {
+	t.Helper()
+	why := ""
+	if os.Geteuid() != 0 {
+		why = "needs root for network namespaces"
+	} else if _, err := exec.LookPath("ip"); err != nil {
+		why = "needs iproute2's ip"
+	}
+	if why == "" {
+		return
+	}
+	if os.Getenv("BOOTFLEET_CI") == "1" {
+		t.Fatal(why)
+	}
+	t.Skip(why)
+}
+
+// testNetns creates two namespaces joined by a veth pair: the server's, with
+// bfs0 (10.99.0.1/24), and the client's, with bfc0 (clientIP if set). Two,
+// because within one namespace traffic between local addresses takes lo and
+// never reaches the interface the server is bound to. Both are removed when
+// the test ends.
+func testNetns(t *testing.T, clientIP string) (srv, cli string) {
+	t.Helper()
+	base := fmt.Sprintf("bf-dhcpt-%d-%d", os.Getpid(), time.Now().UnixNano()%100000)
+	srv, cli = base+"s", base+"c"
+	run := func(args ...string) {
+		t.Helper()
+		if out, err := exec.Command("ip", args...).CombinedOutput(); err != nil {
+			t.Fatalf("ip %s: %v\n%s", strings.Join(args, " "), err, out)
+		}
+	}
+	for _, ns := range []string{srv, cli} {
+		run("netns", "add", ns)
+		t.Cleanup(func() { exec.Command("ip", "netns", "del", ns).Run() })
+		run("-n", ns, "link", "set", "lo", "up")
+	}
+	run("-n", srv, "link", "add", "bfs0", "type", "veth", "peer", "name", "bfc0", "netns", cli)
+	run("-n", srv, "addr", "add", "10.99.0.1/24", "dev", "bfs0")
+	if clientIP != "" {
+		run("-n", cli, "addr", "add", clientIP+"/24", "dev", "bfc0")
+	}
+	run("-n", srv, "link", "set", "bfs0", "up")
+	run("-n", cli, "link", "set", "bfc0", "up")
+	return srv, cli
+}
+
+// inNetns runs fn on an OS thread moved into ns. The thread is never moved
+// back: the goroutine exits still locked, so Go discards the thread.
+// Sockets fn creates stay in ns whichever thread later uses them.
+func inNetns(t *testing.T, ns string, fn func()) {
+	t.Helper()
+	if err := <-goNetns(ns, fn); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// goNetns starts fn in ns and reports setup errors, or nil once fn returns.
+func goNetns(ns string, fn func()) <-chan error {
+	errc := make(chan error, 1)
+	go func() {
+		runtime.LockOSThread()
+		f, err := os.Open("/run/netns/" + ns)
+		if err != nil {
+			errc <- err
+			return
+		}
+		defer f.Close()
+		if err := unix.Setns(int(f.Fd()), unix.CLONE_NEWNET); err != nil {
+			errc <- fmt.Errorf("setns: %w", err)
+			return
+		}
+		fn()
+		errc <- nil
+	}()
+	return errc
+}
+
+// startServer runs a server in ns until the test ends.
+func startServer(t *testing.T, ns string, cfg Config) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	ready := make(chan error, 1)
+	nsErr := goNetns(ns, func() {
+		s, err := New(cfg)
+		if err != nil {
+			ready <- err
+			return
+		}
+		ready <- nil
+		done <- s.Run(ctx) // sockets are opened on this thread, inside ns
+	})
+	select {
+	case err := <-ready:
+		if err != nil {
+			cancel()
+			t.Fatalf("New: %v", err)
+		}
+	case err := <-nsErr:
+		cancel()
+		t.Fatalf("entering %s: %v", ns, err)
+	}
+	t.Cleanup(func() {
+		cancel()
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Errorf("Run: %v", err)
+			}
+		case <-time.After(5 * time.Second):
+			t.Error("Run did not return after cancel")
+		}
+	})
+	time.Sleep(200 * time.Millisecond) // let Run bind
+}
+
+func TestSocketFullMode(t *testing.T) {
+	needRoot(t)
+	ns, cli := testNetns(t, "")
+	leases := t.TempDir() + "/leases.json"
+	var logs syncBuffer
+	startServer(t, ns, Config{
+		Mode: ModeFull, Interface: "bfs0", // ServerIP and Netmask come from the interface
+		RangeStart: net.IPv4(10, 99, 0, 100), RangeEnd: net.IPv4(10, 99, 0, 110),
+		LeaseFile: leases, Plan: pxe.PlanConfig{HTTPBase: "http://10.99.0.1:8080"},
+		Logger: slog.New(slog.NewTextHandler(&logs, nil)),
+	})
+
+	var c *nclient4.Client
+	var err error
+	inNetns(t, cli, func() { c, err = nclient4.New("bfc0", nclient4.WithTimeout(2*time.Second), nclient4.WithRetry(3)) })
+	if err != nil {
+		t.Fatalf("nclient4: %v", err)
+	}
+	defer c.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	lease, err := c.Request(ctx,
+		dhcpv4.WithOption(dhcpv4.OptClassIdentifier("PXEClient:Arch:00007:UNDI:003000")),
+		dhcpv4.WithGeneric(dhcpv4.OptionClientSystemArchitectureType, []byte{0, 7}))
+	if err != nil {
+		t.Fatalf("DORA over real sockets: %v\nserver log:\n%s", err, logs.String())
+	}
+	ack := lease.ACK
+	if !ack.YourIPAddr.Equal(net.IPv4(10, 99, 0, 100)) || ack.BootFileName != "ipxe.efi" || !ack.ServerIPAddr.Equal(net.IPv4(10, 99, 0, 1)) {
+		t.Errorf("ACK: %s", ack.Summary())
+	}
+	b, err := os.ReadFile(leases)
+	if err != nil || !strings.Contains(string(b), "10.99.0.100") || !strings.Contains(string(b), c.InterfaceAddr().String()) {
+		t.Errorf("lease file after ACK: %v\n%s", err, b)
+	}
+	for _, want := range []string{`msg="dhcp offer"`, `msg="dhcp ack"`, "firmware=uefi-x64", "boot_file=ipxe.efi"} {
+		if !strings.Contains(logs.String(), want) {
+			t.Errorf("server log lacks %s:\n%s", want, logs.String())
+		}
+	}
+}
+
+func TestSocketProxyMode(t *testing.T) {
+	needRoot(t)
+	ns, cli := testNetns(t, "10.99.0.50")
+	startServer(t, ns, Config{
+		Mode: ModeProxy, Interface: "bfs0",
+		Plan: pxe.PlanConfig{HTTPBase: "http://10.99.0.1:8080"},
+	})
+	var c *nclient4.Client
+	var err error
+	inNetns(t, cli, func() { c, err = nclient4.New("bfc0", nclient4.WithTimeout(2*time.Second), nclient4.WithRetry(3)) })
+	if err != nil {
+		t.Fatalf("nclient4: %v", err)
+	}
+	defer c.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	offer, err := c.DiscoverOffer(ctx,
+		dhcpv4.WithOption(dhcpv4.OptClassIdentifier("PXEClient:Arch:00000:UNDI:002001")),
+		dhcpv4.WithGeneric(dhcpv4.OptionClientSystemArchitectureType, []byte{0, 0}))
+	if err != nil {
+		t.Fatalf("proxy DISCOVER over real sockets: %v", err)
+	}
+	if !offer.YourIPAddr.IsUnspecified() || offer.BootFileName != "undionly.kpxe" || offer.ClassIdentifier() != "PXEClient" {
+		t.Errorf("proxy offer: %s", offer.Summary())
+	}
+
+	// Boot server discovery: a unicast REQUEST to port 4011 from the
+	// client's address, answered to the port it came from.
+	var conn *net.UDPConn
+	inNetns(t, cli, func() {
+		conn, err = net.ListenUDP("udp4", &net.UDPAddr{IP: net.IPv4(10, 99, 0, 50)})
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	req, _ := dhcpv4.New(dhcpv4.WithHwAddr(c.InterfaceAddr()), dhcpv4.WithMessageType(dhcpv4.MessageTypeRequest),
+		dhcpv4.WithClientIP(net.IPv4(10, 99, 0, 50)),
+		dhcpv4.WithOption(dhcpv4.OptClassIdentifier("PXEClient:Arch:00007:UNDI:003000")),
+		dhcpv4.WithGeneric(dhcpv4.OptionClientSystemArchitectureType, []byte{0, 7}))
+	if _, err := conn.WriteToUDP(req.ToBytes(), &net.UDPAddr{IP: net.IPv4(10, 99, 0, 1), Port: 4011}); err != nil {
+		t.Fatal(err)
+	}
+	conn.SetReadDeadline(time.Now().Add(5 * time.Second))
+	buf := make([]byte, 1500)
+	n, from, err := conn.ReadFromUDP(buf)
+	if err != nil {
+		t.Fatalf("no answer on 4011: %v", err)
+	}
+	ack, err := dhcpv4.FromBytes(buf[:n])
+	if err != nil || ack.MessageType() != dhcpv4.MessageTypeAck || ack.BootFileName != "ipxe.efi" || from.Port != 4011 {
+		t.Errorf("4011 reply from %v: %v %v", from, err, ack)
+	}
+}
+
+// syncBuffer is a log sink the server writes while the test reads it.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}

@@ -1,0 +1,297 @@
+package tftp
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"sync/atomic"
+	"syscall"
+	"time"
+)
+
+// transferConn is a UDP socket connected to one client: the kernel drops
+// datagrams from any other address, which is the transfer-ID check of RFC
+// 1350 section 4.
+type transferConn interface {
+	Read(b []byte) (int, error)
+	Write(b []byte) (int, error)
+	SetReadDeadline(t time.Time) error
+}
+
+// maxBatchBytes bounds the packet buffer of one transfer. A window larger
+// than this is built and handed to sendWindow in several batches, so memory
+// per transfer stays near 256 KiB however large blksize*windowsize is.
+const maxBatchBytes = 256 << 10
+
+// errGiveUp marks a transfer abandoned after too many timeouts.
+var errGiveUp = errors.New("no acknowledgement from client")
+
+// clientError is an ERROR packet received from the client.
+type clientError struct{ pkt *Error }
+
+func (e clientError) Error() string {
+	return fmt.Sprintf("client aborted with error %d: %q", e.pkt.Code, e.pkt.Message)
+}
+
+// sender sends one file with RFC 7440 windows and go-back-N recovery.
+//
+// Blocks are counted with 64-bit indices (1 = first block); the wire carries
+// the low 16 bits, so block numbers roll over from 65535 to 0. An ACK is
+// mapped back to the unique index in [acked, lastSent] with the same low 16
+// bits; windows are at most 65535 blocks, so the mapping is unambiguous.
+//
+// Recovery, and why it cannot become Sorcerer's Apprentice:
+//
+//   - After sending a window the sender waits for an ACK that moves acked
+//     forward. Such an ACK, whether for the window's last block or an earlier
+//     one (a receiver that saw a gap ACKs its last in-order block, RFC 7440
+//     section 4), makes the next window start right after it: go-back-N.
+//   - An ACK that does not move acked forward (a duplicate, or a stale one
+//     from before a retransmission) is ignored and does not reset the timer.
+//     So every ACK can trigger at most one window; duplicates from a client
+//     that re-ACKs each duplicate DATA it receives cannot multiply traffic.
+//   - Only a timeout retransmits without new information, from acked+1,
+//     with the RTO doubled (up to the initial timeout).
+//   - Give up after more than retries consecutive timeouts, but never before
+//     the client has been silent for stall: the RTO adapts far below the
+//     client's own timeout, and some clients (atftp) ignore duplicate DATA
+//     and only repeat a lost ACK when their own timer fires.
+type sender struct {
+	conn    transferConn
+	file    io.ReaderAt
+	size    int64
+	blk     int
+	window  int
+	rtt     *rttEstimator
+	retries int
+	stall   time.Duration
+
+	total       uint64 // blocks in the file; the last is short, maybe empty
+	acked       uint64 // highest block the client confirmed (contiguous)
+	highestSent uint64
+	retransmits int
+	kicked      atomic.Bool
+
+	buf  []byte
+	pkts [][]byte
+	rbuf []byte
+}
+
+func newSender(conn transferConn, file io.ReaderAt, size int64, blk, window, retries int, stall time.Duration, rtt *rttEstimator) *sender {
+	s := &sender{
+		conn: conn, file: file, size: size, blk: blk, window: window,
+		rtt: rtt, retries: retries, stall: stall,
+		total: uint64(size)/uint64(blk) + 1,
+		rbuf:  make([]byte, 1024),
+	}
+	batch := max(1, min(window, maxBatchBytes/(blk+4)))
+	s.buf = make([]byte, batch*(blk+4))
+	s.pkts = make([][]byte, batch)
+	return s
+}
+
+// oackBackstop is how long the server waits, without word from the client,
+// before it resends an OACK on its own.
+func oackBackstop(initial time.Duration) time.Duration {
+	return max(2*initial, 6*time.Second)
+}
+
+// handshake sends the OACK and waits for ACK 0 (RFC 2347).
+//
+// Here the client drives retransmission: the OACK is resent at once when
+// the client repeats its RRQ (so the OACK was lost; see kick), and on the
+// server's own timer only after oackBackstop, longer than common client
+// timeouts (5s). A quicker timer meets a real client bug: atftp aborts when
+// a second OACK arrives after it sent ACK 0, which is exactly what happens
+// when only its ACK 0 was lost; it repeats the ACK itself after its timeout.
+func (s *sender) handshake(oack []byte, backstop time.Duration) error {
+	start := time.Now()
+	sends := 0
+	send := func() error {
+		if sends > 0 {
+			s.retransmits++
+		}
+		sends++
+		if _, err := s.conn.Write(oack); err != nil && !isTransient(err) {
+			return fmt.Errorf("sending OACK: %w", err)
+		}
+		return nil
+	}
+	if err := send(); err != nil {
+		return err
+	}
+	deadline := start.Add(backstop)
+	for {
+		p, err := s.read(deadline)
+		if errors.Is(err, os.ErrDeadlineExceeded) {
+			if s.kicked.Swap(false) {
+				if err := send(); err != nil {
+					return err
+				}
+				continue
+			}
+			if time.Since(start) >= max(s.stall, 2*backstop) {
+				return fmt.Errorf("%w: no ACK 0 for the OACK after %d sends in %v", errGiveUp, sends, time.Since(start).Round(time.Millisecond))
+			}
+			if err := send(); err != nil {
+				return err
+			}
+			deadline = time.Now().Add(backstop)
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		if a, ok := p.(*Ack); ok && a.Block == 0 {
+			if sends == 1 {
+				s.rtt.sample(time.Since(start))
+			}
+			return nil
+		}
+	}
+}
+
+// kick tells the transfer that its client repeated the RRQ: the OACK or
+// DATA 1 was lost. It is safe to call from another goroutine.
+func (s *sender) kick() {
+	s.kicked.Store(true)
+	s.conn.SetReadDeadline(time.Unix(1, 0))
+}
+
+// run sends every block and returns when the last one is acknowledged.
+func (s *sender) run() error {
+	timeouts := 0
+	progress := time.Now()
+	for s.acked < s.total {
+		from := s.acked + 1
+		end := min(s.acked+uint64(s.window), s.total)
+		resent := s.highestSent >= from
+		if resent {
+			s.retransmits += int(min(end, s.highestSent) - from + 1)
+		}
+		if err := s.sendBlocks(from, end); err != nil {
+			return err
+		}
+		s.highestSent = max(s.highestSent, end)
+		sentAt := time.Now()
+		deadline := sentAt.Add(s.rtt.timeout())
+		for {
+			p, err := s.read(deadline)
+			if errors.Is(err, os.ErrDeadlineExceeded) && s.kicked.Swap(false) {
+				if s.acked > 0 {
+					continue // a late duplicate RRQ; the transfer is under way
+				}
+				break // DATA 1 was lost: resend it now, without backoff
+			}
+			if errors.Is(err, os.ErrDeadlineExceeded) {
+				timeouts++
+				if timeouts > s.retries && time.Since(progress) >= s.stall {
+					return fmt.Errorf("%w: block %d unacknowledged after %d retransmissions in %v", errGiveUp, from, timeouts-1, time.Since(progress).Round(time.Millisecond))
+				}
+				s.rtt.backoff()
+				break
+			}
+			if err != nil {
+				return err
+			}
+			a, ok := p.(*Ack)
+			if !ok {
+				continue
+			}
+			n := s.acked + uint64(a.Block-uint16(s.acked))
+			if n <= s.acked || n > end {
+				continue // duplicate or stale: see the type comment
+			}
+			if n == end && !resent {
+				s.rtt.sample(time.Since(sentAt))
+			}
+			s.acked = n
+			timeouts = 0
+			progress = time.Now()
+			break
+		}
+	}
+	return nil
+}
+
+// read waits for the next decodable packet until deadline. An ERROR from the
+// client ends the transfer; undecodable datagrams are skipped.
+func (s *sender) read(deadline time.Time) (Packet, error) {
+	if err := s.conn.SetReadDeadline(deadline); err != nil {
+		return nil, err
+	}
+	if s.kicked.Load() {
+		return nil, os.ErrDeadlineExceeded
+	}
+	for {
+		n, err := s.conn.Read(s.rbuf)
+		if err != nil {
+			if errors.Is(err, syscall.ECONNREFUSED) {
+				return nil, fmt.Errorf("client port unreachable (client gave up or exited): %w", err)
+			}
+			return nil, err
+		}
+		p, err := ParsePacket(s.rbuf[:n])
+		if err != nil {
+			continue
+		}
+		if e, ok := p.(*Error); ok {
+			return nil, clientError{e}
+		}
+		return p, nil
+	}
+}
+
+// sendBlocks builds blocks from..end (inclusive) into packets and hands
+// them to sendWindow in batches of at most len(s.pkts).
+func (s *sender) sendBlocks(from, end uint64) error {
+	stride := s.blk + 4
+	for from <= end {
+		k := 0
+		for ; k < len(s.pkts) && from <= end; k, from = k+1, from+1 {
+			b := s.buf[k*stride : (k+1)*stride]
+			putDataHeader(b, uint16(from))
+			off := int64(from-1) * int64(s.blk)
+			want := int(min(int64(s.blk), s.size-off))
+			if want > 0 {
+				n, err := s.file.ReadAt(b[4:4+want], off)
+				if n < want {
+					if err == nil || err == io.EOF {
+						err = io.ErrUnexpectedEOF
+					}
+					return fmt.Errorf("reading block %d at offset %d: %w (file shrank while being served?)", from, off, err)
+				}
+			}
+			s.pkts[k] = b[:4+want]
+		}
+		if err := sendWindow(s.conn, s.pkts[:k]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// sendWindow writes a batch of ready packets. It is the one place that
+// touches the socket for DATA, so batched I/O (sendmmsg, UDP GSO) can
+// replace this loop without changing the sender.
+func sendWindow(c transferConn, pkts [][]byte) error {
+	for _, p := range pkts {
+		if _, err := c.Write(p); err != nil && !isTransient(err) {
+			return fmt.Errorf("sending DATA: %w", err)
+		}
+	}
+	return nil
+}
+
+// isTransient reports write errors that only mean "this datagram was
+// dropped locally": a full qdisc or socket buffer (ENOBUFS, EAGAIN), or a
+// local firewall rule that dropped it (EPERM, as nftables' output hook
+// reports). The retransmission timer recovers from those like from any
+// other loss, and gives up if they persist.
+func isTransient(err error) bool {
+	return errors.Is(err, syscall.ENOBUFS) || errors.Is(err, syscall.EAGAIN) || errors.Is(err, syscall.EPERM)
+}
+
+var _ transferConn = (*net.UDPConn)(nil)

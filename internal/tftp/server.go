@@ -1,0 +1,356 @@
+package tftp
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"net"
+	"strings"
+	"sync"
+	"time"
+)
+
+// Config configures a Server. Zero values select the documented defaults.
+type Config struct {
+	// FS supplies the files. Required.
+	FS FileSystem
+
+	// Logger receives one line per refused request (Info), per abandoned
+	// transfer (Warn) and per started transfer (Debug). Nothing is logged
+	// per packet. Default: discard.
+	Logger *slog.Logger
+
+	// MaxBlockSize caps the blksize granted to clients (RFC 2348).
+	// Default 65464; range 8..65464.
+	MaxBlockSize int
+
+	// AllowFragmentation lets blksize exceed what fits in the MTU of the
+	// interface the transfer leaves by. Default false: blksize is clamped
+	// so every DATA datagram fits in one frame, because with windows a lost
+	// IP fragment loses the whole datagram and throughput collapses.
+	AllowFragmentation bool
+
+	// MaxWindow caps the windowsize granted to clients (RFC 7440).
+	// Default 64; range 1..65535.
+	MaxWindow int
+
+	// Timeout is the initial retransmission timeout when the client sends no
+	// timeout option (RFC 2349; when it does, that value is the initial
+	// timeout). The timeout then adapts to the round-trip time measured in
+	// each transfer. Default 1s; range 10ms..255s.
+	Timeout time.Duration
+
+	// MinTimeout is the lower bound of the adaptive retransmission timeout.
+	// The upper bound is the initial timeout. Default 50ms; range 1ms..Timeout.
+	MinTimeout time.Duration
+
+	// Retries is how many consecutive timeouts a transfer survives before it
+	// is abandoned; it is also never abandoned before the client has been
+	// silent for Retries+1 initial timeouts (6s by default), so a client
+	// that only repeats a lost ACK when its own timer fires is not dropped.
+	// Default 5; range 1..100.
+	Retries int
+
+	// OnTransfer, if set, is called once per read request after it ends:
+	// completed, failed, or refused (then Err says why and Bytes is 0). It
+	// runs on the transfer's goroutine and must not block for long.
+	OnTransfer func(TransferStats)
+}
+
+// TransferStats describes one read request.
+type TransferStats struct {
+	Remote      net.Addr
+	Filename    string
+	Bytes       int64 // file bytes acknowledged by the client
+	Start       time.Time
+	Duration    time.Duration
+	BlockSize   int // negotiated
+	WindowSize  int // negotiated
+	Retransmits int // DATA and OACK packets sent more than once
+	Err         error
+}
+
+// listenReadBuffer is the receive buffer requested for the listening
+// socket; the kernel caps it at net.core.rmem_max.
+const listenReadBuffer = 4 << 20
+
+// Server is a read-only TFTP server.
+type Server struct {
+	cfg  Config
+	log  *slog.Logger
+	mtus mtuCache
+	// mtuFor overrides the interface MTU lookup in tests.
+	mtuFor func(net.IP) int
+
+	mu     sync.Mutex
+	active map[string]*activeTransfer // by client address
+}
+
+// NewServer returns a server for cfg, with defaults filled in and
+// out-of-range values clamped to the nearest valid one.
+func NewServer(cfg Config) *Server {
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	cfg.MaxBlockSize = clampDefault(cfg.MaxBlockSize, maxBlockSize, minBlockSize, maxBlockSize)
+	cfg.MaxWindow = clampDefault(cfg.MaxWindow, 64, 1, maxWindowSize)
+	cfg.Retries = clampDefault(cfg.Retries, 5, 1, 100)
+	if cfg.Timeout == 0 {
+		cfg.Timeout = time.Second
+	}
+	cfg.Timeout = clampDur(cfg.Timeout, 10*time.Millisecond, maxTimeoutOption*time.Second)
+	if cfg.MinTimeout == 0 {
+		cfg.MinTimeout = 50 * time.Millisecond
+	}
+	cfg.MinTimeout = clampDur(cfg.MinTimeout, time.Millisecond, cfg.Timeout)
+	return &Server{cfg: cfg, log: cfg.Logger, active: map[string]*activeTransfer{}}
+}
+
+func clampDefault(v, def, lo, hi int) int {
+	if v == 0 {
+		return def
+	}
+	return max(lo, min(v, hi))
+}
+
+// ListenAndServe listens on the IPv4 UDP address addr (":69" when empty) and
+// serves until ctx is done.
+func (s *Server) ListenAndServe(ctx context.Context, addr string) error {
+	if addr == "" {
+		addr = ":69"
+	}
+	conn, err := net.ListenPacket("udp4", addr)
+	if err != nil {
+		return fmt.Errorf("tftp: listen on %s: %w (is another TFTP server running, or is tftp.listen wrong?)", addr, err)
+	}
+	return s.Serve(ctx, conn)
+}
+
+// Serve reads requests from conn, which it takes over and closes, and runs
+// each transfer on its own goroutine and socket. It returns nil once ctx is
+// done and every transfer has stopped, or an error if reading conn fails.
+func (s *Server) Serve(ctx context.Context, conn net.PacketConn) error {
+	if s.cfg.FS == nil {
+		conn.Close()
+		return errors.New("tftp: Config.FS is nil; nothing to serve")
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	stop := context.AfterFunc(ctx, func() { conn.Close() })
+	defer stop()
+
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	if uc, ok := conn.(interface{ SetReadBuffer(int) error }); ok {
+		// A boot storm sends hundreds of RRQs at once; the default buffer
+		// (~200 KiB) overflows and clients wait seconds to repeat them.
+		uc.SetReadBuffer(listenReadBuffer)
+	}
+	rr := newRequestReader(conn)
+	buf := make([]byte, 65536)
+	for {
+		n, local, remote, err := rr.ReadRequest(buf)
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			if ne, ok := err.(net.Error); ok && ne.Timeout() {
+				continue
+			}
+			return fmt.Errorf("tftp: reading requests on %v: %w", conn.LocalAddr(), err)
+		}
+		s.handlePacket(ctx, &wg, buf[:n], local, remote)
+	}
+}
+
+// handlePacket decodes a datagram sent to the listening port and starts a
+// transfer or refuses it.
+func (s *Server) handlePacket(ctx context.Context, wg *sync.WaitGroup, b []byte, local net.IP, remote net.Addr) {
+	p, err := ParsePacket(b)
+	if err != nil {
+		s.log.Debug("tftp: dropped undecodable packet", "remote", remote, "err", err)
+		if len(b) >= 2 && (b[1] == byte(OpRRQ) || b[1] == byte(OpWRQ)) && b[0] == 0 {
+			s.refuse(local, remote, "", ErrCodeIllegalOperation, "malformed request: "+err.Error())
+		}
+		return
+	}
+	req, ok := p.(*Request)
+	if !ok {
+		// A stray packet on the listening port: a late ACK or an ERROR for
+		// a finished transfer. Nothing to answer.
+		s.log.Debug("tftp: ignored packet on the request port", "remote", remote, "op", p.Opcode())
+		return
+	}
+	if req.Op == OpWRQ {
+		s.refuse(local, remote, req.Filename, ErrCodeAccessViolation, "write requests refused: this server is read-only")
+		return
+	}
+	key := remote.String()
+	s.mu.Lock()
+	if at := s.active[key]; at != nil {
+		s.mu.Unlock()
+		// The client repeated its RRQ: our first reply was lost. The running
+		// transfer resends it; a second transfer would only collide.
+		s.log.Debug("tftp: repeated request", "remote", remote, "file", req.Filename)
+		at.kick()
+		return
+	}
+	at := &activeTransfer{}
+	s.active[key] = at
+	s.mu.Unlock()
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		defer func() {
+			s.mu.Lock()
+			delete(s.active, key)
+			s.mu.Unlock()
+		}()
+		s.transfer(ctx, req, local, remote, at)
+	}()
+}
+
+// activeTransfer lets the request loop reach a running transfer.
+type activeTransfer struct {
+	mu  sync.Mutex
+	snd *sender
+}
+
+func (a *activeTransfer) set(s *sender) {
+	a.mu.Lock()
+	a.snd = s
+	a.mu.Unlock()
+}
+
+func (a *activeTransfer) kick() {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.snd != nil {
+		a.snd.kick()
+	}
+}
+
+// refuse answers a request with an ERROR from a fresh port and logs why.
+func (s *Server) refuse(local net.IP, remote net.Addr, file string, code ErrorCode, msg string) {
+	s.log.Info("tftp: request refused", "remote", remote, "file", file, "code", code, "reason", msg)
+	c, err := dialTransfer(local, remote)
+	if err != nil {
+		s.log.Debug("tftp: cannot send error", "remote", remote, "err", err)
+		return
+	}
+	defer c.Close()
+	c.Write((&Error{Code: code, Message: msg}).Append(nil))
+}
+
+// transfer runs one read request on its own socket.
+func (s *Server) transfer(ctx context.Context, req *Request, local net.IP, remote net.Addr, at *activeTransfer) {
+	st := TransferStats{Remote: remote, Filename: req.Filename, Start: time.Now(), BlockSize: defaultBlockSize, WindowSize: 1}
+	defer func() {
+		st.Duration = time.Since(st.Start)
+		if s.cfg.OnTransfer != nil {
+			s.cfg.OnTransfer(st)
+		}
+	}()
+	conn, err := dialTransfer(local, remote)
+	if err != nil {
+		st.Err = fmt.Errorf("opening transfer socket: %w", err)
+		s.log.Warn("tftp: transfer failed", "remote", remote, "file", req.Filename, "err", st.Err)
+		return
+	}
+	stop := context.AfterFunc(ctx, func() { conn.Close() })
+	defer func() {
+		stop()
+		conn.Close()
+	}()
+	refuse := func(code ErrorCode, reason error) {
+		st.Err = reason
+		s.log.Info("tftp: request refused", "remote", remote, "file", req.Filename, "code", code, "reason", reason)
+		conn.Write((&Error{Code: code, Message: reason.Error()}).Append(nil))
+	}
+
+	mode := strings.ToLower(req.Mode)
+	if mode != "octet" && mode != "netascii" {
+		refuse(ErrCodeIllegalOperation, fmt.Errorf("transfer mode %q not supported: want octet or netascii", req.Mode))
+		return
+	}
+	f, err := s.cfg.FS.Open(req.Filename)
+	if err != nil {
+		switch {
+		case errors.Is(err, fs.ErrNotExist):
+			refuse(ErrCodeFileNotFound, err)
+		case errors.Is(err, fs.ErrPermission):
+			refuse(ErrCodeAccessViolation, err)
+		default:
+			refuse(ErrCodeNotDefined, fmt.Errorf("cannot open file: %w", err))
+		}
+		return
+	}
+	defer f.Close()
+	var data File = f
+	if mode == "netascii" {
+		m, err := toNetascii(f)
+		if err != nil {
+			refuse(ErrCodeIllegalOperation, err)
+			return
+		}
+		data = m
+	}
+
+	localIP := conn.LocalAddr().(*net.UDPAddr).IP
+	lim := limits{maxBlockSize: s.cfg.MaxBlockSize, maxWindow: s.cfg.MaxWindow}
+	if !s.cfg.AllowFragmentation {
+		lookup := s.mtus.lookup
+		if s.mtuFor != nil {
+			lookup = s.mtuFor
+		}
+		if mtu := lookup(localIP); mtu > 0 {
+			lim.maxBlockSize = max(minBlockSize, min(lim.maxBlockSize, blockSizeForMTU(mtu, localIP)))
+		}
+	}
+	p, err := negotiate(req.Options, data.Size(), lim)
+	if err != nil {
+		refuse(ErrCodeOptionRefused, err)
+		return
+	}
+	st.BlockSize, st.WindowSize = p.blockSize, p.windowSize
+	initial := s.cfg.Timeout
+	if p.timeout > 0 {
+		initial = p.timeout
+	}
+	rtt := newRTTEstimator(initial, min(s.cfg.MinTimeout, initial), initial)
+	s.log.Debug("tftp: transfer started", "remote", remote, "local", localIP, "file", req.Filename,
+		"size", data.Size(), "blksize", p.blockSize, "windowsize", p.windowSize, "options", req.Options)
+
+	stall := time.Duration(s.cfg.Retries+1) * initial
+	snd := newSender(conn, data, data.Size(), p.blockSize, p.windowSize, s.cfg.Retries, stall, rtt)
+	at.set(snd)
+	if p.oack != nil {
+		err = snd.handshake((&OAck{Options: p.oack}).Append(nil), oackBackstop(initial))
+	}
+	if err == nil {
+		err = snd.run()
+	}
+	st.Retransmits = snd.retransmits
+	st.Bytes = min(int64(snd.acked)*int64(p.blockSize), data.Size())
+	if err == nil {
+		return
+	}
+	if ctx.Err() != nil {
+		err = fmt.Errorf("server shutting down: %w", ctx.Err())
+	}
+	st.Err = err
+	var ce clientError
+	switch {
+	case errors.As(err, &ce):
+		// ERROR 8 after an OACK is the client declining options (RFC 2347).
+		s.log.Info("tftp: transfer aborted by client", "remote", remote, "file", req.Filename, "err", err)
+	case errors.Is(err, errGiveUp):
+		s.log.Warn("tftp: transfer abandoned", "remote", remote, "file", req.Filename, "err", err)
+		conn.Write((&Error{Code: ErrCodeNotDefined, Message: "timed out waiting for ACK"}).Append(nil))
+	default:
+		s.log.Warn("tftp: transfer failed", "remote", remote, "file", req.Filename, "err", err)
+	}
+}
+

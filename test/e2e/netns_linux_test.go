@@ -1,0 +1,109 @@
+package e2e
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+)
+
+// The test LAN. It exists only inside the test's namespaces, so every test
+// can use the same addresses.
+const (
+	bridge   = "br0"
+	serverIP = "10.213.0.1"
+	prefix   = "/24"
+)
+
+// netns is a private network namespace deleted in t.Cleanup, which also
+// removes every link inside it (bridge, taps, veth ends).
+type netns struct {
+	name string
+}
+
+// newLAN creates a namespace holding bridge br0 with serverIP on it: the
+// network the VMs and the boot server share.
+func newLAN(t *testing.T) *netns {
+	t.Helper()
+	ns := newNetns(t, "")
+	ns.must(t, "link", "add", bridge, "type", "bridge")
+	ns.must(t, "addr", "add", serverIP+prefix, "dev", bridge)
+	ns.must(t, "link", "set", bridge, "up")
+	return ns
+}
+
+func newNetns(t *testing.T, suffix string) *netns {
+	t.Helper()
+	b := make([]byte, 3)
+	rand.Read(b)
+	ns := &netns{name: "bf-e2e-" + hex.EncodeToString(b) + suffix}
+	if out, err := exec.Command("ip", "netns", "add", ns.name).CombinedOutput(); err != nil {
+		t.Fatalf("ip netns add %s: %v: %s", ns.name, err, out)
+	}
+	t.Cleanup(func() {
+		if out, err := exec.Command("ip", "netns", "del", ns.name).CombinedOutput(); err != nil {
+			t.Errorf("ip netns del %s: %v: %s", ns.name, err, out)
+		}
+	})
+	ns.must(t, "link", "set", "lo", "up")
+	return ns
+}
+
+// must runs `ip -n NS args...`.
+func (ns *netns) must(t *testing.T, args ...string) {
+	t.Helper()
+	full := append([]string{"-n", ns.name}, args...)
+	if out, err := exec.Command("ip", full...).CombinedOutput(); err != nil {
+		t.Fatalf("ip %s: %v: %s", strings.Join(full, " "), err, out)
+	}
+}
+
+// addTap creates a tap device on br0 for one VM. It is created inside the
+// namespace so QEMU, run there too, can open it by name.
+func (ns *netns) addTap(t *testing.T, name string) {
+	t.Helper()
+	ns.must(t, "tuntap", "add", name, "mode", "tap")
+	ns.must(t, "link", "set", name, "master", bridge)
+	ns.must(t, "link", "set", name, "up")
+}
+
+// addPeer creates a second namespace wired to br0 by a veth pair, its end
+// named eth0 with address addr (CIDR). A second DHCP server needs its own
+// namespace because it binds UDP port 67 just as bootfleet does.
+func (ns *netns) addPeer(t *testing.T, addr string) *netns {
+	t.Helper()
+	peer := newNetns(t, "-peer")
+	ns.must(t, "link", "add", "vpeer", "type", "veth", "peer", "name", "eth0", "netns", peer.name)
+	ns.must(t, "link", "set", "vpeer", "master", bridge)
+	ns.must(t, "link", "set", "vpeer", "up")
+	peer.must(t, "addr", "add", addr, "dev", "eth0")
+	peer.must(t, "link", "set", "eth0", "up")
+	return peer
+}
+
+// command returns cmd to run inside the namespace.
+func (ns *netns) command(name string, args ...string) *exec.Cmd {
+	return exec.Command("ip", append([]string{"netns", "exec", ns.name, name}, args...)...)
+}
+
+// waitTCP waits until something accepts TCP connections on addr:port in the
+// namespace. It only connects, so it never counts as a client request.
+func (ns *netns) waitTCP(addr string, port int, timeout time.Duration, alive func() error) error {
+	deadline := time.Now().Add(timeout)
+	probe := fmt.Sprintf("exec 3<>/dev/tcp/%s/%d", addr, port)
+	for {
+		if ns.command("bash", "-c", probe).Run() == nil {
+			return nil
+		}
+		if err := alive(); err != nil {
+			return err
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("nothing listens on %s:%d after %v", addr, port, timeout)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}

@@ -1,0 +1,79 @@
+package e2e
+
+import (
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// firmware is how a VM network-boots.
+type firmware string
+
+const (
+	// uefi is OVMF with QEMU's NIC option ROM removed (romfile=), so OVMF's
+	// own network stack does PXEv4 and must be handed ipxe.efi over TFTP.
+	uefi firmware = "uefi"
+	// bios is SeaBIOS with QEMU's default virtio-net ROM, which is iPXE: it
+	// asks DHCP for its script URL directly, without a TFTP hop.
+	bios firmware = "bios"
+)
+
+// vm describes one test VM.
+type vm struct {
+	fw  firmware
+	mac string // lower case with colons
+	tap string // tap device on br0, from netns.addTap
+}
+
+// startVM runs QEMU inside ns with its serial console as the process output,
+// saved to dir/serial-<mac>.log. -no-reboot turns a guest reboot or kernel
+// panic into a QEMU exit, so a broken boot ends the wait early.
+func startVM(t *testing.T, e *env, ns *netns, dir string, v vm) *proc {
+	t.Helper()
+	nic := "virtio-net-pci,netdev=n0,mac=" + v.mac
+	args := []string{
+		"-accel", "tcg", "-m", "512", "-smp", "1",
+		"-nographic", "-serial", "stdio", "-monitor", "none", "-no-reboot",
+		"-netdev", "tap,id=n0,ifname=" + v.tap + ",script=no,downscript=no",
+	}
+	switch v.fw {
+	case uefi:
+		// A private copy because OVMF writes its variable store (boot
+		// options) into the flash image.
+		fd := filepath.Join(t.TempDir(), "OVMF.fd")
+		copyFile(t, e.ovmf, fd)
+		// bootindex puts the NIC first in OVMF's boot order, ahead of the
+		// EFI shell, which would otherwise wait at its prompt.
+		args = append(args, "-drive", "if=pflash,format=raw,file="+fd,
+			"-device", nic+",romfile=,bootindex=1")
+	case bios:
+		args = append(args, "-boot", "n", "-device", nic)
+	default:
+		t.Fatalf("unknown firmware %q", v.fw)
+	}
+	name := "qemu-" + string(v.fw) + "-" + v.mac
+	os.WriteFile(filepath.Join(dir, name+".cmd"), []byte("qemu-system-x86_64 "+strings.Join(args, " ")+"\n"), 0o644)
+	cmd := ns.command("qemu-system-x86_64", args...)
+	return startProc(t, name, cmd, filepath.Join(dir, "serial-"+strings.ReplaceAll(v.mac, ":", "-")+".log"))
+}
+
+func copyFile(t *testing.T, src, dst string) {
+	t.Helper()
+	in, err := os.Open(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer in.Close()
+	out, err := os.Create(dst)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := io.Copy(out, in); err != nil {
+		t.Fatal(err)
+	}
+	if err := out.Close(); err != nil {
+		t.Fatal(err)
+	}
+}
