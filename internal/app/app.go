@@ -52,10 +52,12 @@ func Run(ctx context.Context, c *config.Config, log *slog.Logger) error {
 	baseURL := "http://" + net.JoinHostPort(serverIP.String(), portOf(httpLn.Addr()))
 
 	g, ctx := errgroup.WithContext(ctx)
-	g.Go(func() error { return serveHTTP(ctx, httpLn, httpboot.New(httpboot.Config{
-		Files: roots, Fleet: view, Boots: tracker,
-		BaseURL: baseURL, ServerIP: serverIP.String(), Logger: log,
-	}), log) })
+	g.Go(func() error {
+		return serveHTTP(ctx, httpLn, httpboot.New(httpboot.Config{
+			Files: roots, Fleet: view, Boots: tracker,
+			BaseURL: baseURL, ServerIP: serverIP.String(), Logger: log,
+		}), log)
+	})
 
 	if c.TFTP.Listen != "off" {
 		srv := tftp.NewServer(tftp.Config{

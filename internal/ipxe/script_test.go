@@ -12,7 +12,7 @@ func TestRenderCmdline(t *testing.T) {
 	v := Vars{MAC: "52:54:00:12:34:56", Name: "pc1", Profile: "linux", DoneURL: "http://10.0.0.1:8080/done/52-54-00-12-34-56"}
 	tests := []struct {
 		name, tmpl, want string
-		wantErr        bool
+		wantErr          bool
 	}{
 		{"plain", "console=ttyS0", "console=ttyS0", false},
 		{"done url", "console=ttyS0 done={{ .DoneURL }}", "console=ttyS0 done=http://10.0.0.1:8080/done/52-54-00-12-34-56", false},
