@@ -1,0 +1,146 @@
+package app
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/bootfleet/bootfleet/internal/config"
+)
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+func freePort(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
+}
+
+func testConfig(t *testing.T, httpAddr string) *config.Config {
+	t.Helper()
+	dir := t.TempDir()
+	kernel := filepath.Join(dir, "vmlinuz")
+	os.WriteFile(kernel, []byte("kernel"), 0o644)
+	ipxeDir := filepath.Join(dir, "ipxe")
+	os.Mkdir(ipxeDir, 0o755)
+	os.WriteFile(filepath.Join(ipxeDir, "ipxe.efi"), []byte("efi"), 0o644)
+	os.WriteFile(filepath.Join(ipxeDir, "undionly.kpxe"), []byte("kpxe"), 0o644)
+	y := `
+server_ip: 127.0.0.1
+data: ` + filepath.Join(dir, "data") + `
+dhcp: {mode: off}
+tftp: {listen: "127.0.0.1:0"}
+http: {listen: "` + httpAddr + `"}
+ipxe: {dir: ` + ipxeDir + `}
+default_profile: linux
+profiles:
+  linux: {kernel: ` + kernel + `, cmdline: "done={{ .DoneURL }}"}
+`
+	c, err := config.Parse(strings.NewReader(y))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+func TestRunServesAndStopsCleanly(t *testing.T) {
+	addr := freePort(t)
+	c := testConfig(t, addr)
+	logs := &syncBuffer{}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- Run(ctx, c, slog.New(slog.NewTextHandler(logs, nil))) }()
+
+	var body string
+	deadline := time.Now().Add(5 * time.Second)
+	for time.Now().Before(deadline) {
+		resp, err := http.Get("http://" + addr + "/ipxe/52-54-00-00-00-01")
+		if err == nil {
+			b, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			body = string(b)
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if want := "done=http://" + addr + "/done/52-54-00-00-00-01"; !strings.Contains(body, want) {
+		t.Fatalf("script %q lacks %q", body, want)
+	}
+	if _, err := os.Stat(c.Data); err != nil {
+		t.Fatalf("data directory not created: %v", err)
+	}
+	cancel()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("Run after cancel: %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Run did not stop after cancel")
+	}
+	if !strings.Contains(logs.String(), "bootfleet stopped") {
+		t.Fatalf("no stop line in logs:\n%s", logs)
+	}
+}
+
+func TestRunFailsFastWithClearErrors(t *testing.T) {
+	taken, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer taken.Close()
+	tests := []struct {
+		name   string
+		mutate func(*config.Config)
+		want   string
+	}{
+		{"http port taken", func(c *config.Config) { c.HTTP.Listen = taken.Addr().String() }, "set http.listen"},
+		{"tftp address bad", func(c *config.Config) { c.TFTP.Listen = "256.0.0.1:69" }, "tftp"},
+		{"no ipxe binary", func(c *config.Config) { c.IPXE.EFIBinary = "snponly.efi" }, "snponly.efi"},
+		{"missing interface", func(c *config.Config) { c.ServerIP = ""; c.Interface = "bf-nope0" }, `interface "bf-nope0"`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := testConfig(t, freePort(t))
+			tt.mutate(c)
+			done := make(chan error, 1)
+			go func() { done <- Run(context.Background(), c, slog.New(slog.DiscardHandler)) }()
+			select {
+			case err := <-done:
+				if err == nil || !strings.Contains(err.Error(), tt.want) {
+					t.Fatalf("err = %v, want it to mention %q", err, tt.want)
+				}
+			case <-time.After(10 * time.Second):
+				t.Fatal("Run did not fail")
+			}
+		})
+	}
+}
