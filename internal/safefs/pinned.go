@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"syscall"
 )
 
 // pins are files the admin named in the config (the iPXE binaries), served
@@ -53,6 +54,15 @@ func (r *Roots) openPinned(rel string) (f *os.File, ok bool, err error) {
 	if !ok {
 		return nil, false, nil
 	}
-	f, err = os.Open(p)
-	return f, true, err
+	f, err = os.OpenFile(p, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		return nil, true, err
+	}
+	// The admin controls the path, but it may have been replaced by a FIFO
+	// or device since it was pinned: check what was actually opened.
+	if st, err := f.Stat(); err != nil || !st.Mode().IsRegular() {
+		f.Close()
+		return nil, true, fmt.Errorf("pinned %s: %s is no longer a regular file: %w", rel, p, ErrForbidden)
+	}
+	return f, true, nil
 }

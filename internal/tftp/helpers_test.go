@@ -177,3 +177,10 @@ func parseIP(t testing.TB, s string) net.IP {
 	}
 	return ip
 }
+
+// setClientWait shortens minClientWait for a test and returns the restore.
+func setClientWait(d time.Duration) func() {
+	old := minClientWait
+	minClientWait = d
+	return func() { minClientWait = old }
+}

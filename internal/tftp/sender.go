@@ -52,21 +52,23 @@ func (e clientError) Error() string {
 //     from before a retransmission) is ignored and does not reset the timer.
 //     So every ACK can trigger at most one window; duplicates from a client
 //     that re-ACKs each duplicate DATA it receives cannot multiply traffic.
-//   - Only a timeout retransmits without new information, from acked+1,
-//     with the RTO doubled (up to the initial timeout).
-//   - Give up after more than retries consecutive timeouts, but never before
-//     the client has been silent for stall: the RTO adapts far below the
-//     client's own timeout, and some clients (atftp) ignore duplicate DATA
-//     and only repeat a lost ACK when their own timer fires.
+//   - Only a timeout retransmits without new information, from acked+1.
+//     The first fastTimeouts consecutive timeouts use the adaptive RTO,
+//     doubled each time: that recovers a lost DATA quickly. Later ones wait
+//     clientWait, longer than common client timeouts (5s), because when the
+//     ACK was lost, some clients (atftp) ignore the duplicate DATA without
+//     re-ACKing and restart their own timer on every packet; only server
+//     silence lets their timer fire and repeat the ACK.
+//   - Give up after more than retries consecutive timeouts.
 type sender struct {
-	conn    transferConn
-	file    io.ReaderAt
-	size    int64
-	blk     int
-	window  int
-	rtt     *rttEstimator
-	retries int
-	stall   time.Duration
+	conn       transferConn
+	file       io.ReaderAt
+	size       int64
+	blk        int
+	window     int
+	rtt        *rttEstimator
+	retries    int
+	clientWait time.Duration
 
 	total       uint64 // blocks in the file; the last is short, maybe empty
 	acked       uint64 // highest block the client confirmed (contiguous)
@@ -79,10 +81,14 @@ type sender struct {
 	rbuf []byte
 }
 
-func newSender(conn transferConn, file io.ReaderAt, size int64, blk, window, retries int, stall time.Duration, rtt *rttEstimator) *sender {
+// fastTimeouts is how many consecutive timeouts use the adaptive RTO
+// before the sender falls back to waiting clientWait.
+const fastTimeouts = 2
+
+func newSender(conn transferConn, file io.ReaderAt, size int64, blk, window, retries int, clientWait time.Duration, rtt *rttEstimator) *sender {
 	s := &sender{
 		conn: conn, file: file, size: size, blk: blk, window: window,
-		rtt: rtt, retries: retries, stall: stall,
+		rtt: rtt, retries: retries, clientWait: clientWait,
 		total: uint64(size)/uint64(blk) + 1,
 		rbuf:  make([]byte, 1024),
 	}
@@ -95,8 +101,12 @@ func newSender(conn transferConn, file io.ReaderAt, size int64, blk, window, ret
 // oackBackstop is how long the server waits, without word from the client,
 // before it resends an OACK on its own.
 func oackBackstop(initial time.Duration) time.Duration {
-	return max(2*initial, 6*time.Second)
+	return max(2*initial, minClientWait)
 }
+
+// minClientWait exceeds the 5s default timeout of tftp-hpa and atftp
+// clients. A variable so tests can shorten it.
+var minClientWait = 6 * time.Second
 
 // handshake sends the OACK and waits for ACK 0 (RFC 2347).
 //
@@ -132,7 +142,7 @@ func (s *sender) handshake(oack []byte, backstop time.Duration) error {
 				}
 				continue
 			}
-			if time.Since(start) >= max(s.stall, 2*backstop) {
+			if time.Since(start) >= 2*backstop {
 				return fmt.Errorf("%w: no ACK 0 for the OACK after %d sends in %v", errGiveUp, sends, time.Since(start).Round(time.Millisecond))
 			}
 			if err := send(); err != nil {
@@ -165,6 +175,10 @@ func (s *sender) run() error {
 	timeouts := 0
 	progress := time.Now()
 	for s.acked < s.total {
+		wait := s.rtt.timeout()
+		if timeouts >= fastTimeouts {
+			wait = max(wait, s.clientWait)
+		}
 		from := s.acked + 1
 		end := min(s.acked+uint64(s.window), s.total)
 		resent := s.highestSent >= from
@@ -176,7 +190,7 @@ func (s *sender) run() error {
 		}
 		s.highestSent = max(s.highestSent, end)
 		sentAt := time.Now()
-		deadline := sentAt.Add(s.rtt.timeout())
+		deadline := sentAt.Add(wait)
 		for {
 			p, err := s.read(deadline)
 			if errors.Is(err, os.ErrDeadlineExceeded) && s.kicked.Swap(false) {
@@ -187,7 +201,7 @@ func (s *sender) run() error {
 			}
 			if errors.Is(err, os.ErrDeadlineExceeded) {
 				timeouts++
-				if timeouts > s.retries && time.Since(progress) >= s.stall {
+				if timeouts > s.retries {
 					return fmt.Errorf("%w: block %d unacknowledged after %d retransmissions in %v", errGiveUp, from, timeouts-1, time.Since(progress).Round(time.Millisecond))
 				}
 				s.rtt.backoff()

@@ -47,10 +47,10 @@ type Config struct {
 	MinTimeout time.Duration
 
 	// Retries is how many consecutive timeouts a transfer survives before it
-	// is abandoned; it is also never abandoned before the client has been
-	// silent for Retries+1 initial timeouts (6s by default), so a client
-	// that only repeats a lost ACK when its own timer fires is not dropped.
-	// Default 5; range 1..100.
+	// is abandoned. The first two retransmissions follow the adaptive
+	// timeout; later ones wait max(2*Timeout, 6s) so that clients which
+	// only repeat a lost ACK when their own timer fires get the chance
+	// (about 18s of silence in total by default). Default 5; range 1..100.
 	Retries int
 
 	// OnTransfer, if set, is called once per read request after it ends:
@@ -323,8 +323,7 @@ func (s *Server) transfer(ctx context.Context, req *Request, local net.IP, remot
 	s.log.Debug("tftp: transfer started", "remote", remote, "local", localIP, "file", req.Filename,
 		"size", data.Size(), "blksize", p.blockSize, "windowsize", p.windowSize, "options", req.Options)
 
-	stall := time.Duration(s.cfg.Retries+1) * initial
-	snd := newSender(conn, data, data.Size(), p.blockSize, p.windowSize, s.cfg.Retries, stall, rtt)
+	snd := newSender(conn, data, data.Size(), p.blockSize, p.windowSize, s.cfg.Retries, oackBackstop(initial), rtt)
 	at.set(snd)
 	if p.oack != nil {
 		err = snd.handshake((&OAck{Options: p.oack}).Append(nil), oackBackstop(initial))
@@ -353,4 +352,3 @@ func (s *Server) transfer(ctx context.Context, req *Request, local net.IP, remot
 		s.log.Warn("tftp: transfer failed", "remote", remote, "file", req.Filename, "err", err)
 	}
 }
-

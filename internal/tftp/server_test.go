@@ -198,6 +198,7 @@ func TestServeWithoutFS(t *testing.T) {
 func TestRepeatedRRQ(t *testing.T) {
 	m := newMapFS()
 	m.put("f", randBytes(4, 2000))
+	defer setClientWait(100 * time.Millisecond)()
 	addr, rec, _ := startServer(t, Config{FS: m, Timeout: 200 * time.Millisecond})
 	conn, _ := net.ListenUDP("udp4", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
 	defer conn.Close()

@@ -227,6 +227,7 @@ func TestOACKRetransmitAndRefusal(t *testing.T) {
 	addr, rec, logs := startServer(t, Config{FS: fsys, Timeout: 100 * time.Millisecond})
 
 	c := newTestClient(addr).withOpts("blksize", "1000")
+	c.timeout = time.Second // the repeated RRQ, not the server timer, resends the OACK
 	c.ignoreOACKs = 2
 	if _, err := c.get(testCtx(t, 10*time.Second), "f"); err != nil {
 		t.Fatal(err)
@@ -254,6 +255,8 @@ func TestGiveUp(t *testing.T) {
 	fsys := newMapFS()
 	fsys.put("f", randBytes(13, 100000))
 	addr, rec, logs := startServer(t, Config{FS: fsys, Timeout: 20 * time.Millisecond, MinTimeout: 10 * time.Millisecond, Retries: 3})
+	restore := setClientWait(50 * time.Millisecond)
+	defer restore()
 	c := newTestClient(addr).withOpts("windowsize", "4")
 	c.timeout = 2 * time.Second
 	c.drop = func(idx uint64, seen int) bool { return idx > 8 }
