@@ -156,7 +156,7 @@ func newDHCP(c *config.Config, serverIP net.IP, baseURL string, view *fleet.View
 		Interface: c.Interface,
 		ServerIP:  serverIP,
 		LeaseTime: time.Duration(c.DHCP.Lease),
-		LeaseFile: filepath.Join(c.Data, "leases.json"),
+		LeaseFile: filepath.Join(c.Data, dhcp.LeaseFileName),
 		Plan: pxe.PlanConfig{
 			BIOSFile:   c.IPXE.BIOSBinary,
 			EFIx64File: c.IPXE.EFIBinary,

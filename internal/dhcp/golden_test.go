@@ -171,6 +171,14 @@ func TestGoldenCaptures(t *testing.T) {
 					if err != nil {
 						t.Fatalf("request %d: %s reply does not decode: %v", i+1, s.cfg.Mode, err)
 					}
+					// Invariants a careless UPDATE_TESTDATA must not bless.
+					bf := string(back.Options.Get(dhcpv4.OptionBootfileName))
+					if pxe.Detect(m).IPXE && bf != "" && !strings.HasPrefix(bf, "http://") {
+						t.Errorf("request %d: iPXE handed %q by %s mode; it must get its script URL", i+1, bf, s.cfg.Mode)
+					}
+					if s.cfg.Mode == ModeProxy && !back.YourIPAddr.IsUnspecified() {
+						t.Errorf("request %d: proxy reply assigns %v", i+1, back.YourIPAddr)
+					}
 					fmt.Fprintf(&sb, "--- %s mode: reply to %v\n%s", s.cfg.Mode, r.dest, back.Summary())
 				}
 				sb.WriteString("\n")
