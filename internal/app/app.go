@@ -44,6 +44,11 @@ func Run(ctx context.Context, c *config.Config, log *slog.Logger) error {
 		return err
 	}
 	tracker := boots.NewTracker(nil)
+	inv, err := OpenInventory(ctx, c, view, InventoryOptions{Store: c.Store, OpenReads: c.API.OpenReads, Discover: true}, log)
+	if err != nil {
+		return err
+	}
+	defer inv.Close()
 
 	httpLn, err := net.Listen("tcp", c.HTTP.Listen)
 	if err != nil {
@@ -71,7 +76,7 @@ func Run(ctx context.Context, c *config.Config, log *slog.Logger) error {
 	}
 
 	if c.DHCP.Mode != "off" {
-		d, err := newDHCP(c, serverIP, baseURL, view, tracker, log)
+		d, err := newDHCP(c, serverIP, baseURL, view, inv, tracker, log)
 		if err != nil {
 			httpLn.Close()
 			return err
@@ -150,20 +155,20 @@ func logTransfer(log *slog.Logger) func(tftp.TransferStats) {
 	}
 }
 
-func newDHCP(c *config.Config, serverIP net.IP, baseURL string, view *fleet.View, tr *boots.Tracker, log *slog.Logger) (*dhcp.Server, error) {
+func newDHCP(c *config.Config, serverIP net.IP, baseURL string, view *fleet.View, inv *Inventory, tr *boots.Tracker, log *slog.Logger) (*dhcp.Server, error) {
 	dc := dhcp.Config{
 		Mode:      dhcp.ModeFull,
 		Interface: c.Interface,
 		ServerIP:  serverIP,
 		LeaseTime: time.Duration(c.DHCP.Lease),
-		LeaseFile: filepath.Join(c.Data, dhcp.LeaseFileName),
+		LeaseStore: inv.Leases(),
 		Plan: pxe.PlanConfig{
 			BIOSFile:   c.IPXE.BIOSBinary,
 			EFIx64File: c.IPXE.EFIBinary,
 			HTTPBase:   baseURL,
 		},
 		Machines: view,
-		Observer: bootObserver{tr},
+		Observer: inv.Observer(bootObserver{tr}),
 		Logger:   log,
 	}
 	if c.DHCP.Mode == "proxy" {

@@ -19,11 +19,12 @@ func Root() *cobra.Command {
 		SilenceErrors: true,
 	}
 	root.AddCommand(serveCmd(), checkCmd())
+	root.AddCommand(machineCmd(), profileCmd(), leaseCmd())
 	return root
 }
 
 func serveCmd() *cobra.Command {
-	var path, logFormat, logLevel string
+	var path, logFormat, logLevel, store string
 	cmd := &cobra.Command{
 		Use:   "serve",
 		Short: "Run DHCP, TFTP and HTTP boot services from a config file",
@@ -39,6 +40,9 @@ func serveCmd() *cobra.Command {
 			if logLevel != "" {
 				c.Log.Level = logLevel
 			}
+			if store != "" {
+				c.Store = store
+			}
 			log, err := app.NewLogger(os.Stderr, c.Log.Format, c.Log.Level)
 			if err != nil {
 				return err
@@ -49,6 +53,7 @@ func serveCmd() *cobra.Command {
 	cmd.Flags().StringVarP(&path, "config", "c", "/etc/bootfleet/bootfleet.yaml", "YAML config file")
 	cmd.Flags().StringVar(&logFormat, "log-format", "", "text or json (overrides log.format)")
 	cmd.Flags().StringVar(&logLevel, "log-level", "", "debug, info, warn or error (overrides log.level)")
+	cmd.Flags().StringVar(&store, "store", "", "inventory: a postgres:// DSN or SQLite file (overrides store; default SQLite in the data directory)")
 	return cmd
 }
 

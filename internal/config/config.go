@@ -30,11 +30,29 @@ type Config struct {
 	IPXE IPXE `yaml:"ipxe"`
 	Log  Log  `yaml:"log"`
 
-	// DefaultProfile boots machines not listed under Machines. Empty means
-	// unlisted machines are not network-booted.
-	DefaultProfile string             `yaml:"default_profile"`
-	Profiles       map[string]Profile `yaml:"profiles"`
-	Machines       []Machine          `yaml:"machines"`
+	// DefaultProfile boots machines not listed under Machines (and listed
+	// ones without a profile). Empty means they are not network-booted.
+	DefaultProfile string `yaml:"default_profile"`
+	// Discovery says what happens to a machine nobody enrolled: "boot" (the
+	// default) boots it with DiscoveryProfile, or DefaultProfile when that is
+	// empty; "ignore" records it as discovered but does not boot it.
+	Discovery string `yaml:"discovery"`
+	// DiscoveryProfile, if set, is what unenrolled machines boot.
+	DiscoveryProfile string `yaml:"discovery_profile"`
+	// Store is the inventory: empty for SQLite in the data directory, a
+	// SQLite file path, or a postgres:// DSN shared by several servers.
+	Store string `yaml:"store"`
+	API   API    `yaml:"api"`
+
+	Profiles map[string]Profile `yaml:"profiles"`
+	Machines []Machine          `yaml:"machines"`
+}
+
+// API configures the REST API under /api/v1.
+type API struct {
+	// OpenReads lets GET requests through without the token. Default false:
+	// every call needs `Authorization: Bearer TOKEN` (token file in data/).
+	OpenReads bool `yaml:"open_reads"`
 }
 
 // DHCP configures the DHCPv4 server.
@@ -105,6 +123,9 @@ type Machine struct {
 	Name    string `yaml:"name"`
 	Profile string `yaml:"profile"`
 	IP      string `yaml:"ip"`
+	// Discovered marks a machine the inventory recorded by itself; it is
+	// never read from the config file.
+	Discovered bool `yaml:"-"`
 }
 
 // Duration is a time.Duration written as "1h", "30m" in YAML.
@@ -177,6 +198,7 @@ func (c *Config) applyDefaults() {
 	def(&c.IPXE.BIOSBinary, "undionly.kpxe")
 	def(&c.Log.Format, "text")
 	def(&c.Log.Level, "info")
+	def(&c.Discovery, "boot")
 }
 
 // Validate checks every key and returns all problems at once, each naming
@@ -241,6 +263,16 @@ func (c *Config) Validate() error {
 		if _, ok := c.Profiles[c.DefaultProfile]; !ok {
 			bad("default_profile", "no profile named %q under profiles", c.DefaultProfile)
 		}
+	}
+	if c.DiscoveryProfile != "" {
+		if _, ok := c.Profiles[c.DiscoveryProfile]; !ok {
+			bad("discovery_profile", "no profile named %q under profiles", c.DiscoveryProfile)
+		}
+	}
+	switch c.Discovery {
+	case "boot", "ignore":
+	default:
+		bad("discovery", "want boot or ignore, got %q", c.Discovery)
 	}
 	seenMAC := map[string]int{}
 	seenIP := map[string]int{}

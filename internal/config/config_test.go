@@ -81,6 +81,8 @@ func TestValidationErrorsNameTheKey(t *testing.T) {
 		{"reservation in proxy", "interface: br0\ndhcp: {mode: proxy}\nmachines: [{mac: '52:54:00:00:00:01', ip: 10.0.0.5}]", "reservations need dhcp.mode: full"},
 		{"dup reservation", "interface: br0\ndhcp: {range: 10.0.0.1-10.0.0.9}\nmachines: [{mac: '52:54:00:00:00:01', ip: 10.0.0.5}, {mac: '52:54:00:00:00:02', ip: 10.0.0.5}]", "10.0.0.5 is already reserved"},
 		{"bad window", "interface: br0\ndhcp: {mode: proxy}\ntftp: {max_window: 70000}", "tftp.max_window: want 1..65535"},
+		{"bad discovery", "interface: br0\ndhcp: {mode: proxy}\ndiscovery: maybe", "discovery: want boot or ignore"},
+		{"unknown discovery profile", "interface: br0\ndhcp: {mode: proxy}\ndiscovery_profile: x", `discovery_profile: no profile named "x"`},
 		{"bad log format", "interface: br0\ndhcp: {mode: proxy}\nlog: {format: xml}", "log.format"},
 	}
 	for _, tt := range tests {

@@ -14,6 +14,9 @@ type Machine struct {
 	Name    string
 	Profile string
 	IP      net.IP // reserved address, nil if none
+	// Enrolled is false for a machine that was only discovered: it booted
+	// unasked and nobody has set it up yet.
+	Enrolled bool
 }
 
 // Target is what one machine boots.
@@ -29,7 +32,8 @@ type snapshot struct {
 	machines       map[string]Machine // key: MAC string
 	reserved       map[string]Machine // key: reserved IP string
 	profiles       map[string]config.Profile
-	defaultProfile string
+	defaultProfile string // for listed machines without a profile
+	unknownProfile string // for machines nobody enrolled: discovered or never seen
 }
 
 // View answers lookups from the current snapshot.
@@ -53,6 +57,13 @@ func (v *View) Apply(c *config.Config) error {
 		reserved:       map[string]Machine{},
 		profiles:       make(map[string]config.Profile, len(c.Profiles)),
 		defaultProfile: c.DefaultProfile,
+		unknownProfile: c.DefaultProfile,
+	}
+	if c.DiscoveryProfile != "" {
+		s.unknownProfile = c.DiscoveryProfile
+	}
+	if c.Discovery == "ignore" {
+		s.unknownProfile = ""
 	}
 	for name, p := range c.Profiles {
 		s.profiles[name] = p
@@ -66,7 +77,7 @@ func (v *View) Apply(c *config.Config) error {
 		if m.IP != "" {
 			ip = net.ParseIP(m.IP).To4()
 		}
-		s.machines[hw.String()] = Machine{MAC: hw, Name: m.Name, Profile: m.Profile, IP: ip}
+		s.machines[hw.String()] = Machine{MAC: hw, Name: m.Name, Profile: m.Profile, IP: ip, Enrolled: !m.Discovered}
 		if ip != nil {
 			s.reserved[ip.String()] = s.machines[hw.String()]
 		}
@@ -90,8 +101,12 @@ func (v *View) Resolve(mac net.HardwareAddr) (Target, bool) {
 		m = Machine{MAC: mac}
 	}
 	name := m.Profile
-	if name == "" {
+	switch {
+	case name != "":
+	case known && m.Enrolled:
 		name = s.defaultProfile
+	default:
+		name = s.unknownProfile
 	}
 	p, ok := s.profiles[name]
 	if !ok {

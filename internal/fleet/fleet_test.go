@@ -80,3 +80,42 @@ func TestReservedForUnreserved(t *testing.T) {
 		t.Fatalf("got %v for an unreserved address", got)
 	}
 }
+
+func TestDiscoveryPolicy(t *testing.T) {
+	unknown, _ := net.ParseMAC("52:54:00:99:99:99")
+	listedNoProfile, _ := net.ParseMAC("52:54:00:00:00:02")
+	discovered, _ := net.ParseMAC("52:54:00:00:00:0d")
+	tests := []struct {
+		name, extra                         string
+		unknownWant, listedWant, discovWant string // "" = not booted
+	}{
+		{"default boots everyone", "", "linux", "linux", "linux"},
+		{"discovery profile", "discovery_profile: rescue\n", "rescue", "linux", "rescue"},
+		{"ignore", "discovery: ignore\n", "", "linux", ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c, err := config.Parse(strings.NewReader(cfgYAML + tt.extra))
+			if err != nil {
+				t.Fatal(err)
+			}
+			c.Machines = append(c.Machines, config.Machine{MAC: discovered.String(), Discovered: true})
+			v, err := FromConfig(c)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, ch := range []struct {
+				mac  net.HardwareAddr
+				want string
+			}{{unknown, tt.unknownWant}, {listedNoProfile, tt.listedWant}, {discovered, tt.discovWant}} {
+				got, ok := v.Resolve(ch.mac)
+				if !ok {
+					got.Profile = ""
+				}
+				if got.Profile != ch.want {
+					t.Errorf("%s boots %q, want %q", ch.mac, got.Profile, ch.want)
+				}
+			}
+		})
+	}
+}

@@ -1,0 +1,246 @@
+package api
+
+import (
+	"context"
+	"crypto/subtle"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/bootfleet/bootfleet/internal/inventory"
+)
+
+// Prefix is where the API is mounted.
+const Prefix = "/api/v1"
+
+// MaxBody bounds a request body; an inventory record is a few hundred bytes.
+const MaxBody = 1 << 20
+
+// Config configures the API handler.
+type Config struct {
+	Store inventory.Store // required
+	// Token is the bearer token; required (New refuses an empty one).
+	Token string
+	// OpenReads lets GET requests through without the token. Default false.
+	OpenReads bool
+	// OnChange is called after every successful write to machines or
+	// profiles, so the caller can refresh its in-memory fleet view.
+	OnChange func()
+	Logger   *slog.Logger     // default: discard
+	Now      func() time.Time // default time.Now; for event times
+}
+
+// route is one API endpoint. The table drives both the mux and the test
+// that keeps openapi.json complete.
+type route struct {
+	method, path string // path as in openapi.json, under Prefix
+	h            func(*server, http.ResponseWriter, *http.Request) error
+}
+
+var routes = []route{
+	{"GET", "/machines", (*server).listMachines},
+	{"POST", "/machines", (*server).createMachine},
+	{"GET", "/machines/{mac}", (*server).getMachine},
+	{"PUT", "/machines/{mac}", (*server).putMachine},
+	{"PATCH", "/machines/{mac}", (*server).patchMachine},
+	{"DELETE", "/machines/{mac}", (*server).deleteMachine},
+	{"GET", "/profiles", (*server).listProfiles},
+	{"POST", "/profiles", (*server).createProfile},
+	{"GET", "/profiles/{name}", (*server).getProfile},
+	{"PUT", "/profiles/{name}", (*server).putProfile},
+	{"DELETE", "/profiles/{name}", (*server).deleteProfile},
+	{"GET", "/leases", (*server).listLeases},
+	{"GET", "/events", (*server).listEvents},
+	{"GET", "/openapi.json", (*server).openAPI},
+}
+
+type server struct {
+	cfg   Config
+	token []byte
+	log   *slog.Logger
+	mux   *http.ServeMux
+}
+
+// New returns the API handler; mount it at Prefix + "/" (it expects the
+// full path, Prefix included).
+func New(cfg Config) (http.Handler, error) {
+	if cfg.Store == nil {
+		return nil, errors.New("api: no store")
+	}
+	if len(cfg.Token) < 16 {
+		return nil, errors.New("api: token must be at least 16 characters; use LoadOrCreateToken")
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.OnChange == nil {
+		cfg.OnChange = func() {}
+	}
+	s := &server{cfg: cfg, token: []byte(cfg.Token), log: cfg.Logger, mux: http.NewServeMux()}
+	for _, rt := range routes {
+		s.mux.Handle(rt.method+" "+Prefix+rt.path, s.wrap(rt))
+	}
+	return s, nil
+}
+
+// ServeHTTP answers unknown paths and methods in JSON too, so clients
+// never have to parse text/plain errors.
+func (s *server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	h, pattern := s.mux.Handler(r)
+	if pattern != "" {
+		s.mux.ServeHTTP(w, r) // sets the path values Handler does not
+		return
+	}
+	// The mux would answer 404 or 405 (with Allow); keep its verdict.
+	rec := &statusRecorder{header: http.Header{}}
+	h.ServeHTTP(rec, r)
+	if allow := rec.header.Get("Allow"); allow != "" {
+		w.Header().Set("Allow", allow)
+	}
+	if rec.status == http.StatusMethodNotAllowed {
+		writeJSON(w, rec.status, ErrorBody{Error: fmt.Sprintf("method %s not allowed on %s; allowed: %s", r.Method, r.URL.Path, allowOr(rec.header))})
+		return
+	}
+	writeJSON(w, http.StatusNotFound, ErrorBody{Error: fmt.Sprintf("no API endpoint %s; see %s/openapi.json", r.URL.Path, Prefix)})
+}
+
+func allowOr(h http.Header) string {
+	if a := h.Get("Allow"); a != "" {
+		return a
+	}
+	return "none"
+}
+
+type statusRecorder struct {
+	header http.Header
+	status int
+}
+
+func (r *statusRecorder) Header() http.Header         { return r.header }
+func (r *statusRecorder) Write(b []byte) (int, error) { return len(b), nil }
+func (r *statusRecorder) WriteHeader(code int)        { r.status = code }
+
+func (s *server) wrap(rt route) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		open := rt.path == "/openapi.json" || (s.cfg.OpenReads && r.Method == http.MethodGet)
+		if !open {
+			if err := s.authorize(r); err != nil {
+				w.Header().Set("WWW-Authenticate", `Bearer realm="bootfleet"`)
+				writeJSON(w, http.StatusUnauthorized, ErrorBody{Error: err.Error()})
+				return
+			}
+		}
+		r.Body = http.MaxBytesReader(w, r.Body, MaxBody)
+		if err := rt.h(s, w, r); err != nil {
+			s.writeError(w, r, err)
+		}
+	})
+}
+
+func (s *server) authorize(r *http.Request) error {
+	h := r.Header.Get("Authorization")
+	if h == "" {
+		return errors.New("missing Authorization: Bearer TOKEN header; the token is in the server's data directory (api-token)")
+	}
+	scheme, tok, ok := strings.Cut(h, " ")
+	if !ok || !strings.EqualFold(scheme, "Bearer") {
+		return errors.New("want Authorization: Bearer TOKEN")
+	}
+	// Constant time, so response timing reveals nothing about the token.
+	if subtle.ConstantTimeCompare([]byte(strings.TrimSpace(tok)), s.token) != 1 {
+		return errors.New("wrong token; use the one in the server's data directory (api-token)")
+	}
+	return nil
+}
+
+// writeError maps an error to a status. Typed inventory errors and request
+// problems are 4xx; anything else is the server's fault, logged, and 500.
+func (s *server) writeError(w http.ResponseWriter, r *http.Request, err error) {
+	var (
+		ie  *inventory.Error
+		mbe *http.MaxBytesError
+	)
+	switch {
+	case errors.As(err, &mbe):
+		writeJSON(w, http.StatusRequestEntityTooLarge, ErrorBody{Error: fmt.Sprintf("request body is over %d bytes", mbe.Limit)})
+	case errors.As(err, &ie):
+		status := http.StatusBadRequest
+		switch {
+		case errors.Is(ie.Kind, inventory.ErrNotFound):
+			status = http.StatusNotFound
+		case errors.Is(ie.Kind, inventory.ErrConflict):
+			status = http.StatusConflict
+		}
+		writeJSON(w, status, ErrorBody{Error: ie.Msg, Field: ie.Field})
+	case errors.Is(err, context.Canceled):
+		// The client went away; nobody reads the answer.
+	default:
+		s.log.Error("api request failed", "method", r.Method, "path", r.URL.Path, "err", err)
+		writeJSON(w, http.StatusInternalServerError, ErrorBody{Error: "internal error; see the server log"})
+	}
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	b, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		status, b = http.StatusInternalServerError, []byte(`{"error": "encode response"}`)
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	w.WriteHeader(status)
+	w.Write(append(b, '\n'))
+}
+
+// decode reads one JSON value into v, rejecting unknown fields and
+// trailing data, and turns decoder errors into field errors.
+func decode(r *http.Request, v any) error {
+	dec := json.NewDecoder(r.Body)
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return bodyError(err)
+	}
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		return inventory.Invalid("", "request body has data after the JSON value; send exactly one object")
+	}
+	return nil
+}
+
+func bodyError(err error) error {
+	var (
+		se  *json.SyntaxError
+		te  *json.UnmarshalTypeError
+		mbe *http.MaxBytesError
+	)
+	switch {
+	case errors.As(err, &mbe):
+		return err
+	case errors.Is(err, io.EOF):
+		return inventory.Invalid("", "request body is empty; send a JSON object")
+	case errors.As(err, &se), errors.Is(err, io.ErrUnexpectedEOF):
+		return inventory.Invalid("", "request body is not valid JSON: %v", err)
+	case errors.As(err, &te):
+		return inventory.Invalid(te.Field, "want a JSON %s, got %s", te.Type, te.Value)
+	}
+	if f, ok := strings.CutPrefix(err.Error(), "json: unknown field "); ok {
+		f = strings.Trim(f, `"`)
+		return inventory.Invalid(f, "unknown field %q; see %s/openapi.json", f, Prefix)
+	}
+	return inventory.Invalid("", "request body: %v", err)
+}
+
+// readOnly says whether the caller may change rec: config records are
+// rewritten from the config file at every start.
+func readOnly(src inventory.Source, field, what string) error {
+	if src == inventory.SourceConfig {
+		return inventory.Conflict(field, "%s is declared in the config file; change it there and restart bootfleet", what)
+	}
+	return nil
+}

@@ -1,0 +1,119 @@
+package api
+
+import (
+	"net"
+	"time"
+
+	"github.com/bootfleet/bootfleet/internal/inventory"
+)
+
+// ErrorBody is the JSON body of every error response.
+type ErrorBody struct {
+	Error string `json:"error"`           // what is wrong and what to do
+	Field string `json:"field,omitempty"` // the request field at fault, e.g. "mac"
+}
+
+// Machine is a machine on the wire. On input (POST, PUT) only mac, name,
+// profile, labels and ip are used; state, source, last_boot and
+// last_address are set by bootfleet and ignored.
+type Machine struct {
+	MAC         string            `json:"mac"`
+	Name        string            `json:"name,omitempty"`
+	Profile     string            `json:"profile,omitempty"`
+	Labels      map[string]string `json:"labels,omitempty"`
+	IP          string            `json:"ip,omitempty"`
+	State       string            `json:"state,omitempty"`
+	Source      string            `json:"source,omitempty"`
+	LastBoot    *time.Time        `json:"last_boot,omitempty"`
+	LastAddress string            `json:"last_address,omitempty"`
+}
+
+// MachinePatch is a PATCH body: absent fields stay as they are; a label
+// set to null is removed.
+type MachinePatch struct {
+	Name    *string            `json:"name,omitempty"`
+	Profile *string            `json:"profile,omitempty"`
+	IP      *string            `json:"ip,omitempty"`
+	State   *string            `json:"state,omitempty"`
+	Labels  map[string]*string `json:"labels,omitempty"`
+}
+
+// Profile is a profile on the wire.
+type Profile struct {
+	Name      string   `json:"name"`
+	Kernel    string   `json:"kernel"`
+	Initrd    []string `json:"initrd,omitempty"`
+	Cmdline   string   `json:"cmdline,omitempty"`
+	RootImage string   `json:"root_image,omitempty"`
+	Overlay   string   `json:"overlay,omitempty"`
+	Source    string   `json:"source,omitempty"`
+}
+
+// Lease is a DHCP lease on the wire.
+type Lease struct {
+	MAC    string    `json:"mac"`
+	IP     string    `json:"ip"`
+	Expiry time.Time `json:"expiry"`
+}
+
+// Event is a boot event on the wire.
+type Event struct {
+	ID      int64     `json:"id"`
+	Time    time.Time `json:"time"`
+	MAC     string    `json:"mac"`
+	Kind    string    `json:"kind"`
+	Details string    `json:"details,omitempty"`
+}
+
+// List bodies.
+type (
+	MachineList struct {
+		Machines []Machine `json:"machines"`
+	}
+	ProfileList struct {
+		Profiles []Profile `json:"profiles"`
+	}
+	LeaseList struct {
+		Leases []Lease `json:"leases"`
+	}
+	EventList struct {
+		Events []Event `json:"events"`
+	}
+)
+
+func machineOut(m inventory.Machine) Machine {
+	out := Machine{MAC: m.MAC.String(), Name: m.Name, Profile: m.Profile, Labels: m.Labels,
+		State: string(m.State), Source: string(m.Source)}
+	if m.IP != nil {
+		out.IP = m.IP.String()
+	}
+	if !m.LastBoot.IsZero() {
+		t := m.LastBoot
+		out.LastBoot = &t
+	}
+	if m.LastAddress != nil {
+		out.LastAddress = m.LastAddress.String()
+	}
+	return out
+}
+
+func parseIPField(field, s string) (net.IP, error) {
+	if s == "" {
+		return nil, nil
+	}
+	ip := net.ParseIP(s).To4()
+	if ip == nil {
+		return nil, inventory.Invalid(field, "want an IPv4 address like 10.0.0.50, got %q", s)
+	}
+	return ip, nil
+}
+
+func profileOut(p inventory.Profile) Profile {
+	return Profile{Name: p.Name, Kernel: p.Kernel, Initrd: p.Initrds, Cmdline: p.Cmdline,
+		RootImage: p.RootImage, Overlay: p.Overlay, Source: string(p.Source)}
+}
+
+func profileIn(p Profile) inventory.Profile {
+	return inventory.Profile{Name: p.Name, Kernel: p.Kernel, Initrds: p.Initrd, Cmdline: p.Cmdline,
+		RootImage: p.RootImage, Overlay: p.Overlay}
+}

@@ -1,0 +1,145 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/bootfleet/bootfleet/internal/api"
+)
+
+// Defaults for finding the server. The token falls back to the data
+// directory's api-token file, so root on the server needs no flags at all.
+const (
+	defaultServer = "http://127.0.0.1:8080"
+	defaultData   = "/var/lib/bootfleet"
+)
+
+// clientOpts are the flags every API command shares.
+type clientOpts struct {
+	server, token, data, output string
+}
+
+func (o *clientOpts) register(cmd *cobra.Command) {
+	f := cmd.PersistentFlags()
+	f.StringVar(&o.server, "server", "", "API server URL (default $BOOTFLEET_SERVER or "+defaultServer+")")
+	f.StringVar(&o.token, "token", "", "API token (default $BOOTFLEET_TOKEN or the api-token file in --data)")
+	f.StringVar(&o.data, "data", defaultData, "the server's data directory, to read its api-token file")
+	f.StringVarP(&o.output, "output", "o", "table", "output format: table or json")
+}
+
+// client is a small client of the bootfleet API.
+type client struct {
+	base  string // e.g. http://10.0.0.1:8080/api/v1
+	token string
+	http  *http.Client
+}
+
+func (o *clientOpts) client() (*client, error) {
+	if o.output != "table" && o.output != "json" {
+		return nil, fmt.Errorf("--output: want table or json, got %q", o.output)
+	}
+	server := firstOf(o.server, os.Getenv("BOOTFLEET_SERVER"), defaultServer)
+	if !strings.Contains(server, "://") {
+		server = "http://" + server
+	}
+	u, err := url.Parse(server)
+	if err != nil || u.Host == "" {
+		return nil, fmt.Errorf("--server: want a URL like http://10.0.0.1:8080, got %q", server)
+	}
+	tok := firstOf(o.token, os.Getenv("BOOTFLEET_TOKEN"))
+	if tok == "" {
+		// No token is fine if the server opened reads; writes will say so.
+		tok, _ = api.ReadToken(filepath.Join(o.data, api.TokenFile))
+	}
+	return &client{base: strings.TrimSuffix(server, "/") + api.Prefix, token: tok,
+		http: &http.Client{Timeout: 30 * time.Second}}, nil
+}
+
+func firstOf(vs ...string) string {
+	for _, v := range vs {
+		if v != "" {
+			return v
+		}
+	}
+	return ""
+}
+
+// apiError is an error answer from the server.
+type apiError struct {
+	status int
+	body   api.ErrorBody
+}
+
+func (e *apiError) Error() string {
+	msg := e.body.Error
+	if e.body.Field != "" {
+		msg = e.body.Field + ": " + msg
+	}
+	if e.status == http.StatusUnauthorized {
+		msg += "; pass --token, set BOOTFLEET_TOKEN, or point --data at the server's data directory"
+	}
+	return msg
+}
+
+// do sends in (if non-nil) as JSON and decodes the answer into out (if
+// non-nil). Non-2xx answers become *apiError.
+func (c *client) do(ctx context.Context, method, path string, in, out any) error {
+	var body io.Reader
+	if in != nil {
+		b, err := json.Marshal(in)
+		if err != nil {
+			return err
+		}
+		body = bytes.NewReader(b)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, c.base+path, body)
+	if err != nil {
+		return err
+	}
+	if in != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	if c.token != "" {
+		req.Header.Set("Authorization", "Bearer "+c.token)
+	}
+	resp, err := c.http.Do(req)
+	if err != nil {
+		return fmt.Errorf("%w (is bootfleet serve running there? set --server or BOOTFLEET_SERVER)", err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(io.LimitReader(resp.Body, 16<<20))
+	if err != nil {
+		return fmt.Errorf("read answer from %s: %w", c.base, err)
+	}
+	if resp.StatusCode >= 300 {
+		e := &apiError{status: resp.StatusCode}
+		if json.Unmarshal(b, &e.body) != nil || e.body.Error == "" {
+			e.body.Error = fmt.Sprintf("server answered %s: %.200q", resp.Status, b)
+		}
+		return e
+	}
+	if out == nil || len(b) == 0 {
+		return nil
+	}
+	if err := json.Unmarshal(b, out); err != nil {
+		return fmt.Errorf("server answer is not the JSON expected (%w); is %s a bootfleet server?", err, c.base)
+	}
+	return nil
+}
+
+// pathKey escapes a MAC or name for the URL path.
+func pathKey(s string) string { return url.PathEscape(s) }
+
+var errNoChange = errors.New("nothing to change; give at least one of the flags")

@@ -1,0 +1,224 @@
+package cli
+
+import (
+	"fmt"
+	"net/url"
+
+	"github.com/spf13/cobra"
+
+	"github.com/bootfleet/bootfleet/internal/api"
+)
+
+func machineCmd() *cobra.Command {
+	o := &clientOpts{}
+	cmd := &cobra.Command{
+		Use:   "machine",
+		Short: "Add, list, change and remove machines (through the API of a running server)",
+	}
+	o.register(cmd)
+	cmd.AddCommand(machineAddCmd(o), machineListCmd(o), machineShowCmd(o), machineSetCmd(o), machineRmCmd(o))
+	return cmd
+}
+
+func machineAddCmd(o *clientOpts) *cobra.Command {
+	var m api.Machine
+	var labels []string
+	cmd := &cobra.Command{
+		Use:   "add --mac MAC [--name NAME] [--profile PROFILE] [--label k=v]...",
+		Short: "Add a machine; it boots its profile at its next power-on",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			c, err := o.client()
+			if err != nil {
+				return err
+			}
+			if m.Labels, err = parseLabels("label", labels); err != nil {
+				return err
+			}
+			var got api.Machine
+			if err := c.do(cmd.Context(), "POST", "/machines", m, &got); err != nil {
+				return err
+			}
+			return o.printMachine(cmd, got, "added")
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&m.MAC, "mac", "", "Ethernet MAC, e.g. 52:54:00:12:34:56 (required)")
+	f.StringVar(&m.Name, "name", "", "host name, unique")
+	f.StringVar(&m.Profile, "profile", "", "profile to boot (default: the server's default profile)")
+	f.StringVar(&m.IP, "ip", "", "reserved IPv4 address (full DHCP mode)")
+	f.StringArrayVar(&labels, "label", nil, "label key=value (repeatable)")
+	cmd.MarkFlagRequired("mac")
+	return cmd
+}
+
+func machineListCmd(o *clientOpts) *cobra.Command {
+	var state, profile string
+	var labels []string
+	cmd := &cobra.Command{
+		Use:   "list [--state STATE] [--profile PROFILE] [--label k=v]...",
+		Short: "List machines; --state discovered shows machines waiting to be enrolled",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			c, err := o.client()
+			if err != nil {
+				return err
+			}
+			q := url.Values{}
+			if state != "" {
+				q.Set("state", state)
+			}
+			if profile != "" {
+				q.Set("profile", profile)
+			}
+			for _, l := range labels {
+				q.Add("label", l)
+			}
+			path := "/machines"
+			if len(q) > 0 {
+				path += "?" + q.Encode()
+			}
+			var ml api.MachineList
+			if err := c.do(cmd.Context(), "GET", path, nil, &ml); err != nil {
+				return err
+			}
+			if o.output == "json" {
+				return printJSON(cmd.OutOrStdout(), ml.Machines)
+			}
+			rows := make([][]string, 0, len(ml.Machines))
+			for _, m := range ml.Machines {
+				rows = append(rows, []string{m.MAC, orDash(m.Name), profileOrDefault(m.Profile), m.State,
+					orDash(firstOf(m.LastAddress, m.IP)), formatTime(m.LastBoot), formatLabels(m.Labels)})
+			}
+			return table(cmd.OutOrStdout(), []string{"MAC", "NAME", "PROFILE", "STATE", "ADDRESS", "LAST BOOT", "LABELS"}, rows)
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&state, "state", "", "only machines in this state: discovered, ready, booting, booted or failed")
+	f.StringVar(&profile, "profile", "", "only machines with this profile")
+	f.StringArrayVar(&labels, "label", nil, "only machines with label key=value (repeatable)")
+	return cmd
+}
+
+func profileOrDefault(p string) string {
+	if p == "" {
+		return "(default)"
+	}
+	return p
+}
+
+func machineShowCmd(o *clientOpts) *cobra.Command {
+	return &cobra.Command{
+		Use:   "show MAC|NAME",
+		Short: "Show one machine",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := o.client()
+			if err != nil {
+				return err
+			}
+			var m api.Machine
+			if err := c.do(cmd.Context(), "GET", "/machines/"+pathKey(args[0]), nil, &m); err != nil {
+				return err
+			}
+			return o.printMachine(cmd, m, "")
+		},
+	}
+}
+
+// printMachine prints m as JSON or as key: value lines, after a one-line
+// summary of what was done (verb) if any.
+func (o *clientOpts) printMachine(cmd *cobra.Command, m api.Machine, verb string) error {
+	w := cmd.OutOrStdout()
+	if o.output == "json" {
+		return printJSON(w, m)
+	}
+	if verb != "" {
+		fmt.Fprintf(w, "%s machine %s\n", verb, m.MAC)
+	}
+	return keyValues(w, [][2]string{
+		{"mac", m.MAC}, {"name", orDash(m.Name)}, {"profile", profileOrDefault(m.Profile)},
+		{"state", m.State}, {"reserved ip", orDash(m.IP)}, {"last address", orDash(m.LastAddress)},
+		{"last boot", formatTime(m.LastBoot)}, {"labels", formatLabels(m.Labels)}, {"source", m.Source},
+	})
+}
+
+func machineSetCmd(o *clientOpts) *cobra.Command {
+	var name, profile, ip, state string
+	var labels, unlabels []string
+	cmd := &cobra.Command{
+		Use:   "set MAC|NAME [--profile P] [--name N] [--ip A] [--label k=v]... [--unlabel k]...",
+		Short: "Change a machine; giving a discovered machine a profile enrolls it",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := o.client()
+			if err != nil {
+				return err
+			}
+			var p api.MachinePatch
+			f := cmd.Flags()
+			if f.Changed("name") {
+				p.Name = &name
+			}
+			if f.Changed("profile") {
+				p.Profile = &profile
+			}
+			if f.Changed("ip") {
+				p.IP = &ip
+			}
+			if f.Changed("state") {
+				p.State = &state
+			}
+			set, err := parseLabels("label", labels)
+			if err != nil {
+				return err
+			}
+			if len(set) > 0 || len(unlabels) > 0 {
+				p.Labels = map[string]*string{}
+				for k, v := range set {
+					p.Labels[k] = &v
+				}
+				for _, k := range unlabels {
+					p.Labels[k] = nil
+				}
+			}
+			if p.Name == nil && p.Profile == nil && p.IP == nil && p.State == nil && p.Labels == nil {
+				return errNoChange
+			}
+			var m api.Machine
+			if err := c.do(cmd.Context(), "PATCH", "/machines/"+pathKey(args[0]), p, &m); err != nil {
+				return err
+			}
+			return o.printMachine(cmd, m, "updated")
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&profile, "profile", "", "profile to boot; empty for the server's default")
+	f.StringVar(&name, "name", "", "host name")
+	f.StringVar(&ip, "ip", "", "reserved IPv4 address; empty to drop the reservation")
+	f.StringVar(&state, "state", "", "set the state by hand, e.g. ready after a failure")
+	f.StringArrayVar(&labels, "label", nil, "set label key=value (repeatable)")
+	f.StringArrayVar(&unlabels, "unlabel", nil, "remove label key (repeatable)")
+	return cmd
+}
+
+func machineRmCmd(o *clientOpts) *cobra.Command {
+	return &cobra.Command{
+		Use:   "rm MAC|NAME",
+		Short: "Remove a machine",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := o.client()
+			if err != nil {
+				return err
+			}
+			if err := c.do(cmd.Context(), "DELETE", "/machines/"+pathKey(args[0]), nil, nil); err != nil {
+				return err
+			}
+			if o.output != "json" {
+				fmt.Fprintf(cmd.OutOrStdout(), "removed machine %s\n", args[0])
+			}
+			return nil
+		},
+	}
+}

@@ -1,0 +1,130 @@
+package cli
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/bootfleet/bootfleet/internal/api"
+)
+
+func profileCmd() *cobra.Command {
+	o := &clientOpts{}
+	cmd := &cobra.Command{
+		Use:   "profile",
+		Short: "Add, list, show and remove boot profiles (through the API of a running server)",
+	}
+	o.register(cmd)
+	cmd.AddCommand(profileAddCmd(o), profileListCmd(o), profileShowCmd(o), profileRmCmd(o))
+	return cmd
+}
+
+func profileAddCmd(o *clientOpts) *cobra.Command {
+	var p api.Profile
+	cmd := &cobra.Command{
+		Use:   "add NAME --kernel PATH|URL [--initrd PATH|URL]... [--cmdline TEMPLATE]",
+		Short: "Add a profile",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := o.client()
+			if err != nil {
+				return err
+			}
+			p.Name = args[0]
+			var got api.Profile
+			if err := c.do(cmd.Context(), "POST", "/profiles", p, &got); err != nil {
+				return err
+			}
+			return o.printProfile(cmd, got, "added")
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&p.Kernel, "kernel", "", "kernel: a local path or http(s) URL (required)")
+	f.StringArrayVar(&p.Initrd, "initrd", nil, "initrd: a local path or http(s) URL (repeatable, in order)")
+	f.StringVar(&p.Cmdline, "cmdline", "", "kernel command line template, e.g. 'console=ttyS0 host={{.Name}}'")
+	cmd.MarkFlagRequired("kernel")
+	return cmd
+}
+
+func profileListCmd(o *clientOpts) *cobra.Command {
+	return &cobra.Command{
+		Use:   "list",
+		Short: "List profiles",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			c, err := o.client()
+			if err != nil {
+				return err
+			}
+			var pl api.ProfileList
+			if err := c.do(cmd.Context(), "GET", "/profiles", nil, &pl); err != nil {
+				return err
+			}
+			if o.output == "json" {
+				return printJSON(cmd.OutOrStdout(), pl.Profiles)
+			}
+			rows := make([][]string, 0, len(pl.Profiles))
+			for _, p := range pl.Profiles {
+				rows = append(rows, []string{p.Name, p.Kernel, orDash(strings.Join(p.Initrd, ",")), orDash(p.Cmdline), p.Source})
+			}
+			return table(cmd.OutOrStdout(), []string{"NAME", "KERNEL", "INITRD", "CMDLINE", "SOURCE"}, rows)
+		},
+	}
+}
+
+func profileShowCmd(o *clientOpts) *cobra.Command {
+	return &cobra.Command{
+		Use:   "show NAME",
+		Short: "Show one profile",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := o.client()
+			if err != nil {
+				return err
+			}
+			var p api.Profile
+			if err := c.do(cmd.Context(), "GET", "/profiles/"+pathKey(args[0]), nil, &p); err != nil {
+				return err
+			}
+			return o.printProfile(cmd, p, "")
+		},
+	}
+}
+
+func (o *clientOpts) printProfile(cmd *cobra.Command, p api.Profile, verb string) error {
+	w := cmd.OutOrStdout()
+	if o.output == "json" {
+		return printJSON(w, p)
+	}
+	if verb != "" {
+		fmt.Fprintf(w, "%s profile %s\n", verb, p.Name)
+	}
+	kv := [][2]string{{"name", p.Name}, {"kernel", p.Kernel}}
+	for i, rd := range p.Initrd {
+		kv = append(kv, [2]string{fmt.Sprintf("initrd[%d]", i), rd})
+	}
+	kv = append(kv, [2]string{"cmdline", orDash(p.Cmdline)}, [2]string{"source", p.Source})
+	return keyValues(w, kv)
+}
+
+func profileRmCmd(o *clientOpts) *cobra.Command {
+	return &cobra.Command{
+		Use:   "rm NAME",
+		Short: "Remove a profile no machine uses",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := o.client()
+			if err != nil {
+				return err
+			}
+			if err := c.do(cmd.Context(), "DELETE", "/profiles/"+pathKey(args[0]), nil, nil); err != nil {
+				return err
+			}
+			if o.output != "json" {
+				fmt.Fprintf(cmd.OutOrStdout(), "removed profile %s\n", args[0])
+			}
+			return nil
+		},
+	}
+}

@@ -1,0 +1,10 @@
+// Package inventory is bootfleet's record of the fleet: machines, profiles,
+// DHCP leases and boot events, behind the [Store] interface. Two backends
+// implement it: inventory/sqlite (embedded, the default, in the data
+// directory) and inventory/postgres (for several servers sharing a fleet).
+// Both pass the same suite in inventory/storetest.
+//
+// The store is the durable source of truth, not the hot path: DHCP, TFTP
+// and HTTP answer from the in-memory fleet.View, which is rebuilt from the
+// store after every write (see [Snapshot]).
+package inventory

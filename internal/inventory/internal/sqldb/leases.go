@@ -1,0 +1,124 @@
+package sqldb
+
+import (
+	"bytes"
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"net"
+	"sort"
+
+	"github.com/bootfleet/bootfleet/internal/inventory"
+)
+
+// ListLeases implements inventory.Leases.
+func (s *Store) ListLeases(ctx context.Context) ([]inventory.Lease, error) {
+	rows, err := s.query(ctx, s.r, `SELECT mac, ip, expiry FROM leases`)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	out := []inventory.Lease{}
+	for rows.Next() {
+		var (
+			l       inventory.Lease
+			mac, ip string
+		)
+		if err := rows.Scan(&mac, &ip, scanTime{&l.Expiry}); err != nil {
+			return nil, s.dbErr("read lease", err)
+		}
+		hw, err := net.ParseMAC(mac)
+		l.IP = net.ParseIP(ip).To4()
+		if err != nil || l.IP == nil {
+			return nil, fmt.Errorf("%s: stored lease mac %q ip %q is damaged; delete that row", s.d.Name, mac, ip)
+		}
+		l.MAC = hw
+		out = append(out, l)
+	}
+	// Sorted here because the column is text: "10.0.0.20" < "10.0.0.100".
+	sort.Slice(out, func(i, j int) bool { return bytes.Compare(out[i].IP, out[j].IP) < 0 })
+	return out, s.rowsErr(rows)
+}
+
+// PutLease implements inventory.Leases. It commits before returning; with
+// SQLite in WAL mode and synchronous=FULL that means the WAL is fsynced.
+func (s *Store) PutLease(ctx context.Context, l inventory.Lease) error {
+	if err := l.Validate(); err != nil {
+		return err
+	}
+	return s.tx(ctx, func(tx *sql.Tx) error {
+		var holder string
+		err := tx.QueryRowContext(ctx, s.d.rebind(`SELECT mac FROM leases WHERE ip = ? AND mac <> ?`), l.IP.String(), l.MAC.String()).Scan(&holder)
+		if err == nil {
+			return inventory.Conflict("ip", "%s is leased to %s; delete that lease first", l.IP, holder)
+		}
+		if !errors.Is(err, sql.ErrNoRows) {
+			return s.dbErr("read lease", err)
+		}
+		_, err = s.exec(ctx, tx, `INSERT INTO leases (mac, ip, expiry) VALUES (?, ?, ?)
+			ON CONFLICT (mac) DO UPDATE SET ip = excluded.ip, expiry = excluded.expiry`,
+			l.MAC.String(), l.IP.String(), s.d.timeArg(l.Expiry))
+		return err
+	})
+}
+
+// DeleteLease implements inventory.Leases.
+func (s *Store) DeleteLease(ctx context.Context, mac net.HardwareAddr) error {
+	return s.tx(ctx, func(tx *sql.Tx) error {
+		_, err := s.exec(ctx, tx, `DELETE FROM leases WHERE mac = ?`, mac.String())
+		return err
+	})
+}
+
+// AddEvent implements inventory.Events. It also trims the machine's
+// timeline to the newest eventsPerMachine entries.
+func (s *Store) AddEvent(ctx context.Context, e inventory.Event) error {
+	if err := e.Validate(s.now()); err != nil {
+		return err
+	}
+	return s.tx(ctx, func(tx *sql.Tx) error {
+		if _, err := s.exec(ctx, tx, `INSERT INTO events (at, mac, kind, details) VALUES (?, ?, ?, ?)`,
+			s.d.timeArg(e.Time), e.MAC.String(), e.Kind, e.Details); err != nil {
+			return err
+		}
+		_, err := s.exec(ctx, tx, `DELETE FROM events WHERE mac = ? AND id <= (
+			SELECT id FROM events WHERE mac = ? ORDER BY id DESC LIMIT 1 OFFSET ?)`,
+			e.MAC.String(), e.MAC.String(), s.eventsPerMachine)
+		return err
+	})
+}
+
+// ListEvents implements inventory.Events.
+func (s *Store) ListEvents(ctx context.Context, f inventory.EventFilter) ([]inventory.Event, error) {
+	limit := f.Limit
+	if limit <= 0 {
+		limit = 100
+	}
+	limit = min(limit, inventory.MaxEventLimit)
+	q, args := `SELECT id, at, mac, kind, details FROM events`, []any{}
+	if f.MAC != nil {
+		q += ` WHERE mac = ?`
+		args = append(args, f.MAC.String())
+	}
+	rows, err := s.query(ctx, s.r, q+` ORDER BY id DESC LIMIT ?`, append(args, limit)...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	out := []inventory.Event{}
+	for rows.Next() {
+		var (
+			e   inventory.Event
+			mac string
+		)
+		if err := rows.Scan(&e.ID, scanTime{&e.Time}, &mac, &e.Kind, &e.Details); err != nil {
+			return nil, s.dbErr("read event", err)
+		}
+		if e.MAC, err = net.ParseMAC(mac); err != nil {
+			return nil, fmt.Errorf("%s: stored event %d has MAC %q: %w", s.d.Name, e.ID, mac, err)
+		}
+		out = append(out, e)
+	}
+	return out, s.rowsErr(rows)
+}

@@ -1,0 +1,96 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/bootfleet/bootfleet/internal/inventory"
+	"github.com/bootfleet/bootfleet/internal/inventory/storetest"
+)
+
+type backend struct{}
+
+func (backend) New(t *testing.T) inventory.Store {
+	return open(t, filepath.Join(t.TempDir(), FileName))
+}
+
+func (backend) Reopen(t *testing.T, s inventory.Store) inventory.Store {
+	path := pathOf[s]
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return open(t, path)
+}
+
+var pathOf = map[inventory.Store]string{}
+
+func open(t *testing.T, path string) inventory.Store {
+	t.Helper()
+	s, err := Open(context.Background(), path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pathOf[s] = path
+	t.Cleanup(func() { s.Close(); delete(pathOf, s) })
+	return s
+}
+
+func TestStore(t *testing.T) { storetest.Run(t, backend{}) }
+
+func TestPragmas(t *testing.T) {
+	path := filepath.Join(t.TempDir(), FileName)
+	open(t, path)
+	db, err := openPool(path, 1, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	for _, tt := range []struct{ pragma, want string }{
+		{"journal_mode", "wal"},
+		{"synchronous", "2"}, // FULL
+		{"foreign_keys", "1"},
+	} {
+		var got string
+		if err := db.QueryRow("PRAGMA " + tt.pragma).Scan(&got); err != nil {
+			t.Fatal(err)
+		}
+		if got != tt.want {
+			t.Errorf("PRAGMA %s = %s, want %s", tt.pragma, got, tt.want)
+		}
+	}
+	var v int
+	if err := db.QueryRow("SELECT MAX(version) FROM schema_migrations").Scan(&v); err != nil || v != 1 {
+		t.Fatalf("schema version %d (%v), want 1", v, err)
+	}
+}
+
+func TestRefusesNewerSchema(t *testing.T) {
+	path := filepath.Join(t.TempDir(), FileName)
+	s, err := Open(context.Background(), path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	db, err := sql.Open("sqlite", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.Exec(`INSERT INTO schema_migrations VALUES (99, '0099_future', 'x')`); err != nil {
+		t.Fatal(err)
+	}
+	db.Close()
+	_, err = Open(context.Background(), path)
+	if err == nil || !strings.Contains(err.Error(), "version 99") {
+		t.Fatalf("opening a newer schema: %v, want an error naming version 99", err)
+	}
+}
+
+func TestOpenInMissingDirectory(t *testing.T) {
+	_, err := Open(context.Background(), filepath.Join(t.TempDir(), "no", "such", FileName))
+	if err == nil || !strings.Contains(err.Error(), "data directory") {
+		t.Fatalf("got %v, want an error that points at the data directory", err)
+	}
+}

@@ -1,0 +1,428 @@
+package storetest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"reflect"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/bootfleet/bootfleet/internal/inventory"
+)
+
+// Backend opens stores for the suite.
+type Backend interface {
+	// New returns an empty store, closed by t.Cleanup.
+	New(t *testing.T) inventory.Store
+	// Reopen closes s and opens the same database again, to prove writes
+	// are durable. The returned store is closed by t.Cleanup.
+	Reopen(t *testing.T, s inventory.Store) inventory.Store
+}
+
+// Run runs the whole suite against b.
+func Run(t *testing.T, b Backend) {
+	tests := []struct {
+		name string
+		fn   func(*testing.T, Backend)
+	}{
+		{"MachineCRUD", testMachineCRUD},
+		{"MachineErrors", testMachineErrors},
+		{"MachineFilter", testMachineFilter},
+		{"SetStatus", testSetStatus},
+		{"ProfileCRUD", testProfileCRUD},
+		{"ProfileErrors", testProfileErrors},
+		{"Leases", testLeases},
+		{"LeaseAddressNeverTwice", testLeaseRace},
+		{"Events", testEvents},
+		{"Durable", testDurable},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) { tt.fn(t, b) })
+	}
+}
+
+func mac(s string) net.HardwareAddr {
+	hw, err := net.ParseMAC(s)
+	if err != nil {
+		panic(err)
+	}
+	return hw
+}
+
+func ctx(t *testing.T) context.Context {
+	c, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	t.Cleanup(cancel)
+	return c
+}
+
+func must[T any](t *testing.T) func(T, error) T {
+	return func(v T, err error) T {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return v
+	}
+}
+
+// wantErr checks err wraps kind and names field.
+func wantErr(t *testing.T, err, kind error, field string) {
+	t.Helper()
+	if !errors.Is(err, kind) {
+		t.Fatalf("got error %v, want %v", err, kind)
+	}
+	var ie *inventory.Error
+	if !errors.As(err, &ie) {
+		t.Fatalf("error %v is not an *inventory.Error", err)
+	}
+	if ie.Field != field {
+		t.Fatalf("error %q names field %q, want %q", err, ie.Field, field)
+	}
+}
+
+var linux = inventory.Profile{Name: "linux", Kernel: "/srv/vmlinuz", Initrds: []string{"/srv/initrd.img", "http://x/extra.cpio"}, Cmdline: "console=ttyS0 host={{.Name}}"}
+
+func seed(t *testing.T, s inventory.Store) {
+	t.Helper()
+	must[inventory.Profile](t)(s.CreateProfile(ctx(t), linux))
+	must[inventory.Profile](t)(s.CreateProfile(ctx(t), inventory.Profile{Name: "rescue", Kernel: "/srv/rescue"}))
+}
+
+func testMachineCRUD(t *testing.T, b Backend) {
+	s := b.New(t)
+	seed(t, s)
+	c := ctx(t)
+	want := inventory.Machine{MAC: mac("52:54:00:12:34:56"), Name: "pc1", Profile: "linux",
+		Labels: map[string]string{"room": "lab2", "row": "3"}, IP: net.IPv4(10, 0, 0, 50)}
+	got := must[inventory.Machine](t)(s.CreateMachine(c, want))
+	want.IP, want.State, want.Source = want.IP.To4(), inventory.StateReady, inventory.SourceAPI
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("CreateMachine returned\n %#v\nwant\n %#v", got, want)
+	}
+	if got := must[inventory.Machine](t)(s.GetMachine(c, want.MAC)); !reflect.DeepEqual(got, want) {
+		t.Fatalf("GetMachine = %#v, want %#v", got, want)
+	}
+	// A machine with no name, profile, labels or IP: the discovered kind.
+	bare := must[inventory.Machine](t)(s.CreateMachine(c, inventory.Machine{MAC: mac("52:54:00:00:00:01"), State: inventory.StateDiscovered}))
+	if bare.Name != "" || bare.Profile != "" || bare.IP != nil || len(bare.Labels) != 0 || bare.State != inventory.StateDiscovered {
+		t.Fatalf("bare machine came back as %#v", bare)
+	}
+	// A second unnamed machine: empty names are not unique.
+	must[inventory.Machine](t)(s.CreateMachine(c, inventory.Machine{MAC: mac("52:54:00:00:00:02")}))
+
+	list := must[[]inventory.Machine](t)(s.ListMachines(c, inventory.MachineFilter{}))
+	if len(list) != 3 || list[0].MAC.String() != "52:54:00:00:00:01" || list[2].MAC.String() != "52:54:00:12:34:56" {
+		t.Fatalf("ListMachines = %v, want 3 machines ordered by MAC", list)
+	}
+
+	upd := got
+	upd.Profile, upd.Name, upd.IP, upd.Labels = "rescue", "pc1b", nil, map[string]string{"room": "lab3"}
+	if got := must[inventory.Machine](t)(s.UpdateMachine(c, upd)); !reflect.DeepEqual(got, upd) {
+		t.Fatalf("UpdateMachine = %#v, want %#v", got, upd)
+	}
+	// The old name and address are free again.
+	must[inventory.Machine](t)(s.CreateMachine(c, inventory.Machine{MAC: mac("52:54:00:00:00:03"), Name: "pc1", IP: net.IPv4(10, 0, 0, 50)}))
+
+	if err := s.DeleteMachine(c, want.MAC); err != nil {
+		t.Fatal(err)
+	}
+	_, err := s.GetMachine(c, want.MAC)
+	wantErr(t, err, inventory.ErrNotFound, "mac")
+	wantErr(t, s.DeleteMachine(c, want.MAC), inventory.ErrNotFound, "mac")
+}
+
+func testMachineErrors(t *testing.T, b Backend) {
+	s := b.New(t)
+	seed(t, s)
+	c := ctx(t)
+	must[inventory.Machine](t)(s.CreateMachine(c, inventory.Machine{MAC: mac("52:54:00:00:00:01"), Name: "pc1", IP: net.IPv4(10, 0, 0, 1)}))
+	tests := []struct {
+		name  string
+		m     inventory.Machine
+		kind  error
+		field string
+	}{
+		{"duplicate MAC", inventory.Machine{MAC: mac("52:54:00:00:00:01"), Name: "other"}, inventory.ErrConflict, "mac"},
+		{"duplicate name", inventory.Machine{MAC: mac("52:54:00:00:00:02"), Name: "pc1"}, inventory.ErrConflict, "name"},
+		{"duplicate IP", inventory.Machine{MAC: mac("52:54:00:00:00:02"), IP: net.IPv4(10, 0, 0, 1)}, inventory.ErrConflict, "ip"},
+		{"unknown profile", inventory.Machine{MAC: mac("52:54:00:00:00:02"), Profile: "nope"}, inventory.ErrInvalid, "profile"},
+		{"short MAC", inventory.Machine{MAC: net.HardwareAddr{1, 2, 3}}, inventory.ErrInvalid, "mac"},
+		{"bad name", inventory.Machine{MAC: mac("52:54:00:00:00:02"), Name: "pc 1"}, inventory.ErrInvalid, "name"},
+		{"bad state", inventory.Machine{MAC: mac("52:54:00:00:00:02"), State: "sleeping"}, inventory.ErrInvalid, "state"},
+		{"bad label", inventory.Machine{MAC: mac("52:54:00:00:00:02"), Labels: map[string]string{"a b": "c"}}, inventory.ErrInvalid, "labels"},
+		{"IPv6 reservation", inventory.Machine{MAC: mac("52:54:00:00:00:02"), IP: net.ParseIP("fe80::1")}, inventory.ErrInvalid, "ip"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := s.CreateMachine(c, tt.m)
+			wantErr(t, err, tt.kind, tt.field)
+		})
+	}
+	t.Run("update missing", func(t *testing.T) {
+		_, err := s.UpdateMachine(c, inventory.Machine{MAC: mac("52:54:00:00:00:09")})
+		wantErr(t, err, inventory.ErrNotFound, "mac")
+	})
+	t.Run("update to taken name", func(t *testing.T) {
+		must[inventory.Machine](t)(s.CreateMachine(c, inventory.Machine{MAC: mac("52:54:00:00:00:03"), Name: "pc3"}))
+		_, err := s.UpdateMachine(c, inventory.Machine{MAC: mac("52:54:00:00:00:03"), Name: "pc1"})
+		wantErr(t, err, inventory.ErrConflict, "name")
+	})
+	if n := len(must[[]inventory.Machine](t)(s.ListMachines(c, inventory.MachineFilter{}))); n != 2 {
+		t.Fatalf("failed writes left %d machines, want 2", n)
+	}
+}
+
+func testMachineFilter(t *testing.T, b Backend) {
+	s := b.New(t)
+	seed(t, s)
+	c := ctx(t)
+	for i, m := range []inventory.Machine{
+		{Profile: "linux", Labels: map[string]string{"room": "a"}},
+		{Profile: "linux", Labels: map[string]string{"room": "b"}},
+		{Profile: "rescue", Labels: map[string]string{"room": "a"}},
+		{State: inventory.StateDiscovered},
+	} {
+		m.MAC = mac(fmt.Sprintf("52:54:00:00:00:%02x", i+1))
+		must[inventory.Machine](t)(s.CreateMachine(c, m))
+	}
+	tests := []struct {
+		f    inventory.MachineFilter
+		want []string // last MAC bytes
+	}{
+		{inventory.MachineFilter{}, []string{"01", "02", "03", "04"}},
+		{inventory.MachineFilter{State: inventory.StateDiscovered}, []string{"04"}},
+		{inventory.MachineFilter{Profile: "linux"}, []string{"01", "02"}},
+		{inventory.MachineFilter{Labels: map[string]string{"room": "a"}}, []string{"01", "03"}},
+		{inventory.MachineFilter{Profile: "linux", Labels: map[string]string{"room": "a"}}, []string{"01"}},
+		{inventory.MachineFilter{State: inventory.StateBooted}, []string{}},
+	}
+	for _, tt := range tests {
+		t.Run(fmt.Sprintf("%+v", tt.f), func(t *testing.T) {
+			got := []string{}
+			for _, m := range must[[]inventory.Machine](t)(s.ListMachines(c, tt.f)) {
+				got = append(got, fmt.Sprintf("%02x", m.MAC[5]))
+			}
+			if !reflect.DeepEqual(got, tt.want) {
+				t.Fatalf("got %v, want %v", got, tt.want)
+			}
+		})
+	}
+}
+
+func testSetStatus(t *testing.T, b Backend) {
+	s := b.New(t)
+	seed(t, s)
+	c := ctx(t)
+	m := must[inventory.Machine](t)(s.CreateMachine(c, inventory.Machine{MAC: mac("52:54:00:00:00:01"), Name: "pc1", Profile: "linux"}))
+	at := time.Date(2026, 3, 1, 12, 0, 0, 123456789, time.UTC)
+	if err := s.SetStatus(c, m.MAC, inventory.StateBooting, at, net.IPv4(10, 0, 0, 7)); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.SetStatus(c, m.MAC, inventory.StateBooted, time.Time{}, nil); err != nil {
+		t.Fatal(err)
+	}
+	got := must[inventory.Machine](t)(s.GetMachine(c, m.MAC))
+	if got.State != inventory.StateBooted || !got.LastBoot.Equal(at.Truncate(time.Microsecond)) ||
+		got.LastAddress.String() != "10.0.0.7" || got.Name != "pc1" || got.Profile != "linux" {
+		t.Fatalf("after SetStatus: %#v", got)
+	}
+	wantErr(t, s.SetStatus(c, mac("52:54:00:00:00:09"), inventory.StateBooting, at, nil), inventory.ErrNotFound, "mac")
+	wantErr(t, s.SetStatus(c, m.MAC, "asleep", at, nil), inventory.ErrInvalid, "state")
+}
+
+func testProfileCRUD(t *testing.T, b Backend) {
+	s := b.New(t)
+	c := ctx(t)
+	got := must[inventory.Profile](t)(s.CreateProfile(c, linux))
+	want := linux
+	want.Source = inventory.SourceAPI
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("CreateProfile = %#v, want %#v", got, want)
+	}
+	bare := must[inventory.Profile](t)(s.CreateProfile(c, inventory.Profile{Name: "a.b_c-1", Kernel: "k"}))
+	if bare.Initrds == nil || len(bare.Initrds) != 0 {
+		t.Fatalf("a profile without initrds reads back Initrds=%#v, want an empty slice", bare.Initrds)
+	}
+	list := must[[]inventory.Profile](t)(s.ListProfiles(c))
+	if len(list) != 2 || list[0].Name != "a.b_c-1" || list[1].Name != "linux" {
+		t.Fatalf("ListProfiles = %v", list)
+	}
+	want.Kernel, want.Initrds, want.RootImage, want.Overlay = "/k2", []string{"/i2"}, "img.qcow2", "ram"
+	if got := must[inventory.Profile](t)(s.UpdateProfile(c, want)); !reflect.DeepEqual(got, want) {
+		t.Fatalf("UpdateProfile = %#v, want %#v", got, want)
+	}
+	if err := s.DeleteProfile(c, "linux"); err != nil {
+		t.Fatal(err)
+	}
+	_, err := s.GetProfile(c, "linux")
+	wantErr(t, err, inventory.ErrNotFound, "name")
+}
+
+func testProfileErrors(t *testing.T, b Backend) {
+	s := b.New(t)
+	seed(t, s)
+	c := ctx(t)
+	must[inventory.Machine](t)(s.CreateMachine(c, inventory.Machine{MAC: mac("52:54:00:00:00:01"), Profile: "linux"}))
+	_, err := s.CreateProfile(c, linux)
+	wantErr(t, err, inventory.ErrConflict, "name")
+	_, err = s.CreateProfile(c, inventory.Profile{Name: "x"})
+	wantErr(t, err, inventory.ErrInvalid, "kernel")
+	_, err = s.CreateProfile(c, inventory.Profile{Name: "a/b", Kernel: "k"})
+	wantErr(t, err, inventory.ErrInvalid, "name")
+	_, err = s.CreateProfile(c, inventory.Profile{Name: "x", Kernel: "k", Initrds: []string{""}})
+	wantErr(t, err, inventory.ErrInvalid, "initrd")
+	_, err = s.UpdateProfile(c, inventory.Profile{Name: "missing", Kernel: "k"})
+	wantErr(t, err, inventory.ErrNotFound, "name")
+	wantErr(t, s.DeleteProfile(c, "linux"), inventory.ErrConflict, "name")
+	wantErr(t, s.DeleteProfile(c, "missing"), inventory.ErrNotFound, "name")
+}
+
+func testLeases(t *testing.T, b Backend) {
+	s := b.New(t)
+	c := ctx(t)
+	exp := time.Date(2026, 5, 1, 10, 0, 0, 987654321, time.UTC)
+	put := func(m string, ip net.IP) error {
+		return s.PutLease(c, inventory.Lease{MAC: mac(m), IP: ip, Expiry: exp})
+	}
+	for _, l := range []struct {
+		mac string
+		ip  net.IP
+	}{{"52:54:00:00:00:01", net.IPv4(10, 0, 0, 100)}, {"52:54:00:00:00:02", net.IPv4(10, 0, 0, 20)}, {"52:54:00:00:00:03", net.IPv4(10, 0, 0, 3)}} {
+		if err := put(l.mac, l.ip); err != nil {
+			t.Fatal(err)
+		}
+	}
+	list := must[[]inventory.Lease](t)(s.ListLeases(c))
+	if len(list) != 3 || list[0].IP.String() != "10.0.0.3" || list[1].IP.String() != "10.0.0.20" || list[2].IP.String() != "10.0.0.100" {
+		t.Fatalf("ListLeases = %v, want ordered by address numerically", list)
+	}
+	if !list[0].Expiry.Equal(exp.Truncate(time.Microsecond)) {
+		t.Fatalf("expiry read back as %v, want %v", list[0].Expiry, exp)
+	}
+	// A MAC moving to another address replaces its lease.
+	if err := put("52:54:00:00:00:01", net.IPv4(10, 0, 0, 101)); err != nil {
+		t.Fatal(err)
+	}
+	// An address held by another MAC is refused until that lease goes.
+	wantErr(t, put("52:54:00:00:00:04", net.IPv4(10, 0, 0, 20)), inventory.ErrConflict, "ip")
+	if err := s.DeleteLease(c, mac("52:54:00:00:00:02")); err != nil {
+		t.Fatal(err)
+	}
+	if err := put("52:54:00:00:00:04", net.IPv4(10, 0, 0, 20)); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.DeleteLease(c, mac("52:54:00:00:00:99")); err != nil {
+		t.Fatalf("deleting a missing lease: %v, want nil", err)
+	}
+	wantErr(t, s.PutLease(c, inventory.Lease{MAC: mac("52:54:00:00:00:05"), IP: net.ParseIP("::1"), Expiry: exp}), inventory.ErrInvalid, "ip")
+	wantErr(t, s.PutLease(c, inventory.Lease{MAC: mac("52:54:00:00:00:05"), IP: net.IPv4(10, 0, 0, 9)}), inventory.ErrInvalid, "expiry")
+	got := map[string]string{}
+	for _, l := range must[[]inventory.Lease](t)(s.ListLeases(c)) {
+		got[l.MAC.String()] = l.IP.String()
+	}
+	want := map[string]string{"52:54:00:00:00:01": "10.0.0.101", "52:54:00:00:00:03": "10.0.0.3", "52:54:00:00:00:04": "10.0.0.20"}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("leases = %v, want %v", got, want)
+	}
+}
+
+// testLeaseRace has many writers fight over few addresses: whatever
+// interleaving happens, no address may end up with two MACs.
+func testLeaseRace(t *testing.T, b Backend) {
+	s := b.New(t)
+	c := ctx(t)
+	const writers, addrs = 8, 4
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	won := map[string]int{}
+	for w := range writers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for a := range addrs {
+				err := s.PutLease(c, inventory.Lease{MAC: mac(fmt.Sprintf("52:54:00:00:%02x:%02x", w, a)),
+					IP: net.IPv4(10, 0, 1, byte(a)), Expiry: time.Now().Add(time.Hour)})
+				if err != nil && !errors.Is(err, inventory.ErrConflict) {
+					t.Errorf("writer %d: %v", w, err)
+				}
+				if err == nil {
+					mu.Lock()
+					won[fmt.Sprint(a)]++
+					mu.Unlock()
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	seen := map[string]string{}
+	for _, l := range must[[]inventory.Lease](t)(s.ListLeases(c)) {
+		if other, dup := seen[l.IP.String()]; dup {
+			t.Fatalf("address %s belongs to %s and %s", l.IP, other, l.MAC)
+		}
+		seen[l.IP.String()] = l.MAC.String()
+	}
+	for a, n := range won {
+		if n != 1 {
+			t.Fatalf("address index %s was granted %d times, want once", a, n)
+		}
+	}
+}
+
+func testEvents(t *testing.T, b Backend) {
+	s := b.New(t)
+	c := ctx(t)
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	for i := range 5 {
+		m := "52:54:00:00:00:01"
+		if i%2 == 1 {
+			m = "52:54:00:00:00:02"
+		}
+		if err := s.AddEvent(c, inventory.Event{Time: t0.Add(time.Duration(i) * time.Second), MAC: mac(m), Kind: "dhcp", Details: fmt.Sprint(i)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	all := must[[]inventory.Event](t)(s.ListEvents(c, inventory.EventFilter{}))
+	if len(all) != 5 || all[0].Details != "4" || all[4].Details != "0" || !all[0].Time.Equal(t0.Add(4*time.Second)) {
+		t.Fatalf("ListEvents = %+v, want 5 newest first", all)
+	}
+	if all[0].ID <= all[1].ID {
+		t.Fatalf("event IDs %d, %d do not increase", all[1].ID, all[0].ID)
+	}
+	one := must[[]inventory.Event](t)(s.ListEvents(c, inventory.EventFilter{MAC: mac("52:54:00:00:00:02"), Limit: 1}))
+	if len(one) != 1 || one[0].Details != "3" {
+		t.Fatalf("filtered ListEvents = %+v, want the newest of 52:54:00:00:00:02", one)
+	}
+	wantErr(t, s.AddEvent(c, inventory.Event{MAC: mac("52:54:00:00:00:01")}), inventory.ErrInvalid, "kind")
+	// A zero time means now.
+	before := time.Now().Add(-time.Second)
+	if err := s.AddEvent(c, inventory.Event{MAC: mac("52:54:00:00:00:03"), Kind: "booted"}); err != nil {
+		t.Fatal(err)
+	}
+	got := must[[]inventory.Event](t)(s.ListEvents(c, inventory.EventFilter{MAC: mac("52:54:00:00:00:03")}))
+	if len(got) != 1 || got[0].Time.Before(before) {
+		t.Fatalf("event with zero time read back as %+v", got)
+	}
+}
+
+func testDurable(t *testing.T, b Backend) {
+	s := b.New(t)
+	seed(t, s)
+	c := ctx(t)
+	must[inventory.Machine](t)(s.CreateMachine(c, inventory.Machine{MAC: mac("52:54:00:00:00:01"), Name: "pc1", Profile: "linux"}))
+	if err := s.PutLease(c, inventory.Lease{MAC: mac("52:54:00:00:00:01"), IP: net.IPv4(10, 0, 0, 5), Expiry: time.Now().Add(time.Hour)}); err != nil {
+		t.Fatal(err)
+	}
+	s = b.Reopen(t, s)
+	if m := must[inventory.Machine](t)(s.GetMachine(c, mac("52:54:00:00:00:01"))); m.Name != "pc1" || m.Profile != "linux" {
+		t.Fatalf("after reopen: %#v", m)
+	}
+	if l := must[[]inventory.Lease](t)(s.ListLeases(c)); len(l) != 1 || l[0].IP.String() != "10.0.0.5" {
+		t.Fatalf("leases after reopen: %v", l)
+	}
+	if p := must[[]inventory.Profile](t)(s.ListProfiles(c)); len(p) != 2 {
+		t.Fatalf("profiles after reopen: %v", p)
+	}
+}
