@@ -70,6 +70,7 @@ func Run(ctx context.Context, c *config.Config, log *slog.Logger) error {
 			Logger:             log,
 			MaxWindow:          c.TFTP.MaxWindow,
 			AllowFragmentation: c.TFTP.AllowFragmentation,
+			DisableGSO:         c.TFTP.DisableGSO,
 			OnTransfer:         logTransfer(log),
 		})
 		g.Go(func() error { return srv.ListenAndServe(ctx, c.TFTP.Listen) })

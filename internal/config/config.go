@@ -81,6 +81,9 @@ type TFTP struct {
 	// AllowFragmentation lets blksize exceed the interface MTU. Default false:
 	// with windows, lost IP fragments make transfers collapse.
 	AllowFragmentation bool `yaml:"allow_fragmentation"`
+	// DisableGSO sends each TFTP packet as its own datagram (still batched
+	// with sendmmsg) instead of using UDP segmentation offload. Default false.
+	DisableGSO bool `yaml:"disable_gso"`
 	// CacheMB bounds the shared in-memory file cache. Default 512; 0 keeps the default, -1 disables.
 	CacheMB int `yaml:"cache_mb"`
 }

@@ -29,6 +29,14 @@ type testClient struct {
 	ignoreOACKs int
 	// refuseOACK answers the OACK with ERROR 8.
 	refuseOACK bool
+	// dropAck returns true to not send the ACK for block index n; seen
+	// counts earlier ACKs for n.
+	dropAck func(n uint64, seen int) bool
+	// atftpDups makes a windowed client answer unexpected blocks like
+	// atftp 0.8 (seen on the wire): the first unexpected block, duplicate
+	// or gap, after in-order progress draws one ACK of the last in-order
+	// block; later ones are ignored until an in-order block arrives.
+	atftpDups bool
 
 	mu     sync.Mutex
 	trace  []uint64 // unwrapped block index of every DATA received, in order
@@ -74,11 +82,18 @@ func (c *testClient) get(ctx context.Context, name string) ([]byte, error) {
 		started  bool // first DATA or OACK handled
 		idleRuns int
 		seen     = map[uint64]int{}
+		ackSeen  = map[uint64]int{}
+		reacked  bool // atftpDups: the extra ACK since the last in-order block was sent
 	)
 	sendAck := func(n uint64) error {
 		c.mu.Lock()
 		c.acks = append(c.acks, n)
 		c.mu.Unlock()
+		ackSeen[n]++
+		if c.dropAck != nil && c.dropAck(n, ackSeen[n]-1) {
+			lastAck = n
+			return nil
+		}
 		pkt := (&Ack{Block: uint16(n)}).Append(nil)
 		for i := 0; i <= c.dupAcks; i++ {
 			if _, err := conn.WriteToUDP(pkt, peer); err != nil {
@@ -168,6 +183,7 @@ func (c *testClient) get(ctx context.Context, name string) ([]byte, error) {
 			switch {
 			case idx == received+1:
 				received = idx
+				reacked = false
 				out = append(out, p.Payload...)
 				if len(p.Payload) < blk {
 					if err := sendAck(received); err != nil {
@@ -191,6 +207,13 @@ func (c *testClient) get(ctx context.Context, name string) ([]byte, error) {
 				// Lockstep duplicate: our ACK was lost; repeat it.
 				if err := sendAck(received); err != nil {
 					return nil, err
+				}
+			case c.atftpDups:
+				if !reacked {
+					reacked = true
+					if err := sendAck(received); err != nil {
+						return nil, err
+					}
 				}
 			}
 		}

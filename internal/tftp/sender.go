@@ -20,10 +20,38 @@ type transferConn interface {
 	SetReadDeadline(t time.Time) error
 }
 
-// maxBatchBytes bounds the packet buffer of one transfer. A window larger
-// than this is built and handed to sendWindow in several batches, so memory
-// per transfer stays near 256 KiB however large blksize*windowsize is.
-const maxBatchBytes = 256 << 10
+// Batches bound the memory of one transfer: a window larger than a batch
+// is sent as several batches. A batch holds at most maxBatchPackets packets
+// and maxBatchBytes of payload, so a transfer's send state stays under
+// about 300 KiB whatever blksize*windowsize is: the payload buffer (only for
+// files not in the cache, whose blocks are sent straight from the cached
+// bytes) plus about 150 bytes of headers, iovecs and message headers per
+// packet.
+const (
+	maxBatchBytes   = 256 << 10
+	maxBatchPackets = 256
+)
+
+// batchPackets is how many packets one batch of a transfer holds.
+func batchPackets(blk, window int) int {
+	return max(1, min(window, maxBatchPackets, maxBatchBytes/(blk+4)))
+}
+
+// dataPacket is one DATA datagram in two pieces, so that the payload can
+// point into cached file contents without a copy.
+type dataPacket struct {
+	hdr     [4]byte
+	payload []byte
+}
+
+func (p *dataPacket) size() int { return len(p.hdr) + len(p.payload) }
+
+// dataWriter sends a batch of DATA packets on the transfer's socket, in
+// order. Write errors that only mean "dropped locally" (isTransient) are
+// not returned: the retransmission timer handles them like any loss.
+type dataWriter interface {
+	writeData(pkts []dataPacket) error
+}
 
 // errGiveUp marks a transfer abandoned after too many timeouts.
 var errGiveUp = errors.New("no acknowledgement from client")
@@ -54,15 +82,23 @@ func (e clientError) Error() string {
 //     that re-ACKs each duplicate DATA it receives cannot multiply traffic.
 //   - Only a timeout retransmits without new information, from acked+1.
 //     The first fastTimeouts consecutive timeouts use the adaptive RTO,
-//     doubled each time: that recovers a lost DATA quickly. Later ones wait
-//     clientWait, longer than common client timeouts (5s), because when the
-//     ACK was lost, some clients (atftp) ignore the duplicate DATA without
-//     re-ACKing and restart their own timer on every packet; only server
-//     silence lets their timer fire and repeat the ACK.
+//     doubled each time: that recovers a lost DATA, or a lost ACK, quickly.
+//     Later ones wait clientWait, longer than common client timeouts (5s),
+//     because of how atftp 0.8 answers blocks it did not expect: it
+//     re-ACKs its last in-order block for the first unexpected block
+//     (duplicate or gap) after in-order progress, ignores every further one
+//     until an in-order block arrives, and restarts its own timer on every
+//     packet, ignored or not. When that one repeated ACK is lost too, only
+//     server silence lets its timer fire and repeat the ACK. (A tail probe,
+//     resending only the window's last block on the first timeout, was
+//     measured here and made loss recovery with atftp slower: it spends a
+//     fast timeout on a packet atftp ignores after a lost gap ACK.)
 //   - Give up after more than retries consecutive timeouts.
 type sender struct {
 	conn       transferConn
+	out        dataWriter
 	file       io.ReaderAt
+	mem        []byte // the whole file, when it is in memory; else nil
 	size       int64
 	blk        int
 	window     int
@@ -76,8 +112,8 @@ type sender struct {
 	retransmits int
 	kicked      atomic.Bool
 
-	buf  []byte
-	pkts [][]byte
+	buf  []byte // payloads read from a file not in memory
+	pkts []dataPacket
 	rbuf []byte
 }
 
@@ -85,16 +121,22 @@ type sender struct {
 // before the sender falls back to waiting clientWait.
 const fastTimeouts = 2
 
-func newSender(conn transferConn, file io.ReaderAt, size int64, blk, window, retries int, clientWait time.Duration, rtt *rttEstimator) *sender {
+// newSender prepares to send file. out must accept batches of
+// batchPackets(blk, window) packets.
+func newSender(conn transferConn, out dataWriter, file io.ReaderAt, size int64, blk, window, retries int, clientWait time.Duration, rtt *rttEstimator) *sender {
 	s := &sender{
-		conn: conn, file: file, size: size, blk: blk, window: window,
+		conn: conn, out: out, file: file, size: size, blk: blk, window: window,
 		rtt: rtt, retries: retries, clientWait: clientWait,
 		total: uint64(size)/uint64(blk) + 1,
 		rbuf:  make([]byte, 1024),
 	}
-	batch := max(1, min(window, maxBatchBytes/(blk+4)))
-	s.buf = make([]byte, batch*(blk+4))
-	s.pkts = make([][]byte, batch)
+	batch := batchPackets(blk, window)
+	s.pkts = make([]dataPacket, batch)
+	if m, ok := file.(*memFile); ok && int64(len(m.data)) == size {
+		s.mem = m.data
+	} else {
+		s.buf = make([]byte, batch*blk)
+	}
 	return s
 }
 
@@ -258,19 +300,23 @@ func (s *sender) read(deadline time.Time) (Packet, error) {
 	}
 }
 
-// sendBlocks builds blocks from..end (inclusive) into packets and hands
-// them to sendWindow in batches of at most len(s.pkts).
+// sendBlocks sends blocks from..end (inclusive) in batches of at most
+// len(s.pkts) packets.
 func (s *sender) sendBlocks(from, end uint64) error {
-	stride := s.blk + 4
 	for from <= end {
 		k := 0
 		for ; k < len(s.pkts) && from <= end; k, from = k+1, from+1 {
-			b := s.buf[k*stride : (k+1)*stride]
-			putDataHeader(b, uint16(from))
+			p := &s.pkts[k]
+			putDataHeader(p.hdr[:], uint16(from))
 			off := int64(from-1) * int64(s.blk)
 			want := int(min(int64(s.blk), s.size-off))
+			if s.mem != nil {
+				p.payload = s.mem[off : off+int64(want)]
+				continue
+			}
+			p.payload = s.buf[k*s.blk : k*s.blk+want]
 			if want > 0 {
-				n, err := s.file.ReadAt(b[4:4+want], off)
+				n, err := s.file.ReadAt(p.payload, off)
 				if n < want {
 					if err == nil || err == io.EOF {
 						err = io.ErrUnexpectedEOF
@@ -278,22 +324,9 @@ func (s *sender) sendBlocks(from, end uint64) error {
 					return fmt.Errorf("reading block %d at offset %d: %w (file shrank while being served?)", from, off, err)
 				}
 			}
-			s.pkts[k] = b[:4+want]
 		}
-		if err := sendWindow(s.conn, s.pkts[:k]); err != nil {
+		if err := s.out.writeData(s.pkts[:k]); err != nil {
 			return err
-		}
-	}
-	return nil
-}
-
-// sendWindow writes a batch of ready packets. It is the one place that
-// touches the socket for DATA, so batched I/O (sendmmsg, UDP GSO) can
-// replace this loop without changing the sender.
-func sendWindow(c transferConn, pkts [][]byte) error {
-	for _, p := range pkts {
-		if _, err := c.Write(p); err != nil && !isTransient(err) {
-			return fmt.Errorf("sending DATA: %w", err)
 		}
 	}
 	return nil

@@ -365,3 +365,35 @@ func TestConcurrent(t *testing.T) {
 		t.Errorf("cache read %d files from the backing FS, want %d (once each)", st.Misses, nFiles)
 	}
 }
+
+// TestLostAck: when the ACK of a full window is lost, the resent window
+// draws a repeated ACK from a client that, like atftp, answers only the
+// first unexpected block, so the transfer goes on after one retransmission
+// timeout instead of waiting for the client's own timer.
+func TestLostAck(t *testing.T) {
+	fsys := newMapFS()
+	data := randBytes(15, 100*512+9)
+	fsys.put("f", data)
+	addr, rec, _ := startServer(t, Config{FS: fsys, Timeout: 300 * time.Millisecond})
+	c := newTestClient(addr).withOpts("windowsize", "16")
+	c.timeout = 5 * time.Second // the client's own timer must not be what recovers
+	c.atftpDups = true
+	c.dropAck = func(n uint64, seen int) bool { return n == 32 && seen == 0 }
+	start := time.Now()
+	got, err := c.get(testCtx(t, 20*time.Second), "f")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(got, data) {
+		t.Fatal("content differs")
+	}
+	if d := time.Since(start); d > 2*time.Second {
+		t.Fatalf("took %v: the lost ACK was recovered by the client's timer, not by the server", d)
+	}
+	if back := c.goBackPoints(); fmt.Sprint(back) != "[17]" {
+		t.Fatalf("retransmissions restarted at %v, want [17] (trace %v)", back, c.trace)
+	}
+	if st := rec.next(t); st.Err != nil || st.Retransmits != 16 {
+		t.Fatalf("stats %+v: want success with one window (16) retransmitted", st)
+	}
+}
