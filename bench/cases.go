@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"path/filepath"
+	"runtime"
 	"time"
 )
 
@@ -72,6 +73,20 @@ func (b *bench) startFor(ctx context.Context, c int, spec *serverSpec, t *Topolo
 	return s
 }
 
+// withServer runs fn with spec started in t, and always stops the server
+// afterwards, also when fn returns early on a cancel.
+func (b *bench) withServer(ctx context.Context, c int, spec *serverSpec, t *Topology, asHTTP bool, fn func(s *server)) {
+	if ctx.Err() != nil {
+		return
+	}
+	s := b.startFor(ctx, c, spec, t, asHTTP)
+	if s == nil {
+		return
+	}
+	defer s.stop()
+	fn(s)
+}
+
 func contains(xs []string, x string) bool {
 	for _, y := range xs {
 		if y == x {
@@ -120,38 +135,214 @@ func clientCmd(steps func(int) []step, clients int) string {
 	return s
 }
 
-// measure repeats a run n times into m. A single transfer that timed out
-// is not repeated: the figure is already "did not finish in time".
-func (b *bench) measure(ctx context.Context, m *Measurement, s *server, n int, steps func(int) []step, deadline time.Duration) {
+// figureBudget bounds the repetitions of one single-transfer figure: a slow
+// peer under loss (a whole second per lost packet) would otherwise take
+// minutes per figure.
+const figureBudget = 60 * time.Second
+
+// figure returns the measurement for case/topo/label/server, creating and
+// registering it on first use, so that rounds can add runs to it.
+func (b *bench) figure(c int, topo, label, server string, clients int, bytes int64, limit float64) *Measurement {
+	if m := b.res.find(c, topo, label, server); m != nil {
+		return m
+	}
+	m := &Measurement{Case: c, Topo: topo, Label: label, Server: server, Clients: clients, Bytes: bytes, LimitSec: limit}
+	b.res.Meas = append(b.res.Meas, m)
+	return m
+}
+
+// measureOnce adds one run to m, unless m is finished: a single transfer
+// that timed out is not repeated (the figure is already "did not finish in
+// time"), nor is one whose runs so far took figureBudget.
+func (b *bench) measureOnce(ctx context.Context, m *Measurement, s *server, n int, steps func(int) []step, deadline time.Duration) {
+	if m.SameAs != "" || m.done || ctx.Err() != nil {
+		return
+	}
 	m.ServerCmd = shellJoin(s.argv)
 	m.ClientCmd = clientCmd(steps, m.Clients)
-	b.res.Meas = append(b.res.Meas, m)
-	for r := 0; r < n && ctx.Err() == nil; r++ {
-		cpu0, self0 := s.cpu(), selfCPU()
-		busy0, total0 := machineCPU()
-		cr := runClients(ctx, m.Clients, steps, deadline)
-		if ctx.Err() != nil {
-			return // interrupted: not a measurement
+	if m.Clients == 1 && m.spent >= figureBudget.Seconds() {
+		m.Note = fmt.Sprintf("%d of %d runs: they took %.0f s, over the %s per figure", len(m.Runs), n, m.spent, figureBudget)
+		m.done = true
+		return
+	}
+	cpu0, self0 := s.cpu(), selfCPU()
+	busy0, total0 := machineCPU()
+	cr := runClients(ctx, m.Clients, steps, deadline)
+	if ctx.Err() != nil {
+		return // interrupted: not a measurement
+	}
+	busy1, total1 := machineCPU()
+	run := Run{Sec: cr.wall, OK: cr.failed == 0 && cr.timedOut == 0, Err: cr.firstErr,
+		Failed: cr.failed, TimedOut: cr.timedOut, ServerCPU: s.cpu() - cpu0,
+		ClientCPU: cr.cpu, HashCPU: selfCPU() - self0}
+	if total1 > total0 {
+		run.Busy = (busy1 - busy0) / (total1 - total0)
+		run.OtherCPU = max(0, run.Busy*run.Sec*float64(runtime.NumCPU())-run.ServerCPU-run.ClientCPU-run.HashCPU)
+	}
+	if m.Clients > 1 {
+		run.PerClient = cr.perClient
+	}
+	m.Runs = append(m.Runs, run)
+	m.spent += run.Sec
+	b.log.Info("measured", "case", m.Case, "topo", m.Topo, "server", m.Server, "config", m.Label,
+		"run", fmt.Sprintf("%d/%d", len(m.Runs), n), "sec", fmt.Sprintf("%.3f", run.Sec),
+		"MB/s", fmt.Sprintf("%.1f", float64(m.Bytes)/run.Sec/1e6), "ok", run.OK,
+		"server_cpu", fmt.Sprintf("%.2f", run.ServerCPU), "client_cpu", fmt.Sprintf("%.2f", run.ClientCPU),
+		"busy", fmt.Sprintf("%.0f%%", run.Busy*100), "other_cpu", fmt.Sprintf("%.2f", run.OtherCPU), "err", run.Err)
+	if m.Clients == 1 && run.TimedOut > 0 {
+		m.Note = fmt.Sprintf("timed out after %s; not repeated", deadline)
+		m.done = true
+	}
+}
+
+// sameAs marks m as sending the same packets as prev (the server ignored
+// an option); its runs are filled in by resolveSameAs.
+func (b *bench) sameAs(m, prev *Measurement, oack string) {
+	m.SameAs = prev.Label
+	m.Note = fmt.Sprintf("OACK %q: same transfer as %s", oack, prev.Label)
+}
+
+// resolveSameAs copies the runs of the figures that others repeat.
+func (b *bench) resolveSameAs() {
+	for _, m := range b.res.Meas {
+		if m.SameAs == "" {
+			continue
 		}
-		busy1, total1 := machineCPU()
-		run := Run{Sec: cr.wall, OK: cr.failed == 0 && cr.timedOut == 0, Err: cr.firstErr,
-			Failed: cr.failed, TimedOut: cr.timedOut, ServerCPU: s.cpu() - cpu0,
-			ClientCPU: cr.cpu, HashCPU: selfCPU() - self0}
-		if total1 > total0 {
-			run.Busy = (busy1 - busy0) / (total1 - total0)
+		if prev := b.res.find(m.Case, m.Topo, m.SameAs, m.Server); prev != nil {
+			m.Runs, m.ServerCmd, m.ClientCmd = prev.Runs, prev.ServerCmd, prev.ClientCmd
 		}
-		if m.Clients > 1 {
-			run.PerClient = cr.perClient
+	}
+}
+
+// Cases 1, 2, 4 and 5 run in rounds: each round starts every server in
+// turn and measures each of its figures once. Other work on this shared
+// machine then slows all servers alike instead of whichever happened to be
+// measured while it ran.
+func (b *bench) case1(ctx context.Context) {
+	big := b.files["big.img"]
+	limit := tftpLimitSeconds(big.Size, mtuBlksize, linkMTU, b.opt.rateBps)
+	deadline := max(30*time.Second, time.Duration(15*limit*float64(time.Second)))
+	cfgs := [][2]int{{mtuBlksize, 1}, {mtuBlksize, 4}, {mtuBlksize, 16}, {mtuBlksize, 64}, {bigBlksize, 4}, {bigBlksize, 64}}
+	seen := map[string]map[[2]int]*Measurement{}
+	for round := 0; round < b.opt.runs; round++ {
+		for _, spec := range b.tftpSpecs() {
+			b.withServer(ctx, 1, spec, b.shaped, false, func(s *server) {
+				if seen[spec.name] == nil {
+					seen[spec.name] = map[[2]int]*Measurement{}
+				}
+				for _, cfg := range cfgs {
+					m := b.figure(1, "shaped", cfgLabel(cfg[0], cfg[1]), spec.name, 1, big.Size, limit)
+					if round == 0 {
+						// A server that ignores an option sends the same packets as
+						// for a configuration already measured; that figure is reused.
+						p, ok := b.probeInto(ctx, 1, s, cfg[0], cfg[1])
+						key := [2]int{p.GotBlksize, p.GotWindow}
+						if prev := seen[spec.name][key]; ok && prev != nil {
+							b.sameAs(m, prev, p.OACK)
+						} else if ok {
+							seen[spec.name][key] = m
+						}
+					}
+					b.measureOnce(ctx, m, s, b.opt.runs, b.tftpSteps(b.shaped, cfg[0], cfg[1], big.Name), deadline)
+				}
+			})
 		}
-		m.Runs = append(m.Runs, run)
-		b.log.Info("measured", "case", m.Case, "topo", m.Topo, "server", m.Server, "config", m.Label,
-			"run", fmt.Sprintf("%d/%d", r+1, n), "sec", fmt.Sprintf("%.3f", run.Sec),
-			"MB/s", fmt.Sprintf("%.1f", float64(m.Bytes)/run.Sec/1e6), "ok", run.OK,
-			"server_cpu", fmt.Sprintf("%.2f", run.ServerCPU), "client_cpu", fmt.Sprintf("%.2f", run.ClientCPU),
-			"busy", fmt.Sprintf("%.0f%%", run.Busy*100), "err", run.Err)
-		if m.Clients == 1 && run.TimedOut > 0 {
-			m.Note = fmt.Sprintf("timed out after %s; not repeated", deadline)
-			return
+	}
+	b.resolveSameAs()
+}
+
+func cfgLabel(blksize, window int) string {
+	return fmt.Sprintf("blksize %d, windowsize %d", blksize, window)
+}
+
+func (b *bench) case2(ctx context.Context) {
+	big, conc := b.files["big.img"], b.files["conc.img"]
+	n := b.opt.clients
+	for round := 0; round < b.opt.runs; round++ {
+		for _, spec := range b.tftpSpecs() {
+			b.withServer(ctx, 2, spec, b.loop, false, func(s *server) {
+				if round == 0 {
+					b.probeInto(ctx, 2, s, mtuBlksize, concWindow)
+				}
+				m := b.figure(2, "loopback", "one transfer", spec.name, 1, big.Size, 0)
+				b.measureOnce(ctx, m, s, b.opt.runs, b.tftpSteps(b.loop, mtuBlksize, concWindow, big.Name), 60*time.Second)
+				m = b.figure(2, "loopback", fmt.Sprintf("%d concurrent", n), spec.name, n, int64(n)*conc.Size, 0)
+				b.measureOnce(ctx, m, s, b.opt.runs, b.tftpSteps(b.loop, mtuBlksize, concWindow, conc.Name), b.opt.stormTimeout)
+			})
+		}
+	}
+}
+
+func (b *bench) case3(ctx context.Context) {
+	nbp, kern := b.files["nbp.efi"], b.files["kernel-initrd.img"]
+	n := b.opt.clients
+	limit := float64(n) * (tftpLimitSeconds(nbp.Size, mtuBlksize, linkMTU, b.opt.rateBps) +
+		tftpLimitSeconds(kern.Size, mtuBlksize, linkMTU, b.opt.rateBps))
+	for _, spec := range b.tftpSpecs() {
+		b.withServer(ctx, 3, spec, b.shaped, false, func(s *server) {
+			lock := b.figure(3, "shaped", stormLabel(1), spec.name, n, int64(n)*(nbp.Size+kern.Size), limit)
+			win := b.figure(3, "shaped", stormLabel(stormWindow), spec.name, n, int64(n)*(nbp.Size+kern.Size), limit)
+			if p, ok := b.probeInto(ctx, 3, s, mtuBlksize, stormWindow); ok && p.GotWindow <= 1 {
+				b.sameAs(win, lock, p.OACK)
+			}
+			for range b.opt.stormRuns {
+				b.measureOnce(ctx, lock, s, b.opt.stormRuns, b.tftpSteps(b.shaped, mtuBlksize, 1, nbp.Name, kern.Name), b.opt.stormTimeout)
+				b.measureOnce(ctx, win, s, b.opt.stormRuns, b.tftpSteps(b.shaped, mtuBlksize, stormWindow, nbp.Name, kern.Name), b.opt.stormTimeout)
+			}
+		})
+	}
+	b.resolveSameAs()
+}
+
+func stormLabel(window int) string {
+	if window <= 1 {
+		return "lockstep"
+	}
+	return fmt.Sprintf("windowsize %d", window)
+}
+
+func (b *bench) case4(ctx context.Context) {
+	f := b.files["loss.img"]
+	limit := tftpLimitSeconds(f.Size, mtuBlksize, linkMTU, b.opt.rateBps)
+	defer func() { _ = b.shaped.setLoss(context.Background(), 0) }()
+	for round := 0; round < b.opt.lossRuns; round++ {
+		for _, spec := range b.tftpSpecs() {
+			b.withServer(ctx, 4, spec, b.shaped, false, func(s *server) {
+				if round == 0 {
+					b.probeInto(ctx, 4, s, mtuBlksize, lossWindow)
+				}
+				for _, pct := range []int{1, 5} {
+					m := b.figure(4, "shaped", fmt.Sprintf("%d%% loss", pct), spec.name, 1, f.Size, limit)
+					if err := b.shaped.setLoss(ctx, pct); err != nil {
+						b.note("case 4: %v", err)
+						return
+					}
+					b.measureOnce(ctx, m, s, b.opt.lossRuns, b.tftpSteps(b.shaped, mtuBlksize, lossWindow, f.Name), lossDeadline)
+					_ = b.shaped.setLoss(ctx, 0)
+				}
+			})
+		}
+	}
+}
+
+func (b *bench) case5(ctx context.Context) {
+	big, conc := b.files["big.img"], b.files["conc.img"]
+	n := b.opt.clients
+	for round := 0; round < b.opt.runs; round++ {
+		for _, t := range []*Topology{b.shaped, b.loop} {
+			for _, spec := range b.httpSpecs() {
+				b.withServer(ctx, 5, spec, t, true, func(s *server) {
+					var l1, ln float64
+					if t.RateBps > 0 {
+						l1 = tcpLimitSeconds(big.Size, t.MTU, t.RateBps)
+						ln = float64(n) * tcpLimitSeconds(conc.Size, t.MTU, t.RateBps)
+					}
+					m := b.figure(5, t.Name, "one transfer", spec.name, 1, big.Size, l1)
+					b.measureOnce(ctx, m, s, b.opt.runs, b.httpSteps(s, big.Name), 60*time.Second)
+					m = b.figure(5, t.Name, fmt.Sprintf("%d concurrent", n), spec.name, n, int64(n)*conc.Size, ln)
+					b.measureOnce(ctx, m, s, b.opt.runs, b.httpSteps(s, conc.Name), b.opt.stormTimeout)
+				})
+			}
 		}
 	}
 }
@@ -168,158 +359,4 @@ func (b *bench) probeInto(ctx context.Context, c int, s *server, blksize, window
 	}
 	b.res.Probes = append(b.res.Probes, p)
 	return p, true
-}
-
-func (b *bench) case1(ctx context.Context) {
-	big := b.files["big.img"]
-	limit := tftpLimitSeconds(big.Size, mtuBlksize, linkMTU, b.opt.rateBps)
-	deadline := max(30*time.Second, time.Duration(15*limit*float64(time.Second)))
-	cfgs := [][2]int{{mtuBlksize, 1}, {mtuBlksize, 4}, {mtuBlksize, 16}, {mtuBlksize, 64}, {bigBlksize, 4}, {bigBlksize, 64}}
-	for _, spec := range b.tftpSpecs() {
-		if ctx.Err() != nil {
-			return
-		}
-		s := b.startFor(ctx, 1, spec, b.shaped, false)
-		if s == nil {
-			continue
-		}
-		// A server that ignores an option sends the same packets as for a
-		// configuration already measured; that figure is reused, not re-run.
-		seen := map[[2]int]*Measurement{}
-		for _, cfg := range cfgs {
-			m := &Measurement{Case: 1, Topo: "shaped", Label: cfgLabel(cfg[0], cfg[1]), Server: spec.name,
-				Clients: 1, Bytes: big.Size, LimitSec: limit}
-			p, ok := b.probeInto(ctx, 1, s, cfg[0], cfg[1])
-			key := [2]int{p.GotBlksize, p.GotWindow}
-			if prev := seen[key]; ok && prev != nil {
-				m.SameAs, m.Runs, m.ServerCmd, m.ClientCmd = prev.Label, prev.Runs, prev.ServerCmd, prev.ClientCmd
-				m.Note = fmt.Sprintf("OACK %q: same transfer as %s", p.OACK, prev.Label)
-				b.res.Meas = append(b.res.Meas, m)
-				continue
-			}
-			if ok {
-				seen[key] = m
-			}
-			b.measure(ctx, m, s, b.opt.runs, b.tftpSteps(b.shaped, cfg[0], cfg[1], big.Name), deadline)
-		}
-		s.stop()
-	}
-}
-
-func cfgLabel(blksize, window int) string {
-	return fmt.Sprintf("blksize %d, windowsize %d", blksize, window)
-}
-
-func (b *bench) case2(ctx context.Context) {
-	big, conc := b.files["big.img"], b.files["conc.img"]
-	n := b.opt.clients
-	for _, spec := range b.tftpSpecs() {
-		if ctx.Err() != nil {
-			return
-		}
-		s := b.startFor(ctx, 2, spec, b.loop, false)
-		if s == nil {
-			continue
-		}
-		b.probeInto(ctx, 2, s, mtuBlksize, concWindow)
-		m := &Measurement{Case: 2, Topo: "loopback", Label: "one transfer", Server: spec.name, Clients: 1, Bytes: big.Size}
-		b.measure(ctx, m, s, b.opt.runs, b.tftpSteps(b.loop, mtuBlksize, concWindow, big.Name), 60*time.Second)
-		m = &Measurement{Case: 2, Topo: "loopback", Label: fmt.Sprintf("%d concurrent", n), Server: spec.name,
-			Clients: n, Bytes: int64(n) * conc.Size}
-		b.measure(ctx, m, s, b.opt.runs, b.tftpSteps(b.loop, mtuBlksize, concWindow, conc.Name), b.opt.stormTimeout)
-		s.stop()
-	}
-}
-
-func (b *bench) case3(ctx context.Context) {
-	nbp, kern := b.files["nbp.efi"], b.files["kernel-initrd.img"]
-	n := b.opt.clients
-	limit := float64(n) * (tftpLimitSeconds(nbp.Size, mtuBlksize, linkMTU, b.opt.rateBps) +
-		tftpLimitSeconds(kern.Size, mtuBlksize, linkMTU, b.opt.rateBps))
-	for _, spec := range b.tftpSpecs() {
-		if ctx.Err() != nil {
-			return
-		}
-		s := b.startFor(ctx, 3, spec, b.shaped, false)
-		if s == nil {
-			continue
-		}
-		var lock *Measurement
-		for _, w := range []int{1, stormWindow} {
-			m := &Measurement{Case: 3, Topo: "shaped", Label: stormLabel(w), Server: spec.name,
-				Clients: n, Bytes: int64(n) * (nbp.Size + kern.Size), LimitSec: limit}
-			if w > 1 {
-				if p, ok := b.probeInto(ctx, 3, s, mtuBlksize, w); ok && p.GotWindow <= 1 && lock != nil {
-					m.SameAs, m.Runs, m.ServerCmd, m.ClientCmd = lock.Label, lock.Runs, lock.ServerCmd, lock.ClientCmd
-					m.Note = fmt.Sprintf("OACK %q: windowsize not granted, same as lockstep", p.OACK)
-					b.res.Meas = append(b.res.Meas, m)
-					continue
-				}
-			}
-			b.measure(ctx, m, s, b.opt.stormRuns, b.tftpSteps(b.shaped, mtuBlksize, w, nbp.Name, kern.Name), b.opt.stormTimeout)
-			lock = m
-		}
-		s.stop()
-	}
-}
-
-func stormLabel(window int) string {
-	if window <= 1 {
-		return "lockstep"
-	}
-	return fmt.Sprintf("windowsize %d", window)
-}
-
-func (b *bench) case4(ctx context.Context) {
-	f := b.files["loss.img"]
-	limit := tftpLimitSeconds(f.Size, mtuBlksize, linkMTU, b.opt.rateBps)
-	defer func() { _ = b.shaped.setLoss(context.Background(), 0) }()
-	for _, spec := range b.tftpSpecs() {
-		if ctx.Err() != nil {
-			return
-		}
-		s := b.startFor(ctx, 4, spec, b.shaped, false)
-		if s == nil {
-			continue
-		}
-		b.probeInto(ctx, 4, s, mtuBlksize, lossWindow)
-		for _, pct := range []int{1, 5} {
-			if err := b.shaped.setLoss(ctx, pct); err != nil {
-				b.note("case 4: %v", err)
-				break
-			}
-			m := &Measurement{Case: 4, Topo: "shaped", Label: fmt.Sprintf("%d%% loss", pct), Server: spec.name,
-				Clients: 1, Bytes: f.Size, LimitSec: limit}
-			b.measure(ctx, m, s, b.opt.lossRuns, b.tftpSteps(b.shaped, mtuBlksize, lossWindow, f.Name), lossDeadline)
-			_ = b.shaped.setLoss(ctx, 0)
-		}
-		s.stop()
-	}
-}
-
-func (b *bench) case5(ctx context.Context) {
-	big, conc := b.files["big.img"], b.files["conc.img"]
-	n := b.opt.clients
-	for _, t := range []*Topology{b.shaped, b.loop} {
-		for _, spec := range b.httpSpecs() {
-			if ctx.Err() != nil {
-				return
-			}
-			s := b.startFor(ctx, 5, spec, t, true)
-			if s == nil {
-				continue
-			}
-			var l1, ln float64
-			if t.RateBps > 0 {
-				l1 = tcpLimitSeconds(big.Size, t.MTU, t.RateBps)
-				ln = float64(n) * tcpLimitSeconds(conc.Size, t.MTU, t.RateBps)
-			}
-			m := &Measurement{Case: 5, Topo: t.Name, Label: "one transfer", Server: spec.name, Clients: 1, Bytes: big.Size, LimitSec: l1}
-			b.measure(ctx, m, s, b.opt.runs, b.httpSteps(s, big.Name), 60*time.Second)
-			m = &Measurement{Case: 5, Topo: t.Name, Label: fmt.Sprintf("%d concurrent", n), Server: spec.name,
-				Clients: n, Bytes: int64(n) * conc.Size, LimitSec: ln}
-			b.measure(ctx, m, s, b.opt.runs, b.httpSteps(s, conc.Name), b.opt.stormTimeout)
-			s.stop()
-		}
-	}
 }

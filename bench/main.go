@@ -48,7 +48,7 @@ func parseFlags(args []string) (*options, error) {
 	cases := fs.String("cases", "1,2,3,4,5", "comma-separated cases to run (see BENCHMARKS.md)")
 	fs.IntVar(&o.runs, "runs", 3, "repetitions of each single-transfer figure and of cases 2 and 5; the median is reported")
 	fs.IntVar(&o.stormRuns, "storm-runs", 1, "repetitions of each case 3 boot storm (each moves 8.6 GB)")
-	fs.IntVar(&o.lossRuns, "loss-runs", 1, "repetitions of each case 4 lossy transfer")
+	fs.IntVar(&o.lossRuns, "loss-runs", 3, "repetitions of each case 4 lossy transfer (stopped once a figure has taken 60 s)")
 	fs.BoolVar(&o.quick, "quick", false, "smoke run: small files, 20 clients, 1 run")
 	fs.StringVar(&o.rate, "rate", "1gbit", "tbf rate of the shaped link, in tc syntax (1gbit or 10gbit)")
 	fs.IntVar(&o.clients, "clients", 200, "concurrent clients in cases 2, 3 and 5")
@@ -59,7 +59,7 @@ func parseFlags(args []string) (*options, error) {
 	fs.StringVar(&o.hpa, "tftpd-hpa", "/var/cache/bootfleet-bench/tftpd-hpa/usr/sbin/in.tftpd", "tftp-hpa's in.tftpd (scripts/bench.sh extracts it from the .deb)")
 	servers := fs.String("servers", "bootfleet,dnsmasq,tftp-hpa,atftpd,nginx", "servers to measure")
 	fs.DurationVar(&o.timeout, "timeout", 45*time.Minute, "bound on the whole run; the report is written with what was measured")
-	fs.DurationVar(&o.stormTimeout, "storm-timeout", 5*time.Minute, "deadline for one boot storm; clients still running are counted as timed out")
+	fs.DurationVar(&o.stormTimeout, "storm-timeout", 8*time.Minute, "deadline for one boot storm; clients still running are counted as timed out")
 	fs.StringVar(&o.render, "render", "", "only re-render the report from this results.json")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
@@ -86,8 +86,16 @@ func parseFlags(args []string) (*options, error) {
 	o.bigSize, o.nbpSize, o.kernelSize, o.concSize, o.lossSize = 201*MiB, 1*MiB, 40*MiB, 8*MiB, 1*MiB
 	if o.quick {
 		o.bigSize, o.kernelSize, o.concSize, o.lossSize = 16*MiB, 4*MiB, 2*MiB, 256<<10
-		o.runs, o.stormRuns, o.lossRuns = 1, 1, 1
-		o.clients = min(o.clients, 20)
+		set := map[string]bool{}
+		fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+		for name, p := range map[string]*int{"runs": &o.runs, "storm-runs": &o.stormRuns, "loss-runs": &o.lossRuns} {
+			if !set[name] {
+				*p = 1
+			}
+		}
+		if !set["clients"] {
+			o.clients = 20
+		}
 	}
 	if o.runs < 1 || o.stormRuns < 1 || o.lossRuns < 1 || o.clients < 1 {
 		return nil, errors.New("-runs, -storm-runs, -loss-runs and -clients must be at least 1")
@@ -186,6 +194,7 @@ func run(log *slog.Logger, args []string) error {
 		b.note("run interrupted (%v): the report holds what was measured until then", context.Cause(ctx))
 	}
 	b.res.Seconds = time.Since(started).Seconds()
+	b.res.Host = append(b.res.Host, "load average at the end: "+loadAvg())
 	return writeReport(b.res, o, log)
 }
 
@@ -263,12 +272,21 @@ func (b *bench) setup(ctx context.Context) error {
 		}
 	}
 	kernel, _ := os.ReadFile("/proc/sys/kernel/osrelease")
+	// Other work on the machine (other VMs, builds) takes CPU from every
+	// figure; say how much there was before bench started.
+	busy0, total0 := machineCPU()
+	time.Sleep(2 * time.Second)
+	busy1, total1 := machineCPU()
+	other := 0.0
+	if total1 > total0 {
+		other = (busy1 - busy0) / (total1 - total0)
+	}
 	b.res.Host = []string{
 		fmt.Sprintf("%d CPUs (%s), Linux %s", runtime.NumCPU(), cpuModel, strings.TrimSpace(string(kernel))),
-		"load average at start: " + loadAvg(),
+		fmt.Sprintf("before bench started, other work kept %.0f%% of the machine's CPU busy (2 s sample); load average %s", 100*other, loadAvg()),
 		"client tools: " + firstLine("-V")("atftp") + "; " + firstLine("-V")("curl"),
 	}
-	b.res.Rate, b.res.RateBps, b.res.Shaping, b.res.Clients = o.rate, o.rateBps, b.shaped.Shaping, o.clients
+	b.res.Rate, b.res.RateBps, b.res.Shaping, b.res.Clients, b.res.NumCPU = o.rate, o.rateBps, b.shaped.Shaping, o.clients, runtime.NumCPU()
 	b.res.LossRule = strings.Replace(lossRule(0), "< 0", "< N", 1)
 	b.res.Settings = []string{
 		fmt.Sprintf("runs: %d per figure (median reported); case 3: %d; case 4: %d", o.runs, o.stormRuns, o.lossRuns),

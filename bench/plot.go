@@ -47,7 +47,15 @@ func writePlots(r *Results, dir string) (map[string]string, error) {
 			}
 		}
 		name := c.key + ".png"
-		if err := barChart(filepath.Join(dir, name), c.title, groups, servers, vals); err != nil {
+		limit := 0.0
+		if c.cs == 1 {
+			for _, m := range r.Meas {
+				if m.Case == 1 && m.LimitSec > 0 {
+					limit = float64(m.Bytes) / m.LimitSec / 1e6
+				}
+			}
+		}
+		if err := barChart(filepath.Join(dir, name), c.title, groups, servers, vals, limit); err != nil {
 			return out, fmt.Errorf("%s: %w", name, err)
 		}
 		out[c.key] = name
@@ -71,17 +79,23 @@ func writePlots(r *Results, dir string) (map[string]string, error) {
 	return out, nil
 }
 
-func barChart(path, title string, groups, servers []string, vals [][]float64) error {
+// barChart draws one bar per server in each group; limit > 0 adds a dashed
+// line at the physical limit.
+func barChart(path, title string, groups, servers []string, vals [][]float64, limit float64) error {
 	p := plot.New()
 	p.Title.Text = title
 	p.Y.Label.Text = "MB/s"
 	p.Legend.Top = true
+	p.Legend.Padding = vg.Points(3)
+	p.Legend.TextStyle.Font.Size = vg.Points(10)
 	w := vg.Points(float64(min(14, 120/max(1, len(servers)))))
+	top := 0.0
 	for i, s := range servers {
 		v := make(plotter.Values, len(vals[i]))
 		for j, x := range vals[i] {
 			if !math.IsNaN(x) {
 				v[j] = x
+				top = max(top, x)
 			}
 		}
 		bars, err := plotter.NewBarChart(v, w)
@@ -94,6 +108,18 @@ func barChart(path, title string, groups, servers []string, vals [][]float64) er
 		p.Add(bars)
 		p.Legend.Add(s, bars)
 	}
+	if limit > 0 {
+		l, err := plotter.NewLine(plotter.XYs{{X: -0.5, Y: limit}, {X: float64(len(groups)) - 0.5, Y: limit}})
+		if err != nil {
+			return err
+		}
+		l.Dashes = []vg.Length{vg.Points(4), vg.Points(3)}
+		p.Add(l)
+		p.Legend.Add("physical limit", l)
+		top = max(top, limit)
+	}
+	// Headroom for the legend, which sits top right.
+	p.Y.Min, p.Y.Max = 0, top*1.45
 	p.NominalX(groups...)
 	p.X.Tick.Label.Rotation = 0.35
 	p.X.Tick.Label.XAlign = -0.9
@@ -108,7 +134,9 @@ func cdf(path, title string, names []string, series map[string][]float64) error 
 	p.Y.Label.Text = "clients done (fraction)"
 	p.Legend.Top = true
 	p.Legend.Left = true
+	p.Legend.TextStyle.Font.Size = vg.Points(10)
 	p.Add(plotter.NewGrid())
+	p.X.Min, p.Y.Min, p.Y.Max = 0, 0, 1.3
 	for i, n := range names {
 		xs := append([]float64(nil), series[n]...)
 		sort.Float64s(xs)

@@ -38,6 +38,30 @@ func procStat(pid int) (ppid int, cpu float64, ok bool) {
 	return ppid, ticks / clockTick, true
 }
 
+// descendants lists root's living descendants.
+func descendants(root int) []int {
+	children := map[int][]int{}
+	ents, _ := filepath.Glob("/proc/[0-9]*")
+	for _, e := range ents {
+		pid, err := strconv.Atoi(filepath.Base(e))
+		if err != nil {
+			continue
+		}
+		if ppid, _, ok := procStat(pid); ok {
+			children[ppid] = append(children[ppid], pid)
+		}
+	}
+	var out []int
+	queue := children[root]
+	for len(queue) > 0 {
+		p := queue[0]
+		queue = queue[1:]
+		out = append(out, p)
+		queue = append(queue, children[p]...)
+	}
+	return out
+}
+
 // treeCPU sums procStat CPU over root and its living descendants. Reaped
 // children are already in their parent's cutime/cstime.
 func treeCPU(root int) float64 {
@@ -137,6 +161,17 @@ func newCgroup(name string, pid int) *cgroup {
 		return &cgroup{dir: dir}
 	}
 	return nil
+}
+
+// adopt moves root's descendants into c: workers a server forked at start,
+// before newCgroup moved it, would otherwise go uncounted (nginx).
+func (c *cgroup) adopt(root int) {
+	if c == nil {
+		return
+	}
+	for _, pid := range descendants(root) {
+		_ = os.WriteFile(filepath.Join(c.dir, "cgroup.procs"), []byte(fmt.Sprint(pid)), 0)
+	}
 }
 
 // cpu reads usage_usec from cpu.stat, which cgroup v2 keeps even without

@@ -79,6 +79,9 @@ func cell(m *Measurement) string {
 	if m == nil {
 		return "–"
 	}
+	if len(m.Runs) == 0 {
+		return "not run (interrupted)"
+	}
 	if bad(m) {
 		if m.Note != "" {
 			return "**failed**: " + m.Note
@@ -95,6 +98,9 @@ func cell(m *Measurement) string {
 	if f := m.Failures(); f != "" {
 		s += "; " + esc(f)
 	}
+	if m.Note != "" && m.SameAs == "" {
+		s += "; " + esc(m.Note)
+	}
 	return s
 }
 
@@ -106,7 +112,15 @@ func esc(s string) string {
 // vsPeer compares bootfleet's time with the best peer's for a row.
 func (r *Results) vsPeer(c int, topo, label string) string {
 	m, p := r.find(c, topo, label, "bootfleet"), r.bestPeer(c, topo, label)
-	if bad(m) || p == nil {
+	if bad(m) {
+		return "–"
+	}
+	if p == nil {
+		for _, o := range r.Meas {
+			if o.Case == c && o.Topo == topo && o.Label == label && o.Server != "bootfleet" {
+				return "every peer failed"
+			}
+		}
 		return "–"
 	}
 	return fmt.Sprintf("%.2f× %s's time", m.Sec()/p.Sec(), p.Server)
@@ -162,6 +176,18 @@ func render(r *Results, plotDir string, plots map[string]string) string {
 	return w.String()
 }
 
+// fastestSingle is the single-transfer measurement of case c with the
+// highest MB/s.
+func (r *Results) fastestSingle(c int) *Measurement {
+	var best *Measurement
+	for _, m := range r.Meas {
+		if m.Case == c && m.Clients == 1 && !bad(m) && (best == nil || m.MBps() > best.MBps()) {
+			best = m
+		}
+	}
+	return best
+}
+
 func (r *Results) sizeOf(c int) string {
 	for _, m := range r.Meas {
 		if m.Case == c && m.Clients == 1 {
@@ -188,6 +214,12 @@ func (r *Results) renderMethod(w *strings.Builder) {
 		"  Limits count the data direction only (ACKs use the other direction of a full-duplex link).\n",
 		201*1048576/lim/1e6, r.Rate, lim, r.RateBps/8*1456/1502/1e6, 201*1048576/(r.RateBps/8*1456/1502))
 	p("- **Loopback.** A third namespace (%s) with only `lo`: no shaping, CPU is the only limit.\n", nsLoopback)
+	if best := r.fastestSingle(2); best != nil && r.RateBps < 10e9 {
+		p("- **10 Gbit/s** is not run by default: on loopback, with no link at all, the fastest single TFTP transfer here was\n"+
+			"  %.0f MB/s (%s), %.0f%% of the 1190 MB/s a 10 Gbit/s link carries at blksize 1456, so a 10 Gbit/s shaper would measure\n"+
+			"  this machine's 2 cores, not the link. `-rate 10gbit` runs every case at 10 Gbit/s anyway.\n",
+			best.MBps(), best.Server, 100*best.MBps()/1192.7)
+	}
 	p("- **Clients.** Debian's atftp for TFTP, curl for HTTP, started in the client namespace with `ip netns exec`. Each writes into a FIFO\n" +
 		"  that bench reads and hashes with sha256; a download that is not byte-identical to the served file makes the run failed\n" +
 		"  (no figure is taken from it). Times are wall-clock from starting the client to the last byte hashed, client start-up included.\n")
@@ -303,14 +335,15 @@ func (r *Results) concSize(c int) string {
 // which says whether the server or the clients set the figure.
 func (r *Results) renderCPU(w *strings.Builder, c int) {
 	p := func(format string, args ...any) { fmt.Fprintf(w, format, args...) }
-	p("\nWhere the CPU went (median run; the machine has 2 cores, so 2 s of CPU per wall second is everything):\n\n")
-	p("| Server | Run | Wall s | Server CPU s | Clients CPU s | bench hashing CPU s | Machine busy |\n|---|---|---|---|---|---|---|\n")
+	p("\nWhere the CPU went (median run; the machine has 2 cores, so 2 s of CPU per wall second is everything; other = busy CPU\n" +
+		"not used by the server, the clients or bench: other work on the machine and kernel threads such as ksoftirqd):\n\n")
+	p("| Server | Run | Wall s | Server CPU s | Clients CPU s | bench hashing CPU s | Other CPU s | Machine busy |\n|---|---|---|---|---|---|---|---|\n")
 	for _, m := range r.Meas {
 		if m.Case != c || m.SameAs != "" || len(m.Runs) == 0 {
 			continue
 		}
 		run := medianRun(m)
-		p("| %s | %s %s | %.2f | %.2f | %.2f | %.2f | %.0f%% |\n", m.Server, m.Topo, m.Label, run.Sec, run.ServerCPU, run.ClientCPU, run.HashCPU, 100*run.Busy)
+		p("| %s | %s %s | %.2f | %.2f | %.2f | %.2f | %.2f | %.0f%% |\n", m.Server, m.Topo, m.Label, run.Sec, run.ServerCPU, run.ClientCPU, run.HashCPU, run.OtherCPU, 100*run.Busy)
 	}
 }
 
@@ -416,6 +449,39 @@ func (r *Results) renderCommands(w *strings.Builder) {
 // observations are conclusions drawn from the numbers themselves.
 func (r *Results) observations() []string {
 	var out []string
+	if r.NumCPU > 0 {
+		for c := 1; c <= 5; c++ {
+			var other, capacity float64
+			for _, m := range r.Meas {
+				if m.Case != c || m.SameAs != "" {
+					continue
+				}
+				for _, run := range m.Runs {
+					other += run.OtherCPU
+					capacity += run.Sec * float64(r.NumCPU)
+				}
+			}
+			if capacity > 0 && other/capacity >= 0.1 {
+				out = append(out, fmt.Sprintf("Case %d: %.0f%% of the machine's CPU during its runs went to neither the server, the clients nor bench "+
+					"(other sessions' work on this shared machine, and kernel threads): its figures are pessimistic and noisier than on an idle machine.",
+					c, 100*other/capacity))
+			}
+		}
+	}
+	// Lockstep is bound by the round trip, not the link: each block waits
+	// for the client's ACK.
+	var per []string
+	for _, m := range r.Meas {
+		if m.Case == 1 && m.Label == cfgLabel(mtuBlksize, 1) && !bad(m) {
+			blocks := float64(m.Bytes/mtuBlksize + 1)
+			per = append(per, fmt.Sprintf("%s %.1f µs", m.Server, m.Sec()/blocks*1e6))
+		}
+	}
+	if len(per) > 0 && r.RateBps > 0 {
+		out = append(out, fmt.Sprintf("Lockstep (case 1, windowsize 1) time per block: %s. Putting a block on the wire takes %.1f µs; "+
+			"the rest is the round trip through both network stacks and atftp's turnaround before it ACKs, which a server can "+
+			"shorten only by its own share of that loop.", strings.Join(per, ", "), float64(tftpBlockWire(mtuBlksize, linkMTU))*8/r.RateBps*1e6))
+	}
 	for _, m := range r.Meas {
 		if m.Clients <= 1 || m.SameAs != "" || len(m.Runs) == 0 {
 			continue

@@ -19,7 +19,8 @@ type Results struct {
 	RateBps  float64
 	Shaping  []string // the tc commands of the shaped link
 	Clients  int      // concurrent clients in cases 2, 3 and 5
-	LossRule string   // the nft ruleset of case 4, with N for the percentage
+	NumCPU   int
+	LossRule string // the nft ruleset of case 4, with N for the percentage
 	Servers  []ServerInfo
 	Probes   []Probe
 	Meas     []*Measurement
@@ -60,6 +61,9 @@ type Measurement struct {
 	Note      string
 	ServerCmd string
 	ClientCmd string
+
+	done  bool    // no more runs: timed out, or its time budget is spent
+	spent float64 // seconds of runs so far
 }
 
 // Run is one repetition.
@@ -73,6 +77,7 @@ type Run struct {
 	ClientCPU float64   // seconds used by the atftp/curl processes
 	HashCPU   float64   // seconds used by bench itself (mostly sha256)
 	Busy      float64   // fraction of the whole machine's CPU that was busy
+	OtherCPU  float64   // busy CPU seconds not used by server, clients or bench: other work, kernel threads
 	PerClient []float64 `json:",omitempty"` // per-client seconds, multi-client runs
 }
 

@@ -219,6 +219,7 @@ func (b *bench) start(ctx context.Context, spec *serverSpec, t *Topology, asHTTP
 		}
 		cancel()
 		if err == nil {
+			s.cg.adopt(s.cmd.Process.Pid)
 			return s, nil
 		}
 		if time.Now().After(deadline) || ctx.Err() != nil {

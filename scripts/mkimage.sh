@@ -58,10 +58,19 @@ fetch() {
   echo "$file"
 }
 
+# linux-image-amd64 is a metapackage; the kernel lives in the versioned package it depends on.
+resolve_kernel() {
+  apt-cache depends linux-image-amd64 2>/dev/null | sed -n 's/^ *|\{0,1\}Depends: \(linux-image-[0-9][^ ]*-amd64\)$/\1/p' | head -n1
+}
 kpkg=${BOOTFLEET_KERNEL_PKG:-}
 if [ -z "$kpkg" ]; then
-  # linux-image-amd64 is a metapackage; the kernel lives in the versioned package it depends on.
-  kpkg=$(apt-cache depends linux-image-amd64 2>/dev/null | sed -n 's/^ *|\{0,1\}Depends: \(linux-image-[0-9][^ ]*-amd64\)$/\1/p' | head -n1) || true
+  kpkg=$(resolve_kernel) || true
+fi
+if [ -z "$kpkg" ] && ! ls "$debs"/linux-image-[0-9]*-amd64_*.deb >/dev/null 2>&1 && [ "$(id -u)" = 0 ]; then
+  # A fresh CI image may ship without apt lists; fetch them once rather than fail.
+  log "apt does not know linux-image-amd64; running apt-get update"
+  apt-get -o DPkg::Lock::Timeout=900 update -q >&2 || true
+  kpkg=$(resolve_kernel) || true
 fi
 if [ -z "$kpkg" ]; then
   kpkg=$(ls -1 "$debs"/linux-image-[0-9]*-amd64_*.deb 2>/dev/null | sort -V | tail -n1 | sed 's|.*/||; s|_.*||') || true

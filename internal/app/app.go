@@ -158,10 +158,10 @@ func logTransfer(log *slog.Logger) func(tftp.TransferStats) {
 
 func newDHCP(c *config.Config, serverIP net.IP, baseURL string, view *fleet.View, inv *Inventory, tr *boots.Tracker, log *slog.Logger) (*dhcp.Server, error) {
 	dc := dhcp.Config{
-		Mode:      dhcp.ModeFull,
-		Interface: c.Interface,
-		ServerIP:  serverIP,
-		LeaseTime: time.Duration(c.DHCP.Lease),
+		Mode:       dhcp.ModeFull,
+		Interface:  c.Interface,
+		ServerIP:   serverIP,
+		LeaseTime:  time.Duration(c.DHCP.Lease),
 		LeaseStore: inv.Leases(),
 		Plan: pxe.PlanConfig{
 			BIOSFile:   c.IPXE.BIOSBinary,

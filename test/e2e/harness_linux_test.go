@@ -92,6 +92,10 @@ func boot(t *testing.T, e *env, ns *netns, dir string, server *proc, v vm) bootR
 			return false, errors.New("the VM's init gave up")
 		case strings.Contains(line, "Kernel panic"):
 			return false, errors.New("kernel panic")
+		case strings.Contains(line, "No bootable device"):
+			return false, errors.New("SeaBIOS found nothing to boot (iPXE gave up)")
+		case strings.HasPrefix(line, "Shell>"):
+			return false, errors.New("OVMF fell through to the EFI shell (network boot failed)")
 		}
 		return strings.HasPrefix(line, "BOOTFLEET-DONE"), nil
 	})

@@ -37,6 +37,10 @@ func startProc(t *testing.T, name string, cmd *exec.Cmd, logPath string) *proc {
 	p := &proc{name: name, cmd: cmd, out: newLineLog(f), exited: make(chan struct{})}
 	cmd.Stdout = p.out
 	cmd.Stderr = p.out
+	// Its own process group, so stop also reaches anything it forked, and a
+	// WaitDelay, so a child still holding the output pipe cannot hang Wait.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.WaitDelay = 2 * time.Second
 	if err := cmd.Start(); err != nil {
 		f.Close()
 		t.Fatalf("start %s: %v", name, err)
@@ -51,20 +55,24 @@ func startProc(t *testing.T, name string, cmd *exec.Cmd, logPath string) *proc {
 	return p
 }
 
-// stop ends the process by its PID; safe to call more than once.
+// stop ends the process group this test started (by its id); safe to call
+// more than once.
 func (p *proc) stop() {
+	pgid := p.cmd.Process.Pid
 	select {
 	case <-p.exited:
+		syscall.Kill(-pgid, syscall.SIGKILL) // stragglers it forked, if any
 		return
 	default:
 	}
-	p.cmd.Process.Signal(syscall.SIGTERM)
+	syscall.Kill(-pgid, syscall.SIGTERM)
 	select {
 	case <-p.exited:
 	case <-time.After(5 * time.Second):
-		p.cmd.Process.Kill()
+		syscall.Kill(-pgid, syscall.SIGKILL)
 		<-p.exited
 	}
+	syscall.Kill(-pgid, syscall.SIGKILL)
 }
 
 // alive returns an error once the process has exited.
