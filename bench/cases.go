@@ -166,18 +166,20 @@ func (b *bench) measureOnce(ctx context.Context, m *Measurement, s *server, n in
 		return
 	}
 	cpu0, self0 := s.cpu(), selfCPU()
-	busy0, total0 := machineCPU()
+	busy0, total0, irq0 := machineCPU()
 	cr := runClients(ctx, m.Clients, steps, deadline)
 	if ctx.Err() != nil {
 		return // interrupted: not a measurement
 	}
-	busy1, total1 := machineCPU()
+	busy1, total1, irq1 := machineCPU()
 	run := Run{Sec: cr.wall, OK: cr.failed == 0 && cr.timedOut == 0, Err: cr.firstErr,
 		Failed: cr.failed, TimedOut: cr.timedOut, ServerCPU: s.cpu() - cpu0,
 		ClientCPU: cr.cpu, HashCPU: selfCPU() - self0}
 	if total1 > total0 {
+		frac := run.Sec * float64(runtime.NumCPU()) / (total1 - total0) // CPU seconds per jiffy
 		run.Busy = (busy1 - busy0) / (total1 - total0)
-		run.OtherCPU = max(0, run.Busy*run.Sec*float64(runtime.NumCPU())-run.ServerCPU-run.ClientCPU-run.HashCPU)
+		run.IRQCPU = (irq1 - irq0) * frac
+		run.OtherCPU = max(0, (busy1-busy0)*frac-run.ServerCPU-run.ClientCPU-run.HashCPU-run.IRQCPU)
 	}
 	if m.Clients > 1 {
 		run.PerClient = cr.perClient

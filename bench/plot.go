@@ -5,6 +5,7 @@ import (
 	"math"
 	"path/filepath"
 	"sort"
+	"strings"
 
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
@@ -149,7 +150,9 @@ func cdf(path, title string, names []string, series map[string][]float64) error 
 			return err
 		}
 		l.Color = plotutil.Color(i)
-		l.Dashes = plotutil.Dashes(i / 7)
+		if strings.Contains(n, "windowsize") { // windowed storms dashed, lockstep solid
+			l.Dashes = []vg.Length{vg.Points(6), vg.Points(3)}
+		}
 		l.Width = vg.Points(1.5)
 		p.Add(l)
 		p.Legend.Add(n, l)

@@ -99,11 +99,12 @@ func selfCPU() float64 {
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano()).Seconds()
 }
 
-// machineCPU returns busy and total jiffies from /proc/stat, all CPUs.
-func machineCPU() (busy, total float64) {
+// machineCPU returns busy, total and irq+softirq jiffies from /proc/stat,
+// all CPUs. irq+softirq is mostly packet processing, charged to no process.
+func machineCPU() (busy, total, irq float64) {
 	b, err := os.ReadFile("/proc/stat")
 	if err != nil {
-		return 0, 0
+		return 0, 0, 0
 	}
 	line, _, _ := strings.Cut(string(b), "\n")
 	f := strings.Fields(line)
@@ -116,8 +117,11 @@ func machineCPU() (busy, total float64) {
 		if i != 3 && i != 4 { // idle, iowait
 			busy += v
 		}
+		if i == 5 || i == 6 {
+			irq += v
+		}
 	}
-	return busy, total
+	return busy, total, irq
 }
 
 func loadAvg() string {

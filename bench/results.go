@@ -20,12 +20,14 @@ type Results struct {
 	Shaping  []string // the tc commands of the shaped link
 	Clients  int      // concurrent clients in cases 2, 3 and 5
 	NumCPU   int
-	LossRule string // the nft ruleset of case 4, with N for the percentage
-	Servers  []ServerInfo
-	Probes   []Probe
-	Meas     []*Measurement
-	Notes    []string // anything odd seen while measuring
-	Complete bool     // false when interrupted or timed out
+	// OtherBefore is the share of the machine's CPU busy before bench started.
+	OtherBefore float64
+	LossRule    string // the nft ruleset of case 4, with N for the percentage
+	Servers     []ServerInfo
+	Probes      []Probe
+	Meas        []*Measurement
+	Notes       []string // anything odd seen while measuring
+	Complete    bool     // false when interrupted or timed out
 }
 
 // ServerInfo is one server as it was run.
@@ -77,7 +79,8 @@ type Run struct {
 	ClientCPU float64   // seconds used by the atftp/curl processes
 	HashCPU   float64   // seconds used by bench itself (mostly sha256)
 	Busy      float64   // fraction of the whole machine's CPU that was busy
-	OtherCPU  float64   // busy CPU seconds not used by server, clients or bench: other work, kernel threads
+	IRQCPU    float64   // irq+softirq seconds: mostly packet processing, charged to no process
+	OtherCPU  float64   // remaining busy CPU seconds: other work on the machine, kernel threads
 	PerClient []float64 `json:",omitempty"` // per-client seconds, multi-client runs
 }
 

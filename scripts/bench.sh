@@ -3,7 +3,8 @@
 # bootfleet with, then runs bench (see bench/doc.go), which writes
 # BENCHMARKS.md and bench/results/*.png. `make bench` runs it after
 # `make deps build`. Needs root. Examples:
-#   scripts/bench.sh                  full run (about 20 minutes on 2 cores)
+#   scripts/bench.sh                  full run (about 30 minutes on 2 cores; the case 3
+#                                     storms are half of it: -kernel-mib 20 halves them)
 #   scripts/bench.sh -quick           smoke run with small files
 #   scripts/bench.sh -cases 1,4 -runs 5
 #
