@@ -15,5 +15,5 @@
 //	BOOTFLEET_BIN=path      use this bootfleet binary instead of building one
 //	BOOTFLEET_CACHE=dir     where mkimage.sh keeps .debs and the image (default /var/cache/bootfleet-e2e)
 //	BOOTFLEET_E2E_PCAP=1    also capture br0 with tshark into the artifacts
-//	BOOTFLEET_E2E_TIMEOUT   per-VM boot timeout as a Go duration (default 240s)
+//	BOOTFLEET_E2E_TIMEOUT   per-VM boot timeout as a Go duration (default 300s)
 package e2e
