@@ -32,8 +32,10 @@ e2e: deps build
 demo: deps build
 	scripts/demo.sh
 
+# TFTP/HTTP (BENCHMARKS.md) then DHCP DORA (BENCHMARKS-dhcp.md).
 bench: deps build
 	scripts/bench.sh
+	scripts/bench-dhcp.sh
 
 # Runs every fuzz target for FUZZTIME each (default 30s).
 FUZZTIME ?= 30s

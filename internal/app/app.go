@@ -144,6 +144,11 @@ func logTransfer(log *slog.Logger) func(tftp.TransferStats) {
 		attrs := []any{"remote", st.Remote.String(), "file", st.Filename, "bytes", st.Bytes,
 			"seconds", st.Duration.Round(time.Millisecond).Seconds(),
 			"blksize", st.BlockSize, "windowsize", st.WindowSize, "retransmits", st.Retransmits}
+		if st.SizeProbe {
+			// UEFI firmware asks for tsize and aborts before every download.
+			log.Debug("tftp size probe", attrs...)
+			return
+		}
 		if st.Err != nil {
 			log.Warn("tftp transfer failed", append(attrs, "err", st.Err.Error())...)
 			return

@@ -203,7 +203,7 @@ func (s *server) serveFile(w http.ResponseWriter, r *http.Request, f *os.File, n
 	if r.Method == http.MethodHead {
 		return
 	}
-	s.log.Info("file sent", "mac", r.URL.Query().Get("mac"), "remote", r.RemoteAddr, "file", name,
+	s.log.Info("file sent", "mac", queryMAC(r), "remote", r.RemoteAddr, "file", name,
 		"bytes", cw.n, "seconds", roundSec(took), "mbps", mbps(cw.n, took))
 }
 
@@ -223,6 +223,16 @@ func (s *server) done(w http.ResponseWriter, r *http.Request) {
 		s.log.Info("boot complete", "mac", mac.String(), "name", name, "seconds", "unknown (no DHCP seen for this boot)", "remote", r.RemoteAddr)
 	}
 	io.WriteString(w, "ok\n")
+}
+
+// queryMAC is the ?mac= the scripts put on file URLs, in the colon form every
+// other log line uses; empty when absent or malformed.
+func queryMAC(r *http.Request) string {
+	mac, err := net.ParseMAC(r.URL.Query().Get("mac"))
+	if err != nil {
+		return ""
+	}
+	return mac.String()
 }
 
 func roundSec(d time.Duration) float64 {

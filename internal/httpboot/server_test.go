@@ -176,6 +176,9 @@ func TestDoneLogsBootComplete(t *testing.T) {
 func TestFileSentIsLoggedWithBytes(t *testing.T) {
 	e := newEnv(t)
 	e.do(t, "GET", "/profiles/linux/kernel?mac=52-54-00-aa-bb-cc", nil)
+	if want := "mac=52:54:00:aa:bb:cc"; !strings.Contains(e.logs.String(), want) {
+		t.Fatalf("log lacks %s:\n%s", want, e.logs.String())
+	}
 	if want := "bytes=65536"; !strings.Contains(e.logs.String(), want) {
 		t.Fatalf("log lacks %s:\n%s", want, e.logs.String())
 	}

@@ -80,7 +80,12 @@ type TransferStats struct {
 	BlockSize   int // negotiated
 	WindowSize  int // negotiated
 	Retransmits int // DATA and OACK packets sent more than once
-	Err         error
+	// SizeProbe is set when the client asked for tsize, read the OACK and
+	// ended the transfer with an ERROR before any data: UEFI PXE firmware
+	// does this to learn a file's size before it downloads it. Err is
+	// still set, but nothing went wrong.
+	SizeProbe bool
+	Err       error
 }
 
 // listenReadBuffer is the receive buffer requested for the listening
@@ -358,6 +363,9 @@ func (s *Server) transfer(ctx context.Context, req *Request, local net.IP, remot
 	st.Err = err
 	var ce clientError
 	switch {
+	case errors.As(err, &ce) && snd.acked == 0 && hasOption(p.oack, "tsize"):
+		st.SizeProbe = true
+		s.log.Debug("tftp: size probe", "remote", remote, "file", req.Filename, "err", err)
 	case errors.As(err, &ce):
 		// ERROR 8 after an OACK is the client declining options (RFC 2347).
 		s.log.Info("tftp: transfer aborted by client", "remote", remote, "file", req.Filename, "err", err)
@@ -367,4 +375,13 @@ func (s *Server) transfer(ctx context.Context, req *Request, local net.IP, remot
 	default:
 		s.log.Warn("tftp: transfer failed", "remote", remote, "file", req.Filename, "err", err)
 	}
+}
+
+func hasOption(opts []Option, name string) bool {
+	for _, o := range opts {
+		if strings.EqualFold(o.Name, name) {
+			return true
+		}
+	}
+	return false
 }

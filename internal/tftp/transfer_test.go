@@ -247,6 +247,17 @@ func TestOACKRetransmitAndRefusal(t *testing.T) {
 	if !strings.Contains(logs.String(), "aborted by client") {
 		t.Fatalf("no log line for the client's refusal:\n%s", logs)
 	}
+	if st.SizeProbe {
+		t.Fatal("a refusal without tsize is not a size probe")
+	}
+
+	// UEFI firmware asks for tsize and aborts after the OACK, then downloads.
+	c = newTestClient(addr).withOpts("tsize", "0", "blksize", "1000")
+	c.refuseOACK = true
+	c.get(testCtx(t, 10*time.Second), "f")
+	if st := rec.next(t); !st.SizeProbe || st.Bytes != 0 {
+		t.Fatalf("stats %+v: want a size probe", st)
+	}
 }
 
 // TestGiveUp: a client that vanishes after the first window is abandoned
