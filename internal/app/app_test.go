@@ -1,7 +1,6 @@
 package app
 
 import (
-	"bytes"
 	"context"
 	"io"
 	"log/slog"
@@ -10,29 +9,16 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
+
+	"github.com/bootfleet/bootfleet/internal/testutil"
 
 	"github.com/bootfleet/bootfleet/internal/config"
 )
 
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
+// syncBuffer is shared with the other packages' tests.
+type syncBuffer = testutil.SyncBuffer
 
 func freePort(t *testing.T) string {
 	t.Helper()

@@ -1,7 +1,6 @@
 package dhcp
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"log/slog"
@@ -10,9 +9,10 @@ import (
 	"os/exec"
 	"runtime"
 	"strings"
-	"sync"
 	"testing"
 	"time"
+
+	"github.com/bootfleet/bootfleet/internal/testutil"
 
 	"github.com/insomniacslk/dhcp/dhcpv4"
 	"github.com/insomniacslk/dhcp/dhcpv4/nclient4"
@@ -239,20 +239,5 @@ func TestSocketProxyMode(t *testing.T) {
 	}
 }
 
-// syncBuffer is a log sink the server writes while the test reads it.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
+// syncBuffer is shared with the other packages' tests.
+type syncBuffer = testutil.SyncBuffer

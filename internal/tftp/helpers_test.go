@@ -1,7 +1,6 @@
 package tftp
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"io/fs"
@@ -11,6 +10,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/bootfleet/bootfleet/internal/testutil"
 )
 
 // mapFS serves in-memory files and counts opens.
@@ -105,23 +106,8 @@ func (r *statsRecorder) next(t testing.TB) TransferStats {
 	return TransferStats{}
 }
 
-// syncBuffer is a goroutine-safe log sink.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
+// syncBuffer is shared with the other packages' tests.
+type syncBuffer = testutil.SyncBuffer
 
 // startServer serves cfg on an ephemeral loopback port until the test ends.
 // Unless cfg sets them, it adds a stats recorder and a debug log buffer.
