@@ -57,11 +57,12 @@ func Run(ctx context.Context, c *config.Config, log *slog.Logger) error {
 	baseURL := "http://" + net.JoinHostPort(serverIP.String(), portOf(httpLn.Addr()))
 
 	g, ctx := errgroup.WithContext(ctx)
+	g.Go(func() error { return inv.Run(ctx) }) // discovered machines, view reloads
 	g.Go(func() error {
-		return serveHTTP(ctx, httpLn, httpboot.New(httpboot.Config{
-			Files: roots, Fleet: view, Boots: tracker,
+		return serveHTTP(ctx, httpLn, inv.Handler(httpboot.New(httpboot.Config{
+			Files: roots, Fleet: view, Boots: inv.BootClock(tracker),
 			BaseURL: baseURL, ServerIP: serverIP.String(), Logger: log,
-		}), log)
+		})), log)
 	})
 
 	if c.TFTP.Listen != "off" {

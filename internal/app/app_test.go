@@ -83,6 +83,28 @@ func TestRunServesAndStopsCleanly(t *testing.T) {
 	if _, err := os.Stat(c.Data); err != nil {
 		t.Fatalf("data directory not created: %v", err)
 	}
+	// The API is mounted on the same server and needs the token from data/.
+	tok, err := os.ReadFile(filepath.Join(c.Data, "api-token"))
+	if err != nil {
+		t.Fatalf("API token file: %v", err)
+	}
+	for _, tt := range []struct {
+		name, token string
+		want        int
+	}{{"no token", "", http.StatusUnauthorized}, {"token", strings.TrimSpace(string(tok)), http.StatusOK}} {
+		req, _ := http.NewRequest("GET", "http://"+addr+"/api/v1/machines", nil)
+		if tt.token != "" {
+			req.Header.Set("Authorization", "Bearer "+tt.token)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != tt.want {
+			t.Fatalf("%s: GET /api/v1/machines = %d, want %d", tt.name, resp.StatusCode, tt.want)
+		}
+	}
 	cancel()
 	select {
 	case err := <-done:
