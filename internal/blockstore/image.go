@@ -1,0 +1,49 @@
+package blockstore
+
+import (
+	"fmt"
+	"io"
+	"os"
+)
+
+// Image is a read-only source of bytes with a known size: a base image, or
+// later a shared read cache in front of one.
+type Image interface {
+	io.ReaderAt
+	Size() int64
+}
+
+// File is a base image file opened read-only. It is safe for concurrent
+// use; every reader shares the kernel page cache of the one file.
+type File struct {
+	f    *os.File
+	size int64
+}
+
+// OpenImage opens the base image at path read-only. Images are immutable:
+// replacing the file under running clients would corrupt their overlays,
+// so import new versions under a new path.
+func OpenImage(path string) (*File, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("blockstore: open base image: %w", err)
+	}
+	st, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return nil, fmt.Errorf("blockstore: stat base image: %w", err)
+	}
+	if !st.Mode().IsRegular() {
+		f.Close()
+		return nil, fmt.Errorf("blockstore: base image %s is a %v, want a regular file", path, st.Mode().Type())
+	}
+	return &File{f: f, size: st.Size()}, nil
+}
+
+func (b *File) ReadAt(p []byte, off int64) (int, error) { return b.f.ReadAt(p, off) }
+
+// Size is the image size in bytes.
+func (b *File) Size() int64 { return b.size }
+
+// Close closes the file. Disks opened on it must be closed first.
+func (b *File) Close() error { return b.f.Close() }

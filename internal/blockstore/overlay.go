@@ -1,0 +1,388 @@
+package blockstore
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sync"
+	"syscall"
+)
+
+// Options tune an Overlay.
+type Options struct {
+	// BlockSize is the overlay's allocation unit: a write to a block the
+	// overlay does not hold yet copies the whole block from the base first.
+	// Smaller blocks waste less space and copy less; larger blocks keep the
+	// map small. Default 64 KiB; a power of two from 4 KiB to 1 MiB. An
+	// existing persistent overlay keeps the block size it was made with.
+	BlockSize int
+	// BaseID identifies the base image (e.g. its sha256), at most 256
+	// bytes. A persistent overlay made on another base is refused, since
+	// its blocks would mix with the wrong image. Empty: not checked.
+	BaseID string
+}
+
+// file is what an Overlay needs from its data file; tests substitute one
+// that runs out of space.
+type file interface {
+	io.ReaderAt
+	io.WriterAt
+	Sync() error
+	Truncate(int64) error
+	Close() error
+}
+
+// Overlay is a copy-on-write layer over a base Image. Reads come from the
+// overlay where it holds the block, else from the base; writes allocate
+// overlay blocks. It is safe for concurrent use: reads run in parallel,
+// writes are serialized.
+type Overlay struct {
+	base     Image
+	dir      string
+	mode     Mode
+	bs       int64
+	size     int64
+	mapf     *os.File
+	data     file
+	flushMu  sync.Mutex // one Flush at a time
+	mu       sync.RWMutex
+	entries  []uint32
+	dirty    map[int64]struct{} // map pages changed since the last Flush
+	free     []uint32           // slots no entry on disk or in memory uses
+	pending  []uint32           // slots released since the last Flush
+	nextSlot uint32             // first slot never used
+	unlock   func()
+}
+
+// OpenOverlay opens the overlay of base in dir (created if needed) for
+// mode Ephemeral or Persistent. Only one Overlay may have dir open at a
+// time, across processes; a second open fails.
+func OpenOverlay(base Image, dir string, mode Mode, opts Options) (*Overlay, error) {
+	if mode != Ephemeral && mode != Persistent {
+		return nil, fmt.Errorf("blockstore: overlay mode %v: want ephemeral or persistent", mode)
+	}
+	bs := opts.BlockSize
+	if bs == 0 {
+		bs = defaultBlock
+	}
+	if err := checkBlockSize(bs); err != nil {
+		return nil, err
+	}
+	if len(opts.BaseID) > maxBaseIDLen {
+		return nil, fmt.Errorf("blockstore: base id of %d bytes, want at most %d", len(opts.BaseID), maxBaseIDLen)
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("blockstore: overlay dir: %w", err)
+	}
+	mapPath := filepath.Join(dir, mapFileName)
+	mapf, err := os.OpenFile(mapPath, os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("blockstore: open overlay map: %w", err)
+	}
+	unlock, err := lockFile(mapf)
+	if err != nil {
+		mapf.Close()
+		return nil, fmt.Errorf("blockstore: overlay %s is in use by another session (close it, or stop the other server): %w", dir, err)
+	}
+	o := &Overlay{base: base, dir: dir, mode: mode, bs: int64(bs), size: base.Size(), mapf: mapf, unlock: unlock, dirty: map[int64]struct{}{}}
+	if err := o.load(opts); err != nil {
+		o.closeFiles()
+		return nil, err
+	}
+	return o, nil
+}
+
+// load reads an existing persistent overlay or creates a fresh one.
+func (o *Overlay) load(opts Options) error {
+	st, err := o.mapf.Stat()
+	if err != nil {
+		return fmt.Errorf("blockstore: stat overlay map: %w", err)
+	}
+	fresh := o.mode == Ephemeral || st.Size() == 0
+	dataFlags := os.O_RDWR | os.O_CREATE
+	if fresh {
+		dataFlags |= os.O_TRUNC
+	}
+	df, err := os.OpenFile(filepath.Join(o.dir, dataFileName), dataFlags, 0o600)
+	if err != nil {
+		return fmt.Errorf("blockstore: open overlay data: %w", err)
+	}
+	o.data = df
+	n := numBlocks(o.size, int(o.bs))
+	if fresh {
+		o.entries = make([]uint32, n)
+		return o.create(mapHeader{blockSize: uint32(o.bs), size: o.size, baseID: opts.BaseID})
+	}
+	raw, err := os.ReadFile(o.mapf.Name())
+	if err != nil {
+		return fmt.Errorf("blockstore: read overlay map: %w", err)
+	}
+	h, err := decodeMapHeader(raw)
+	if err != nil {
+		return fmt.Errorf("blockstore: overlay %s: %w; reset the machine's overlay", o.dir, err)
+	}
+	if h.size != o.size {
+		return fmt.Errorf("blockstore: overlay %s was made for a base of %d bytes, the base has %d; reset the machine's overlay", o.dir, h.size, o.size)
+	}
+	if opts.BaseID != "" && h.baseID != opts.BaseID {
+		return fmt.Errorf("blockstore: overlay %s was made on base %q, not %q; reset the machine's overlay", o.dir, h.baseID, opts.BaseID)
+	}
+	o.bs = int64(h.blockSize)
+	n = numBlocks(o.size, int(o.bs))
+	if int64(len(raw)) < mapFileLen(n) {
+		return fmt.Errorf("blockstore: overlay %s: map has %d bytes, want %d: %w; reset the machine's overlay", o.dir, len(raw), mapFileLen(n), ErrDamaged)
+	}
+	o.entries = make([]uint32, n)
+	used := make(map[uint32]bool)
+	for i := range o.entries {
+		e := binary.BigEndian.Uint32(raw[mapHeaderLen+4*i:])
+		o.entries[i] = e
+		if e != entryBase && e != entryZero {
+			if used[e-1] {
+				return fmt.Errorf("blockstore: overlay %s: slot %d used by two blocks: %w; reset the machine's overlay", o.dir, e-1, ErrDamaged)
+			}
+			used[e-1] = true
+			o.nextSlot = max(o.nextSlot, e)
+		}
+	}
+	for s := range o.nextSlot {
+		if !used[s] {
+			o.free = append(o.free, s)
+		}
+	}
+	return nil
+}
+
+// create writes an empty map. The header is synced before any block can
+// be written, so a crash leaves either no map or a valid empty one.
+func (o *Overlay) create(h mapHeader) error {
+	if err := o.mapf.Truncate(0); err != nil {
+		return fmt.Errorf("blockstore: reset overlay map: %w", err)
+	}
+	if _, err := o.mapf.WriteAt(h.encode(), 0); err != nil {
+		return fmt.Errorf("blockstore: write overlay map header: %w", err)
+	}
+	if err := o.mapf.Truncate(mapFileLen(int64(len(o.entries)))); err != nil {
+		return fmt.Errorf("blockstore: size overlay map: %w", err)
+	}
+	if err := o.mapf.Sync(); err != nil {
+		return fmt.Errorf("blockstore: sync overlay map: %w", err)
+	}
+	return syncDir(o.dir)
+}
+
+// Size is the virtual disk size, the base's size.
+func (o *Overlay) Size() int64 { return o.size }
+
+// ReadOnly is false: an Overlay takes writes.
+func (o *Overlay) ReadOnly() bool { return false }
+
+// BlockSize is the allocation unit in bytes.
+func (o *Overlay) BlockSize() int { return int(o.bs) }
+
+func (o *Overlay) checkRange(op string, off, n int64) error {
+	if off < 0 || n < 0 || off > o.size || n > o.size-off {
+		return fmt.Errorf("blockstore: %s of %d bytes at %d is outside the disk of %d bytes: %w", op, n, off, o.size, syscall.EINVAL)
+	}
+	return nil
+}
+
+// ReadAt reads from the overlay where it holds the block, else from the
+// base. It returns io.EOF only for a read that runs past the end.
+func (o *Overlay) ReadAt(p []byte, off int64) (int, error) {
+	if off < 0 || off > o.size {
+		return 0, o.checkRange("read", off, int64(len(p)))
+	}
+	var eof error
+	if int64(len(p)) > o.size-off {
+		p, eof = p[:o.size-off], io.EOF
+	}
+	o.mu.RLock()
+	defer o.mu.RUnlock()
+	done := 0
+	for done < len(p) {
+		pos := off + int64(done)
+		blk, in := pos/o.bs, pos%o.bs
+		c := int(min(o.bs-in, int64(len(p)-done)))
+		if err := o.readBlock(p[done:done+c], o.entries[blk], in, pos); err != nil {
+			return done, err
+		}
+		done += c
+	}
+	return done, eof
+}
+
+// readBlock fills p from one block whose map entry is e; in is the offset
+// inside the block, pos the disk offset.
+func (o *Overlay) readBlock(p []byte, e uint32, in, pos int64) error {
+	switch e {
+	case entryZero:
+		clear(p)
+		return nil
+	case entryBase:
+		n, err := o.base.ReadAt(p, pos)
+		if n == len(p) {
+			return nil
+		}
+		if err == nil || errors.Is(err, io.EOF) {
+			err = io.ErrUnexpectedEOF
+		}
+		return fmt.Errorf("blockstore: read base at %d: %w", pos, err)
+	}
+	if _, err := o.data.ReadAt(p, int64(e-1)*o.bs+in); err != nil {
+		return fmt.Errorf("blockstore: read overlay block %d: %w", pos/o.bs, err)
+	}
+	return nil
+}
+
+// WriteAt writes p at off. A block the overlay does not hold yet is copied
+// whole into a new slot, merged with p, before its map entry points at it,
+// so a failed write (ENOSPC) leaves the block as it was. Errors wrap the
+// OS error: errors.Is(err, syscall.ENOSPC) tells a full disk.
+func (o *Overlay) WriteAt(p []byte, off int64) (int, error) {
+	if err := o.checkRange("write", off, int64(len(p))); err != nil {
+		return 0, err
+	}
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.write(p, off)
+}
+
+// write is WriteAt with mu held. A nil p writes zeroes.
+func (o *Overlay) write(p []byte, off int64) (int, error) {
+	done := 0
+	for done < len(p) {
+		pos := off + int64(done)
+		blk, in := pos/o.bs, pos%o.bs
+		c := int(min(o.bs-in, int64(len(p)-done)))
+		if err := o.writeBlock(blk, in, p[done:done+c]); err != nil {
+			return done, err
+		}
+		done += c
+	}
+	return done, nil
+}
+
+func (o *Overlay) writeBlock(blk, in int64, p []byte) error {
+	e := o.entries[blk]
+	if e != entryBase && e != entryZero {
+		if _, err := o.data.WriteAt(p, int64(e-1)*o.bs+in); err != nil {
+			return fmt.Errorf("blockstore: write overlay block %d: %w", blk, err)
+		}
+		return nil
+	}
+	block := make([]byte, o.bs)
+	if e == entryBase {
+		start := blk * o.bs
+		want := min(o.bs, o.size-start)
+		if err := o.readBlock(block[:want], entryBase, 0, start); err != nil {
+			return err
+		}
+	}
+	copy(block[in:], p)
+	slot, err := o.alloc()
+	if err != nil {
+		return err
+	}
+	if _, err := o.data.WriteAt(block, int64(slot)*o.bs); err != nil {
+		// The slot was never in any map, so it can be reused at once.
+		o.free = append(o.free, slot)
+		return fmt.Errorf("blockstore: allocate overlay block %d: %w", blk, err)
+	}
+	o.setEntry(blk, slot+1)
+	return nil
+}
+
+func (o *Overlay) alloc() (uint32, error) {
+	if n := len(o.free); n > 0 {
+		s := o.free[n-1]
+		o.free = o.free[:n-1]
+		return s, nil
+	}
+	if o.nextSlot >= maxSlots {
+		return 0, fmt.Errorf("blockstore: overlay %s has no free slot: %w", o.dir, syscall.ENOSPC)
+	}
+	o.nextSlot++
+	return o.nextSlot - 1, nil
+}
+
+// setEntry changes a block's entry; a slot it drops waits in pending until
+// the next Flush has recorded the change on disk (see Flush).
+func (o *Overlay) setEntry(blk int64, e uint32) {
+	if old := o.entries[blk]; old != entryBase && old != entryZero && old != e {
+		o.pending = append(o.pending, old-1)
+	}
+	o.entries[blk] = e
+	o.dirty[blk/entriesPerPg] = struct{}{}
+}
+
+// Trim drops the blocks the range covers whole; they read as zeroes
+// afterwards. Partly covered blocks are left alone, which NBD allows.
+func (o *Overlay) Trim(off, n int64) error {
+	if err := o.checkRange("trim", off, n); err != nil {
+		return err
+	}
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	first, last := o.wholeBlocks(off, n)
+	for b := first; b < last; b++ {
+		o.setEntry(b, entryZero)
+	}
+	return nil
+}
+
+// wholeBlocks returns the blocks [first, last) that [off, off+n) covers
+// entirely. The disk's last block counts as whole when the range reaches
+// the end of the disk.
+func (o *Overlay) wholeBlocks(off, n int64) (first, last int64) {
+	first = (off + o.bs - 1) / o.bs
+	end := off + n
+	if end == o.size {
+		last = numBlocks(o.size, int(o.bs))
+	} else {
+		last = end / o.bs
+	}
+	return first, max(first, last)
+}
+
+// WriteZeroes makes the range read as zeroes. Whole blocks become map-only
+// zero entries and release their slots, unless noHole asks for the space
+// to stay allocated; partial blocks are written with zeroes.
+func (o *Overlay) WriteZeroes(off, n int64, noHole bool) error {
+	if err := o.checkRange("write zeroes", off, n); err != nil {
+		return err
+	}
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	first, last := o.wholeBlocks(off, n)
+	if noHole || first >= last {
+		return o.writeZeroRange(off, n)
+	}
+	if err := o.writeZeroRange(off, first*o.bs-off); err != nil {
+		return err
+	}
+	for b := first; b < last; b++ {
+		o.setEntry(b, entryZero)
+	}
+	end := min(last*o.bs, o.size)
+	return o.writeZeroRange(end, off+n-end)
+}
+
+// writeZeroRange writes real zeroes, a bounded buffer at a time.
+func (o *Overlay) writeZeroRange(off, n int64) error {
+	if n <= 0 {
+		return nil
+	}
+	z := make([]byte, min(n, 1<<20))
+	for n > 0 {
+		c := min(n, int64(len(z)))
+		if _, err := o.write(z[:c], off); err != nil {
+			return err
+		}
+		off, n = off+c, n-c
+	}
+	return nil
+}

@@ -1,0 +1,175 @@
+package nbd
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"sync"
+	"time"
+)
+
+// Config tunes a Server. The zero value is usable.
+type Config struct {
+	// Logger receives one line per session and one per protocol violation
+	// or storage error. Default: discard.
+	Logger *slog.Logger
+	// MaxInFlight bounds the requests of one connection that run at once.
+	// Reads overlap; replies are serialized on the socket. Default 16,
+	// range 1..1024.
+	MaxInFlight int
+	// MaxBufferBytes bounds the data buffers (read replies and write
+	// payloads) one connection holds at once. Default 64 MiB; it is raised
+	// to MaxPayload if smaller, so one maximal request always fits.
+	MaxBufferBytes int64
+	// HandshakeTimeout bounds the whole option haggling phase, so a client
+	// that connects and says nothing does not hold a goroutine forever.
+	// The transmission phase has no timeout: the kernel client keeps idle
+	// connections for days. Default 30 s.
+	HandshakeTimeout time.Duration
+	// Hook, if set, receives the statistics of every finished session.
+	Hook Hook
+}
+
+// MaxPayload is the largest READ or WRITE the server accepts (32 MiB, the
+// limit proto.md recommends clients stay under). A WRITE above it is a
+// protocol violation that closes the connection, since the server would
+// otherwise have to swallow up to 4 GiB to stay in sync.
+const MaxPayload = 32 << 20
+
+// Server serves Exports over TCP. Create it with NewServer.
+type Server struct {
+	exports Exports
+	cfg     Config
+	log     *slog.Logger
+}
+
+// NewServer returns a server for exports; cfg's zero fields get their
+// documented defaults.
+func NewServer(exports Exports, cfg Config) *Server {
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.MaxInFlight <= 0 {
+		cfg.MaxInFlight = 16
+	}
+	cfg.MaxInFlight = min(cfg.MaxInFlight, 1024)
+	if cfg.MaxBufferBytes <= 0 {
+		cfg.MaxBufferBytes = 64 << 20
+	}
+	cfg.MaxBufferBytes = max(cfg.MaxBufferBytes, MaxPayload)
+	if cfg.HandshakeTimeout <= 0 {
+		cfg.HandshakeTimeout = 30 * time.Second
+	}
+	return &Server{exports: exports, cfg: cfg, log: cfg.Logger}
+}
+
+// Serve accepts connections on ln until ctx is done, one goroutine per
+// connection. When ctx is done it stops accepting, lets every connection
+// finish its in-flight requests, closes them and returns nil. It returns
+// an error if ln fails for another reason. Serve closes ln.
+func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
+	ctx, cancel := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	defer func() {
+		cancel()
+		wg.Wait()
+	}()
+	stop := context.AfterFunc(ctx, func() { ln.Close() })
+	defer stop()
+	s.log.Info("nbd server listening", "addr", ln.Addr().String())
+	var delay time.Duration
+	for {
+		conn, err := ln.Accept()
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			if errors.Is(err, net.ErrClosed) {
+				return fmt.Errorf("nbd: listener %s closed: %w", ln.Addr(), err)
+			}
+			// Out of file descriptors and the like: back off instead of
+			// spinning, as net/http does.
+			delay = min(max(2*delay, 5*time.Millisecond), time.Second)
+			s.log.Warn("nbd accept failed; retrying", "err", err, "retry_in", delay)
+			select {
+			case <-time.After(delay):
+			case <-ctx.Done():
+				return nil
+			}
+			continue
+		}
+		delay = 0
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			s.serveConn(ctx, conn)
+		}()
+	}
+}
+
+// serveConn runs one client session: handshake, then transmission.
+func (s *Server) serveConn(ctx context.Context, conn net.Conn) {
+	start := time.Now()
+	ss := &session{
+		srv:    s,
+		conn:   conn,
+		r:      bufio.NewReaderSize(conn, 64<<10),
+		remote: conn.RemoteAddr(),
+	}
+	ss.log = s.log.With("remote", addrString(ss.remote))
+	// On shutdown, stop reading: the loops see the deadline error, wait for
+	// in-flight requests, and close.
+	stop := context.AfterFunc(ctx, func() { conn.SetReadDeadline(time.Now()) })
+	err := ss.run(ctx)
+	stop()
+	conn.Close()
+	if c, ok := ss.export.(io.Closer); ok {
+		if cerr := c.Close(); cerr != nil {
+			ss.log.Warn("nbd export close failed", "export", ss.exportName, "err", cerr)
+		}
+	}
+	st := SessionStats{
+		Remote:       ss.remote,
+		Export:       ss.exportName,
+		BytesRead:    ss.bytesRead.Load(),
+		BytesWritten: ss.bytesWritten.Load(),
+		Ops:          ss.ops.Load(),
+		Duration:     time.Since(start),
+		Err:          err,
+	}
+	level := slog.LevelInfo
+	var perr *protocolError
+	if errors.As(err, &perr) {
+		level = slog.LevelWarn
+	}
+	ss.log.Log(context.Background(), level, "nbd session ended",
+		"bytes_read", st.BytesRead, "bytes_written", st.BytesWritten, "ops", st.Ops,
+		"duration", st.Duration.Round(time.Millisecond), "err", err)
+	if s.cfg.Hook != nil {
+		s.cfg.Hook.OnSession(st)
+	}
+}
+
+// protocolError is a violation by the client that ends the session with a
+// hard disconnect (proto.md allows one on any MUST violation).
+type protocolError struct{ err error }
+
+func (e *protocolError) Error() string {
+	return "protocol violation, connection closed: " + e.err.Error()
+}
+func (e *protocolError) Unwrap() error { return e.err }
+
+func violation(format string, args ...any) error {
+	return &protocolError{fmt.Errorf(format, args...)}
+}
+
+func addrString(a net.Addr) string {
+	if a == nil {
+		return ""
+	}
+	return a.String()
+}
