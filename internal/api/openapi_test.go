@@ -23,7 +23,7 @@ func TestOpenAPIMatchesRoutes(t *testing.T) {
 		t.Fatalf("openapi version %q, want 3.x", doc.OpenAPI)
 	}
 	served := map[string]bool{}
-	for _, rt := range routes {
+	for _, rt := range append(append([]route(nil), routes...), bootRoutes...) {
 		key := strings.ToLower(rt.method) + " " + rt.path
 		served[key] = true
 		if _, ok := doc.Paths[rt.path][strings.ToLower(rt.method)]; !ok {

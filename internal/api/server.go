@@ -64,6 +64,7 @@ type server struct {
 	token []byte
 	log   *slog.Logger
 	mux   *http.ServeMux
+	boots BootSource // set by NewBoots only
 }
 
 // New returns the API handler; mount it at Prefix + "/" (it expects the

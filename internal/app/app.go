@@ -21,6 +21,7 @@ import (
 	"github.com/bootfleet/bootfleet/internal/httpboot"
 	"github.com/bootfleet/bootfleet/internal/pxe"
 	"github.com/bootfleet/bootfleet/internal/safefs"
+	"github.com/bootfleet/bootfleet/internal/telemetry"
 	"github.com/bootfleet/bootfleet/internal/tftp"
 )
 
@@ -56,14 +57,19 @@ func Run(ctx context.Context, c *config.Config, log *slog.Logger) error {
 	}
 	baseURL := "http://" + net.JoinHostPort(serverIP.String(), portOf(httpLn.Addr()))
 
+	rec := telemetry.New(telemetry.Config{})
+	front, err := frontHandler(c, rec, inv, httpboot.New(httpboot.Config{
+		Files: roots, Fleet: view, Boots: inv.BootClock(rec.BootClock(tracker)),
+		Transfers: rec, Milestones: rec,
+		BaseURL: baseURL, ServerIP: serverIP.String(), Logger: log,
+	}), log)
+	if err != nil {
+		httpLn.Close()
+		return err
+	}
 	g, ctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return inv.Run(ctx) }) // discovered machines, view reloads
-	g.Go(func() error {
-		return serveHTTP(ctx, httpLn, inv.Handler(httpboot.New(httpboot.Config{
-			Files: roots, Fleet: view, Boots: inv.BootClock(tracker),
-			BaseURL: baseURL, ServerIP: serverIP.String(), Logger: log,
-		})), log)
-	})
+	g.Go(func() error { return serveHTTP(ctx, httpLn, front, log) })
 
 	if c.TFTP.Listen != "off" {
 		srv := tftp.NewServer(tftp.Config{
@@ -72,13 +78,13 @@ func Run(ctx context.Context, c *config.Config, log *slog.Logger) error {
 			MaxWindow:          c.TFTP.MaxWindow,
 			AllowFragmentation: c.TFTP.AllowFragmentation,
 			DisableGSO:         c.TFTP.DisableGSO,
-			OnTransfer:         logTransfer(log),
+			OnTransfer:         rec.OnTransfer(logTransfer(log)),
 		})
 		g.Go(func() error { return srv.ListenAndServe(ctx, c.TFTP.Listen) })
 	}
 
 	if c.DHCP.Mode != "off" {
-		d, err := newDHCP(c, serverIP, baseURL, view, inv, tracker, log)
+		d, err := newDHCP(c, serverIP, baseURL, view, inv, rec.Observer(bootObserver{tracker}), log)
 		if err != nil {
 			httpLn.Close()
 			return err
@@ -162,7 +168,7 @@ func logTransfer(log *slog.Logger) func(tftp.TransferStats) {
 	}
 }
 
-func newDHCP(c *config.Config, serverIP net.IP, baseURL string, view *fleet.View, inv *Inventory, tr *boots.Tracker, log *slog.Logger) (*dhcp.Server, error) {
+func newDHCP(c *config.Config, serverIP net.IP, baseURL string, view *fleet.View, inv *Inventory, obs dhcp.Observer, log *slog.Logger) (*dhcp.Server, error) {
 	dc := dhcp.Config{
 		Mode:       dhcp.ModeFull,
 		Interface:  c.Interface,
@@ -175,7 +181,7 @@ func newDHCP(c *config.Config, serverIP net.IP, baseURL string, view *fleet.View
 			HTTPBase:   baseURL,
 		},
 		Machines: view,
-		Observer: inv.Observer(bootObserver{tr}),
+		Observer: inv.Observer(obs),
 		Logger:   log,
 	}
 	if c.DHCP.Mode == "proxy" {

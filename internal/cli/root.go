@@ -19,7 +19,7 @@ func Root() *cobra.Command {
 		SilenceErrors: true,
 	}
 	root.AddCommand(serveCmd(), checkCmd())
-	root.AddCommand(machineCmd(), profileCmd(), leaseCmd())
+	root.AddCommand(machineCmd(), profileCmd(), leaseCmd(), bootsCmd())
 	return root
 }
 

@@ -37,14 +37,42 @@ type BootClock interface {
 	Complete(mac net.HardwareAddr) (time.Duration, bool)
 }
 
+// FileTransfer describes one file served to a client.
+type FileTransfer struct {
+	MAC      net.HardwareAddr // from the URL's ?mac=; nil when absent or malformed
+	Remote   string           // client ip:port
+	Name     string           // as requested: a /files/ path or the profile's file
+	Bytes    int64            // body bytes written
+	Start    time.Time
+	Duration time.Duration
+}
+
+// TransferObserver hears about every file served (not HEAD requests),
+// for telemetry. Both methods run on the request's goroutine and must not
+// block: HTTPTransferStarted before the first byte, HTTPTransferDone after
+// the last.
+type TransferObserver interface {
+	HTTPTransferStarted()
+	HTTPTransferDone(FileTransfer)
+}
+
+// MilestoneRecorder hears about points a client reports: "ipxe-script"
+// when iPXE fetches its script, and NAME from GET or POST
+// /milestone/{mac}/{NAME}. It must not block.
+type MilestoneRecorder interface {
+	Milestone(mac net.HardwareAddr, name, remote string)
+}
+
 // Config wires the handler. Fleet, Boots and BaseURL are required.
 type Config struct {
-	Files    FileOpener // nil serves no /files/
-	Fleet    Fleet
-	Boots    BootClock
-	BaseURL  string // e.g. http://10.213.0.1:8080, as clients reach this server
-	ServerIP string
-	Logger   *slog.Logger
+	Files      FileOpener // nil serves no /files/
+	Fleet      Fleet
+	Boots      BootClock
+	Transfers  TransferObserver  // optional
+	Milestones MilestoneRecorder // optional; nil answers /milestone/ with 404
+	BaseURL    string            // e.g. http://10.213.0.1:8080, as clients reach this server
+	ServerIP   string
+	Logger     *slog.Logger
 }
 
 type server struct {
@@ -65,6 +93,10 @@ func New(c Config) http.Handler {
 	mux.HandleFunc("GET /files/{path...}", s.file)
 	mux.HandleFunc("GET /done/{mac}", s.done)
 	mux.HandleFunc("POST /done/{mac}", s.done)
+	if c.Milestones != nil {
+		mux.HandleFunc("GET /milestone/{mac}/{name}", s.milestone)
+		mux.HandleFunc("POST /milestone/{mac}/{name}", s.milestone)
+	}
 	return mux
 }
 
@@ -102,6 +134,9 @@ func (s *server) script(w http.ResponseWriter, r *http.Request) {
 	}
 	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 	io.WriteString(w, body)
+	if s.Milestones != nil {
+		s.Milestones.Milestone(mac, "ipxe-script", r.RemoteAddr)
+	}
 	s.log.Info("script served", "mac", mac.String(), "name", t.Machine.Name, "profile", t.Profile, "remote", r.RemoteAddr)
 }
 
@@ -196,12 +231,21 @@ func (s *server) serveFile(w http.ResponseWriter, r *http.Request, f *os.File, n
 		http.Error(w, "not a regular file", http.StatusForbidden)
 		return
 	}
+	head := r.Method == http.MethodHead
+	if s.Transfers != nil && !head {
+		s.Transfers.HTTPTransferStarted()
+	}
 	start := time.Now()
 	cw := &countingWriter{ResponseWriter: w}
 	http.ServeContent(cw, r, path.Base(name), st.ModTime(), f)
 	took := time.Since(start)
-	if r.Method == http.MethodHead {
+	if head {
 		return
+	}
+	if s.Transfers != nil {
+		mac, _ := net.ParseMAC(r.URL.Query().Get("mac"))
+		s.Transfers.HTTPTransferDone(FileTransfer{MAC: mac, Remote: r.RemoteAddr, Name: name,
+			Bytes: cw.n, Start: start, Duration: took})
 	}
 	s.log.Info("file sent", "mac", queryMAC(r), "remote", r.RemoteAddr, "file", name,
 		"bytes", cw.n, "seconds", roundSec(took), "mbps", mbps(cw.n, took))
@@ -223,6 +267,34 @@ func (s *server) done(w http.ResponseWriter, r *http.Request) {
 		s.log.Info("boot complete", "mac", mac.String(), "name", name, "seconds", "unknown (no DHCP seen for this boot)", "remote", r.RemoteAddr)
 	}
 	io.WriteString(w, "ok\n")
+}
+
+// milestone records a point the client reports, e.g. from an initramfs
+// hook: wget -q -O- http://SERVER/milestone/MAC/kernel-up
+func (s *server) milestone(w http.ResponseWriter, r *http.Request) {
+	mac, ok := parseMAC(w, r.PathValue("mac"))
+	if !ok {
+		return
+	}
+	name := r.PathValue("name")
+	if !validMilestone(name) {
+		http.Error(w, fmt.Sprintf("want a milestone name of 1-40 characters a-z 0-9 . _ -, got %q", name), http.StatusBadRequest)
+		return
+	}
+	s.Milestones.Milestone(mac, name, r.RemoteAddr)
+	io.WriteString(w, "ok\n")
+}
+
+func validMilestone(name string) bool {
+	if name == "" || len(name) > 40 {
+		return false
+	}
+	for _, c := range name {
+		if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '.' || c == '_' || c == '-') {
+			return false
+		}
+	}
+	return true
 }
 
 // queryMAC is the ?mac= the scripts put on file URLs, in the colon form every

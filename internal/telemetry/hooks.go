@@ -1,0 +1,132 @@
+package telemetry
+
+import (
+	"net"
+	"time"
+
+	"github.com/insomniacslk/dhcp/dhcpv4"
+
+	"github.com/bootfleet/bootfleet/internal/dhcp"
+	"github.com/bootfleet/bootfleet/internal/httpboot"
+	"github.com/bootfleet/bootfleet/internal/pxe"
+	"github.com/bootfleet/bootfleet/internal/tftp"
+)
+
+// Observer wraps next (may be nil) so every DHCP packet reaches the
+// Recorder first.
+func (r *Recorder) Observer(next dhcp.Observer) dhcp.Observer {
+	if next == nil {
+		return r
+	}
+	return observers{r, next}
+}
+
+type observers [2]dhcp.Observer
+
+func (o observers) DHCPPacket(mac net.HardwareAddr, t dhcpv4.MessageType, c pxe.Client) {
+	o[0].DHCPPacket(mac, t, c)
+	o[1].DHCPPacket(mac, t, c)
+}
+
+// OnTransfer wraps next (may be nil) for tftp.Config.OnTransfer. Size
+// probes (UEFI asks for tsize and aborts) only count in /metrics: they
+// move no data and would clutter the timeline.
+func (r *Recorder) OnTransfer(next func(tftp.TransferStats)) func(tftp.TransferStats) {
+	return func(st tftp.TransferStats) {
+		r.TFTPTransfer(st)
+		if next != nil {
+			next(st)
+		}
+	}
+}
+
+// TFTPTransfer records one finished TFTP read request.
+func (r *Recorder) TFTPTransfer(st tftp.TransferStats) {
+	r.m.tftp(st)
+	if st.SizeProbe || st.Remote == nil {
+		return
+	}
+	ip := hostOf(st.Remote.String())
+	mac := r.macOf(ip)
+	t := Transfer{Proto: "tftp", Name: st.Filename, Remote: st.Remote.String(), Bytes: st.Bytes,
+		Start: st.Start.UTC(), End: st.Start.Add(st.Duration).UTC(), Seconds: secs(st.Duration),
+		MBps: mbps(st.Bytes, st.Duration), BlockSize: st.BlockSize, WindowSize: st.WindowSize,
+		Retransmits: st.Retransmits}
+	if st.Err != nil {
+		t.Err = st.Err.Error()
+	}
+	r.mu.Lock()
+	ok := mac != "" && r.addTransfer(mac, t, stageTFTP)
+	if ok {
+		r.learnIP(ip, mac)
+	}
+	r.mu.Unlock()
+	if !ok {
+		r.m.unattributed.WithLabelValues("tftp").Inc()
+	}
+}
+
+// HTTPTransferStarted implements httpboot.TransferObserver.
+func (r *Recorder) HTTPTransferStarted() { r.m.active.WithLabelValues("http").Inc() }
+
+// HTTPTransferDone implements httpboot.TransferObserver.
+func (r *Recorder) HTTPTransferDone(ft httpboot.FileTransfer) {
+	r.m.active.WithLabelValues("http").Dec()
+	r.m.transfer("http", ft.Bytes, true)
+	t := Transfer{Proto: "http", Name: ft.Name, Remote: ft.Remote, Bytes: ft.Bytes,
+		Start: ft.Start.UTC(), End: ft.Start.Add(ft.Duration).UTC(), Seconds: secs(ft.Duration),
+		MBps: mbps(ft.Bytes, ft.Duration)}
+	ip := hostOf(ft.Remote)
+	stage, mac := stageHTTP, ""
+	if ft.MAC != nil {
+		mac = ft.MAC.String()
+	} else {
+		// No ?mac=: not a URL from our iPXE script but firmware (UEFI
+		// HTTP boot fetching the NBP), so tie it by address like TFTP.
+		stage, mac = stageTFTP, r.macOf(ip)
+	}
+	r.mu.Lock()
+	ok := mac != "" && r.addTransfer(mac, t, stage)
+	if ok {
+		r.learnIP(ip, mac)
+	}
+	r.mu.Unlock()
+	if !ok {
+		r.m.unattributed.WithLabelValues("http").Inc()
+	}
+}
+
+// BootClock wraps next so the DoneURL also completes the boot record.
+// next's answer is returned, so log lines keep their meaning.
+func (r *Recorder) BootClock(next httpboot.BootClock) httpboot.BootClock {
+	return bootClock{r, next}
+}
+
+type bootClock struct {
+	r    *Recorder
+	next httpboot.BootClock
+}
+
+func (b bootClock) Complete(mac net.HardwareAddr) (time.Duration, bool) {
+	took, ok := b.r.complete(mac)
+	if b.next != nil {
+		return b.next.Complete(mac)
+	}
+	return took, ok
+}
+
+// macOf maps a client address to a MAC: learned from ?mac= requests, else
+// Config.LookupIP. "" when unknown.
+func (r *Recorder) macOf(ip string) string {
+	r.mu.Lock()
+	mac := r.ips[ip]
+	r.mu.Unlock()
+	if mac != "" {
+		return mac
+	}
+	// Outside the lock: the neighbour table is a file read.
+	if hw := r.cfg.LookupIP(net.ParseIP(ip)); hw != nil {
+		return hw.String()
+	}
+	return ""
+}

@@ -1,0 +1,110 @@
+package telemetry
+
+import (
+	"net/http"
+	"strings"
+
+	"github.com/insomniacslk/dhcp/dhcpv4"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/bootfleet/bootfleet/internal/tftp"
+)
+
+// metrics are the Prometheus series. Each Recorder has its own registry,
+// so tests and several servers in one process do not collide.
+//
+// Not exported (yet): DHCP reply latency, which needs a hook inside the
+// DHCP server (the Observer only sees the request); active TFTP transfers,
+// which needs a start hook in the TFTP server (OnTransfer fires at the
+// end); NBD, which is not wired into the server yet.
+type metrics struct {
+	reg            *prometheus.Registry
+	dhcpByType     [256]prometheus.Counter // resolved once: no label hashing per packet
+	transfers      *prometheus.CounterVec
+	bytes          *prometheus.CounterVec
+	active         *prometheus.GaugeVec
+	retransmits    prometheus.Counter
+	sizeProbes     prometheus.Counter
+	unattributed   *prometheus.CounterVec
+	bootsStarted   prometheus.Counter
+	bootsCompleted prometheus.Counter
+	bootsFailed    prometheus.Counter
+	bootDuration   prometheus.Histogram
+}
+
+func newMetrics() *metrics {
+	m := &metrics{reg: prometheus.NewRegistry()}
+	f := func(c prometheus.Collector) { m.reg.MustRegister(c) }
+	dhcpReqs := prometheus.NewCounterVec(prometheus.CounterOpts{Name: "bootfleet_dhcp_requests_total",
+		Help: "Valid DHCP requests handled, by message type."}, []string{"type"})
+	f(dhcpReqs)
+	for i := range m.dhcpByType {
+		name := strings.ToLower(strings.TrimPrefix(dhcpv4.MessageType(i).String(), "DHCP"))
+		if strings.HasPrefix(name, "unknown") {
+			name = "other"
+		}
+		m.dhcpByType[i] = dhcpReqs.WithLabelValues(name)
+	}
+	m.transfers = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "bootfleet_transfers_total",
+		Help: "Finished file transfers by protocol (tftp, http) and result (ok, error)."}, []string{"proto", "result"})
+	m.bytes = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "bootfleet_transfer_bytes_total",
+		Help: "File bytes delivered (TFTP: acknowledged by the client), by protocol."}, []string{"proto"})
+	m.active = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "bootfleet_transfers_active",
+		Help: "File transfers in progress, by protocol (http only for now)."}, []string{"proto"})
+	m.retransmits = prometheus.NewCounter(prometheus.CounterOpts{Name: "bootfleet_tftp_retransmits_total",
+		Help: "TFTP DATA and OACK packets sent more than once."})
+	m.sizeProbes = prometheus.NewCounter(prometheus.CounterOpts{Name: "bootfleet_tftp_size_probes_total",
+		Help: "TFTP requests that only asked for the file size (UEFI does this before each download)."})
+	m.unattributed = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "bootfleet_transfers_unattributed_total",
+		Help: "Transfers that could not be tied to an open boot (unknown client address, or no boot in progress)."}, []string{"proto"})
+	m.bootsStarted = prometheus.NewCounter(prometheus.CounterOpts{Name: "bootfleet_boots_started_total",
+		Help: "Boots started: the first DHCPDISCOVER of a machine's network boot."})
+	m.bootsCompleted = prometheus.NewCounter(prometheus.CounterOpts{Name: "bootfleet_boots_completed_total",
+		Help: "Boots whose OS called the DoneURL."})
+	m.bootsFailed = prometheus.NewCounter(prometheus.CounterOpts{Name: "bootfleet_boots_failed_total",
+		Help: "Boots that started over or went stale before boot complete."})
+	m.bootDuration = prometheus.NewHistogram(prometheus.HistogramOpts{Name: "bootfleet_boot_duration_seconds",
+		Help:    "First DHCP packet to boot complete.",
+		Buckets: []float64{5, 10, 15, 20, 30, 45, 60, 90, 120, 180, 300, 600, 1200}})
+	for _, c := range []prometheus.Collector{m.transfers, m.bytes, m.active, m.retransmits, m.sizeProbes,
+		m.unattributed, m.bootsStarted, m.bootsCompleted, m.bootsFailed, m.bootDuration,
+		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{})} {
+		f(c)
+	}
+	m.active.WithLabelValues("http")
+	for _, p := range []string{"tftp", "http"} {
+		m.bytes.WithLabelValues(p)
+		m.unattributed.WithLabelValues(p)
+		for _, res := range []string{"ok", "error"} {
+			m.transfers.WithLabelValues(p, res)
+		}
+	}
+	return m
+}
+
+func (m *metrics) dhcp(t dhcpv4.MessageType) { m.dhcpByType[uint8(t)].Inc() }
+
+func (m *metrics) transfer(proto string, bytes int64, ok bool) {
+	res := "ok"
+	if !ok {
+		res = "error"
+	}
+	m.transfers.WithLabelValues(proto, res).Inc()
+	m.bytes.WithLabelValues(proto).Add(float64(bytes))
+}
+
+func (m *metrics) tftp(st tftp.TransferStats) {
+	m.retransmits.Add(float64(st.Retransmits))
+	if st.SizeProbe {
+		m.sizeProbes.Inc()
+		return
+	}
+	m.transfer("tftp", st.Bytes, st.Err == nil)
+}
+
+// Handler serves the metrics in the Prometheus text format, for /metrics.
+func (r *Recorder) Handler() http.Handler {
+	return promhttp.HandlerFor(r.m.reg, promhttp.HandlerOpts{})
+}

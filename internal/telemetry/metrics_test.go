@@ -1,0 +1,77 @@
+package telemetry
+
+import (
+	"net/http/httptest"
+	"testing"
+
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+)
+
+// scrape fetches /metrics from h and returns every sample by series name
+// and label values, as the Prometheus text parser reads it.
+func scrape(t *testing.T, r *Recorder) map[string]float64 {
+	t.Helper()
+	rec := httptest.NewRecorder()
+	r.Handler().ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
+	if rec.Code != 200 {
+		t.Fatalf("/metrics: %d %s", rec.Code, rec.Body)
+	}
+	p := expfmt.NewTextParser(model.LegacyValidation)
+	fams, err := p.TextToMetricFamilies(rec.Body)
+	if err != nil {
+		t.Fatalf("/metrics does not parse as the Prometheus text format: %v", err)
+	}
+	out := map[string]float64{}
+	for name, f := range fams {
+		for _, m := range f.Metric {
+			key := name
+			for _, l := range m.Label {
+				key += "," + l.GetName() + "=" + l.GetValue()
+			}
+			switch {
+			case m.Counter != nil:
+				out[key] = m.Counter.GetValue()
+			case m.Gauge != nil:
+				out[key] = m.Gauge.GetValue()
+			case m.Histogram != nil:
+				out[key+",count"] = float64(m.Histogram.GetSampleCount())
+				out[key+",sum"] = m.Histogram.GetSampleSum()
+			}
+		}
+	}
+	return out
+}
+
+func TestMetrics(t *testing.T) {
+	f := newFake(t, Config{})
+	f.uefiBoot(macA, "10.0.0.10")
+	f.dora(macB, ipxe)
+	f.dora(macB, uefi) // restart: macB's first boot failed
+	got := scrape(t, f.r)
+	for _, tc := range []struct {
+		series string
+		want   float64
+	}{
+		{"bootfleet_dhcp_requests_total,type=discover", 5},
+		{"bootfleet_dhcp_requests_total,type=request", 5},
+		{"bootfleet_transfers_total,proto=tftp,result=ok", 1},
+		{"bootfleet_tftp_size_probes_total", 1},
+		{"bootfleet_tftp_retransmits_total", 4},
+		{"bootfleet_transfers_total,proto=http,result=ok", 2},
+		{"bootfleet_transfer_bytes_total,proto=http", 28_000_000},
+		{"bootfleet_transfer_bytes_total,proto=tftp", 1_000_000},
+		{"bootfleet_transfers_active,proto=http", 0},
+		{"bootfleet_boots_started_total", 3},
+		{"bootfleet_boots_completed_total", 1},
+		{"bootfleet_boots_failed_total", 1},
+		{"bootfleet_boot_duration_seconds,count", 1},
+		{"bootfleet_boot_duration_seconds,sum", 40},
+	} {
+		t.Run(tc.series, func(t *testing.T) {
+			if v, ok := got[tc.series]; !ok || v != tc.want {
+				t.Errorf("%s = %v (present %v), want %v", tc.series, v, ok, tc.want)
+			}
+		})
+	}
+}

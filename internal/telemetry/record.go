@@ -1,0 +1,170 @@
+package telemetry
+
+import (
+	"net"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Boot states.
+const (
+	StateBooting  = "booting"  // DHCP seen, DoneURL not yet called
+	StateComplete = "complete" // the OS called its DoneURL
+	StateFailed   = "failed"   // superseded by a new boot, or open longer than StaleAfter
+)
+
+// Boot is one machine's boot as the API and CLI see it. Times are UTC.
+type Boot struct {
+	ID         string         `json:"id"`
+	MAC        string         `json:"mac"`
+	Start      time.Time      `json:"start"`
+	End        *time.Time     `json:"end,omitempty"`
+	State      string         `json:"state"`
+	Reason     string         `json:"reason,omitempty"` // why a boot failed
+	DHCP       []DHCPExchange `json:"dhcp"`
+	Transfers  []Transfer     `json:"transfers"`
+	Milestones []Milestone    `json:"milestones"`
+	Summary    Summary        `json:"summary"`
+	Phases     []Phase        `json:"phases"`
+}
+
+// DHCPExchange is one DHCP packet the server handled for the machine.
+type DHCPExchange struct {
+	Time   time.Time `json:"time"`
+	Type   string    `json:"type"`   // DISCOVER, REQUEST, ...
+	Client string    `json:"client"` // firmware as pxe.Client names it: uefi-x64, ipxe-bios, os
+}
+
+// Transfer is one file the machine downloaded.
+type Transfer struct {
+	Proto       string    `json:"proto"` // tftp or http
+	Name        string    `json:"name"`
+	Remote      string    `json:"remote"`
+	Bytes       int64     `json:"bytes"`
+	Start       time.Time `json:"start"`
+	End         time.Time `json:"end"`
+	Seconds     float64   `json:"seconds"`
+	MBps        float64   `json:"mbps"`                  // 1e6 bytes per second
+	BlockSize   int       `json:"blksize,omitempty"`     // TFTP only
+	WindowSize  int       `json:"windowsize,omitempty"`  // TFTP only
+	Retransmits int       `json:"retransmits,omitempty"` // TFTP only
+	Err         string    `json:"error,omitempty"`
+}
+
+// Milestone is a point the client reported, e.g. "ipxe-script" when iPXE
+// fetched its script, or a name the OS sent to /milestone/{mac}/{name}.
+type Milestone struct {
+	Time time.Time `json:"time"`
+	Name string    `json:"name"`
+}
+
+// Summary is the row `bootfleet boots` prints.
+type Summary struct {
+	// DHCPSeconds adds up the DHCP phases: for each client stage
+	// (firmware, iPXE, OS), its first packet to its last.
+	DHCPSeconds float64 `json:"dhcp_seconds"`
+	// DownloadSeconds is the time during which at least one transfer ran.
+	DownloadSeconds float64 `json:"download_seconds"`
+	DownloadBytes   int64   `json:"download_bytes"`
+	DownloadMBps    float64 `json:"download_mbps"`
+	// TotalSeconds is first DHCP packet to DoneURL; 0 until complete.
+	TotalSeconds float64 `json:"total_seconds"`
+}
+
+// Phase is one bar of the timeline.
+type Phase struct {
+	Name   string    `json:"name"` // "dhcp uefi-x64", "tftp ipxe.efi", "milestone ipxe-script", "boot complete"
+	Kind   string    `json:"kind"` // dhcp, tftp, http, milestone, complete
+	Start  time.Time `json:"start"`
+	End    time.Time `json:"end"`
+	Offset float64   `json:"offset_seconds"` // Start relative to the boot's start
+	Secs   float64   `json:"seconds"`
+	Bytes  int64     `json:"bytes,omitempty"`
+	MBps   float64   `json:"mbps,omitempty"`
+	Detail string    `json:"detail,omitempty"` // TFTP options and retransmissions, transfer errors
+}
+
+// bootID names a boot in URLs: the MAC's hex digits and the start in Unix
+// milliseconds, e.g. 525400123456-1767225600000.
+func bootID(mac net.HardwareAddr, start time.Time) string {
+	return strings.ReplaceAll(mac.String(), ":", "") + "-" + strconv.FormatInt(start.UnixMilli(), 10)
+}
+
+func mbps(bytes int64, d time.Duration) float64 {
+	if d <= 0 {
+		return 0
+	}
+	return round2(float64(bytes) / d.Seconds() / 1e6)
+}
+
+func round2(f float64) float64 { return float64(int64(f*100+0.5)) / 100 }
+
+func secs(d time.Duration) float64 { return round2(d.Seconds()) }
+
+// derive fills in Summary and Phases from the raw record.
+func (b *Boot) derive() {
+	b.Phases = b.Phases[:0]
+	// Consecutive packets from the same client stage are one DHCP phase.
+	for i := 0; i < len(b.DHCP); {
+		j := i
+		for j+1 < len(b.DHCP) && b.DHCP[j+1].Client == b.DHCP[i].Client {
+			j++
+		}
+		b.Phases = append(b.Phases, b.phase("dhcp "+b.DHCP[i].Client, "dhcp", b.DHCP[i].Time, b.DHCP[j].Time, 0))
+		b.Summary.DHCPSeconds += b.DHCP[j].Time.Sub(b.DHCP[i].Time).Seconds()
+		i = j + 1
+	}
+	b.Summary.DHCPSeconds = round2(b.Summary.DHCPSeconds)
+	type span struct{ s, e time.Time }
+	var spans []span
+	for _, t := range b.Transfers {
+		p := b.phase(t.Proto+" "+t.Name, t.Proto, t.Start, t.End, t.Bytes)
+		if t.Proto == "tftp" {
+			p.Detail = "blksize=" + strconv.Itoa(t.BlockSize) + " windowsize=" + strconv.Itoa(t.WindowSize) +
+				" retransmits=" + strconv.Itoa(t.Retransmits)
+		}
+		if t.Err != "" {
+			p.Detail = strings.TrimSpace(p.Detail + " error: " + t.Err)
+		}
+		b.Phases = append(b.Phases, p)
+		b.Summary.DownloadBytes += t.Bytes
+		spans = append(spans, span{t.Start, t.End})
+	}
+	// Union of the transfer intervals, so parallel downloads are not
+	// counted twice.
+	sort.Slice(spans, func(i, j int) bool { return spans[i].s.Before(spans[j].s) })
+	var busy time.Duration
+	for i := 0; i < len(spans); {
+		s, e := spans[i].s, spans[i].e
+		for i++; i < len(spans) && !spans[i].s.After(e); i++ {
+			if spans[i].e.After(e) {
+				e = spans[i].e
+			}
+		}
+		busy += e.Sub(s)
+	}
+	b.Summary.DownloadSeconds = secs(busy)
+	b.Summary.DownloadMBps = mbps(b.Summary.DownloadBytes, busy)
+	for _, m := range b.Milestones {
+		b.Phases = append(b.Phases, b.phase("milestone "+m.Name, "milestone", m.Time, m.Time, 0))
+	}
+	if b.State == StateComplete && b.End != nil {
+		b.Summary.TotalSeconds = secs(b.End.Sub(b.Start))
+		b.Phases = append(b.Phases, b.phase("boot complete", "complete", *b.End, *b.End, 0))
+	}
+	// By start; at the same instant a point (milestone) before a bar.
+	sort.SliceStable(b.Phases, func(i, j int) bool {
+		pi, pj := b.Phases[i], b.Phases[j]
+		if !pi.Start.Equal(pj.Start) {
+			return pi.Start.Before(pj.Start)
+		}
+		return pi.End.Before(pj.End)
+	})
+}
+
+func (b *Boot) phase(name, kind string, start, end time.Time, bytes int64) Phase {
+	return Phase{Name: name, Kind: kind, Start: start, End: end, Offset: secs(start.Sub(b.Start)),
+		Secs: secs(end.Sub(start)), Bytes: bytes, MBps: mbps(bytes, end.Sub(start))}
+}

@@ -1,0 +1,243 @@
+// bootfleet dashboard: polls the REST API every 2 s. No dependencies.
+"use strict";
+const API = "/api/v1";
+const $ = (s) => document.querySelector(s);
+let selected = null; // boot ID shown in the timeline
+let profiles = [];
+
+function token() { return localStorage.getItem("bootfleet-token") || ""; }
+
+async function call(method, path, body) {
+  const h = {};
+  if (token()) h["Authorization"] = "Bearer " + token();
+  if (body !== undefined) h["Content-Type"] = "application/json";
+  const r = await fetch(API + path, { method, headers: h, body: body === undefined ? undefined : JSON.stringify(body) });
+  let data = null;
+  try { data = await r.json(); } catch (e) { /* empty body */ }
+  if (!r.ok) {
+    const err = new Error((data && data.error) || r.status + " " + r.statusText);
+    err.status = r.status;
+    throw err;
+  }
+  return data;
+}
+
+function banner(id, text) {
+  const el = $(id);
+  el.textContent = text || "";
+  el.hidden = !text;
+}
+
+function el(tag, text, cls) {
+  const e = document.createElement(tag);
+  if (text !== undefined && text !== null) e.textContent = text;
+  if (cls) e.className = cls;
+  return e;
+}
+
+function fmtTime(s) {
+  if (!s) return "-";
+  return new Date(s).toLocaleString();
+}
+function secs(v) { return v ? v.toFixed(2) + " s" : "-"; }
+function bytes(n) {
+  if (!n) return "-";
+  if (n < 1024) return n + " B";
+  if (n < 1048576) return (n / 1024).toFixed(1) + " KiB";
+  return (n / 1048576).toFixed(1) + " MiB";
+}
+
+async function refresh() {
+  let machines, boots;
+  try {
+    [machines, boots] = await Promise.all([call("GET", "/machines"), call("GET", "/boots?limit=500")]);
+  } catch (e) {
+    if (e.status === 401) {
+      banner("#auth", token()
+        ? "The API token was refused: " + e.message + ". Paste the current token from the server's data directory (api-token)."
+        : "API token required: this server does not open reads (api.open_reads is false). Paste the token from the server's data directory (api-token) above.");
+    } else {
+      banner("#auth", "Cannot reach the API: " + e.message);
+    }
+    return;
+  }
+  banner("#auth", "");
+  if (!profiles.length) {
+    try { profiles = ((await call("GET", "/profiles")).profiles || []).map((p) => p.name); } catch (e) { /* names only */ }
+  }
+  const list = boots.boots || [];
+  renderFleet(machines.machines || [], list);
+  renderBoots(list);
+  renderStorm(list);
+  if (selected) {
+    const b = list.find((x) => x.id === selected);
+    if (b) renderTimeline(b);
+  } else if (list.length) {
+    selected = list[0].id;
+    renderTimeline(list[0]);
+  }
+  $("#updated").textContent = "updated " + new Date().toLocaleTimeString();
+}
+
+function renderFleet(machines, boots) {
+  const latest = {};
+  for (const b of boots) if (!latest[b.mac]) latest[b.mac] = b; // newest first
+  const tb = $("#fleet tbody");
+  // Keep a row whose profile menu is open, so polling does not close it.
+  if (tb.contains(document.activeElement) && document.activeElement.tagName === "SELECT") return;
+  tb.replaceChildren();
+  for (const m of machines) {
+    const tr = el("tr");
+    tr.dataset.mac = m.mac;
+    tr.append(el("td", m.name ? m.name + " (" + m.mac + ")" : m.mac));
+    const sel = el("select");
+    sel.setAttribute("aria-label", "profile of " + m.mac);
+    for (const p of new Set([m.profile || "", ...profiles])) {
+      const o = el("option", p || "(default)");
+      o.value = p;
+      sel.append(o);
+    }
+    sel.value = m.profile || "";
+    const ptd = el("td");
+    ptd.append(sel);
+    tr.append(ptd);
+    tr.append(el("td", m.state || "-", "state-" + (m.state || "")));
+    tr.append(el("td", fmtTime(m.last_boot)));
+    const b = latest[m.mac];
+    tr.append(el("td", b ? (b.state === "complete" ? secs(b.summary.total_seconds) : b.state) : "-"));
+    const act = el("td");
+    const apply = el("button", "Set profile");
+    apply.onclick = () => action(() => call("PATCH", "/machines/" + encodeURIComponent(m.mac), { profile: sel.value }),
+      "Profile of " + m.mac + " set to " + (sel.value || "(default)") + "; it applies from the next boot.");
+    const reset = el("button", "Reset overlay");
+    reset.onclick = () => action(() => call("POST", "/machines/" + encodeURIComponent(m.mac) + "/reset-overlay"),
+      "Overlay of " + m.mac + " reset.");
+    act.append(apply, " ", reset);
+    tr.append(act);
+    tb.append(tr);
+  }
+}
+
+async function action(fn, ok) {
+  if (!token()) {
+    banner("#msg", "");
+    banner("#auth", "Actions need the API token: paste it from the server's data directory (api-token) above, then try again.");
+    return;
+  }
+  try {
+    await fn();
+    banner("#msg", ok);
+    refresh();
+  } catch (e) {
+    let text = "Failed: " + e.message;
+    if (e.status === 401) text = "The API token was refused: " + e.message;
+    if (e.status === 404 && /no API endpoint/.test(e.message)) text = "This server has no overlay reset yet (" + e.message + ").";
+    banner("#msg", text);
+  }
+}
+
+function renderBoots(boots) {
+  const tb = $("#boots tbody");
+  tb.replaceChildren();
+  for (const b of boots.slice(0, 50)) {
+    const tr = el("tr");
+    tr.dataset.id = b.id;
+    if (b.id === selected) tr.className = "selected";
+    const s = b.summary;
+    tr.append(el("td", b.mac), el("td", fmtTime(b.start)), el("td", b.state, "state-" + b.state),
+      el("td", secs(s.dhcp_seconds)), el("td", secs(s.download_seconds) + " / " + bytes(s.download_bytes)),
+      el("td", s.download_bytes ? s.download_mbps.toFixed(2) : "-"),
+      el("td", b.state === "complete" ? secs(s.total_seconds) : b.state));
+    tr.onclick = () => { selected = b.id; renderTimeline(b); renderBoots(boots); };
+    tb.append(tr);
+  }
+}
+
+function renderTimeline(b) {
+  const box = $("#timeline");
+  box.dataset.boot = b.id;
+  box.dataset.mac = b.mac;
+  $("#tl-title").textContent = b.mac + ", " + fmtTime(b.start) + ", " + b.state + (b.reason ? " (" + b.reason + ")" : "");
+  const end = b.phases.reduce((m, p) => Math.max(m, p.offset_seconds + p.seconds), 0) || 1;
+  box.replaceChildren();
+  for (const p of b.phases) {
+    const row = el("div", null, "row");
+    // Profile files carry their server path; the base name reads better.
+    const label = el("div", "+" + p.offset_seconds.toFixed(2) + "s " + p.name.replace(/ \S*\//, " "), "label");
+    label.title = p.name;
+    row.append(label);
+    const track = el("div", null, "track");
+    const bar = el("div", null, "bar " + p.kind);
+    bar.dataset.phase = p.name;
+    bar.style.left = (100 * p.offset_seconds / end) + "%";
+    if (p.kind !== "milestone" && p.kind !== "complete") bar.style.width = (100 * p.seconds / end) + "%";
+    bar.title = p.name + ": " + p.seconds.toFixed(2) + " s" + (p.bytes ? ", " + bytes(p.bytes) + ", " + p.mbps.toFixed(2) + " MB/s" : "");
+    track.append(bar);
+    row.append(track);
+    let info = p.kind === "milestone" || p.kind === "complete" ? "" : p.seconds.toFixed(2) + " s";
+    if (p.bytes) info += ", " + bytes(p.bytes) + ", " + p.mbps.toFixed(2) + " MB/s";
+    row.append(el("div", info, "info"));
+    box.append(row);
+  }
+}
+
+// The storm view: completed boots over time, and bytes served per second
+// (each transfer's bytes spread evenly over its duration).
+function renderStorm(boots) {
+  const done = boots.filter((b) => b.state === "complete" && b.end).map((b) => Date.parse(b.end)).sort((a, b) => a - b);
+  const starts = boots.map((b) => Date.parse(b.start));
+  const t0 = Math.min(...starts, ...done);
+  const booted = done.map((t, i) => [(t - t0) / 1000, i + 1]);
+  if (booted.length) booted.unshift([0, 0]);
+  const buckets = new Map();
+  for (const b of boots) {
+    for (const t of b.transfers) {
+      const s = (Date.parse(t.start) - t0) / 1000, e = Math.max((Date.parse(t.end) - t0) / 1000, s + 0.001);
+      const rate = t.bytes / (e - s);
+      for (let sec = Math.floor(s); sec < e; sec++) {
+        const overlap = Math.min(e, sec + 1) - Math.max(s, sec);
+        buckets.set(sec, (buckets.get(sec) || 0) + rate * overlap);
+      }
+    }
+  }
+  const secsList = [...buckets.keys()].sort((a, b) => a - b);
+  const tp = [];
+  if (secsList.length) {
+    for (let sec = secsList[0]; sec <= secsList[secsList.length - 1] + 1; sec++) tp.push([sec, (buckets.get(sec) || 0) / 1e6]);
+  }
+  plot($("#booted"), booted, "s", "machines", true);
+  plot($("#throughput"), tp, "s", "MB/s", false);
+}
+
+function plot(cv, pts, xunit, yunit, steps) {
+  const g = cv.getContext("2d"), W = cv.width, H = cv.height, L = 44, B = 22;
+  g.clearRect(0, 0, W, H);
+  g.fillStyle = "#556"; g.font = "11px system-ui";
+  if (!pts.length) { g.fillText("no data yet", W / 2 - 30, H / 2); return; }
+  const xmax = Math.max(...pts.map((p) => p[0]), 1), ymax = Math.max(...pts.map((p) => p[1]), 1) * 1.1;
+  const X = (x) => L + (W - L - 8) * x / xmax, Y = (y) => H - B - (H - B - 8) * y / ymax;
+  g.strokeStyle = "#ccd"; g.beginPath(); g.moveTo(L, 4); g.lineTo(L, H - B); g.lineTo(W - 4, H - B); g.stroke();
+  g.fillText(ymax.toFixed(ymax < 10 ? 1 : 0) + " " + yunit, 2, 12);
+  g.fillText("0", L - 10, H - B);
+  g.fillText(xmax.toFixed(0) + " " + xunit, W - 40, H - 6);
+  g.strokeStyle = "#1d6fb8"; g.lineWidth = 2; g.beginPath();
+  pts.forEach((p, i) => {
+    if (i === 0) { g.moveTo(X(p[0]), Y(p[1])); return; }
+    if (steps) g.lineTo(X(p[0]), Y(pts[i - 1][1]));
+    g.lineTo(X(p[0]), Y(p[1]));
+  });
+  g.stroke();
+}
+
+$("#tokenform").onsubmit = (ev) => {
+  ev.preventDefault();
+  const v = $("#token").value.trim();
+  if (v) localStorage.setItem("bootfleet-token", v);
+  $("#token").value = "";
+  $("#token").placeholder = v ? "token saved" : "contents of DATA/api-token";
+  refresh();
+};
+$("#forget").onclick = () => { localStorage.removeItem("bootfleet-token"); $("#token").placeholder = "contents of DATA/api-token"; refresh(); };
+if (token()) $("#token").placeholder = "token saved";
+refresh();
+setInterval(refresh, 2000);
