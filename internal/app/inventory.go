@@ -175,6 +175,33 @@ func (a leaseAdapter) Put(ctx context.Context, l dhcp.Lease) error {
 	return a.s.PutLease(ctx, inventory.Lease{MAC: l.MAC, IP: l.IP, Expiry: l.Expiry})
 }
 
+// PutBatch implements dhcp.BatchStore: one transaction for all, when the
+// store can (SQLite and PostgreSQL both can), so concurrent REQUESTs share
+// one commit.
+func (a leaseAdapter) PutBatch(ctx context.Context, ls []dhcp.Lease) []error {
+	errs := make([]error, len(ls))
+	b, ok := a.s.(inventory.LeaseBatcher)
+	if !ok {
+		for i, l := range ls {
+			errs[i] = a.Put(ctx, l)
+		}
+		return errs
+	}
+	in := make([]inventory.Lease, len(ls))
+	for i, l := range ls {
+		in[i] = inventory.Lease{MAC: l.MAC, IP: l.IP, Expiry: l.Expiry}
+	}
+	each, err := b.PutLeases(ctx, in)
+	for i := range errs {
+		if err != nil {
+			errs[i] = err
+		} else {
+			errs[i] = each[i]
+		}
+	}
+	return errs
+}
+
 func (a leaseAdapter) Delete(ctx context.Context, mac net.HardwareAddr) error {
 	return a.s.DeleteLease(ctx, mac)
 }
@@ -217,12 +244,22 @@ func (inv *Inventory) Run(ctx context.Context) error {
 		defer t.Stop()
 		tick = t.C
 	}
+	d := discoveries{view: inv.view, pending: map[string]net.HardwareAddr{}}
+	b := backlog{queued: map[string]bool{}}
 	for {
 		select {
 		case <-ctx.Done():
 			return nil
 		case s := <-inv.seen:
-			inv.record(ctx, s)
+			if d.pending[s.mac.String()] == nil { // else recorded, not yet in the view
+				b.push(s)
+			}
+		case <-b.ready(time.Now()):
+			if s := b.pop(time.Now()); inv.record(ctx, s) {
+				d.add(s.mac, time.Now())
+			}
+		case <-d.timer:
+			d.flush(time.Now())
 		case <-tick:
 			if err := inv.Refresh(ctx); err != nil && ctx.Err() == nil {
 				inv.log.Warn("reload fleet view", "err", err)
@@ -231,32 +268,35 @@ func (inv *Inventory) Run(ctx context.Context) error {
 	}
 }
 
-// record notes one DHCPDISCOVER. Store errors are logged, never fatal: the
-// boot itself goes on from the in-memory view.
-func (inv *Inventory) record(ctx context.Context, s sighting) {
-	if _, known := inv.view.Machine(s.mac); known {
-		err := inv.store.SetStatus(ctx, s.mac, inventory.StateBooting, s.at, nil)
+// record notes one DHCPDISCOVER and reports whether it created a
+// discovered machine, which the caller adds to the view. Store errors are
+// logged, never fatal: the boot itself goes on from the in-memory view.
+func (inv *Inventory) record(ctx context.Context, s sighting) bool {
+	if m, known := inv.view.Machine(s.mac); known {
+		st := inventory.StateBooting
+		if !m.Enrolled {
+			st = inventory.StateDiscovered // stays listed as discovered until an admin enrolls it
+		}
+		err := inv.store.SetStatus(ctx, s.mac, st, s.at, nil)
 		if err != nil && !errors.Is(err, inventory.ErrNotFound) {
 			inv.log.Warn("record boot start", "mac", s.mac.String(), "err", err)
 		}
-		return
+		return false
 	}
 	if !inv.opts.Discover {
-		return
+		return false
 	}
 	_, err := inv.store.CreateMachine(ctx, inventory.Machine{MAC: s.mac, State: inventory.StateDiscovered, LastBoot: s.at})
 	if errors.Is(err, inventory.ErrConflict) {
-		return // another server of the fleet got there first
+		return false // another server of the fleet got there first; its Refresh brings it
 	}
 	if err != nil {
 		inv.log.Warn("record discovered machine", "mac", s.mac.String(), "err", err)
-		return
+		return false
 	}
 	inv.log.Info("discovered machine", "mac", s.mac.String(), "hint", "enroll it with: bootfleet machine set "+s.mac.String()+" --profile NAME")
 	inv.store.AddEvent(ctx, inventory.Event{Time: s.at, MAC: s.mac, Kind: "discovered"})
-	if err := inv.Refresh(ctx); err != nil {
-		inv.log.Warn("refresh fleet view", "err", err)
-	}
+	return true
 }
 
 // BootClock wraps clock so a completed boot also marks the machine booted
@@ -277,7 +317,12 @@ func (b bootClock) Complete(mac net.HardwareAddr) (time.Duration, bool) {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
 		now := time.Now()
-		err := b.inv.store.SetStatus(ctx, mac, inventory.StateBooted, now, nil)
+		st := inventory.StateBooted
+		if m, ok := b.inv.view.Machine(mac); ok && !m.Enrolled {
+			st = inventory.StateDiscovered
+		}
+		// A zero time keeps last_boot, which is when this boot started.
+		err := b.inv.store.SetStatus(ctx, mac, st, time.Time{}, nil)
 		if err != nil && !errors.Is(err, inventory.ErrNotFound) {
 			b.inv.log.Warn("record boot complete", "mac", mac.String(), "err", err)
 		}

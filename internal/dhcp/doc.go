@@ -10,8 +10,11 @@
 //     choosing where a reply goes (broadcast, unicast, relay);
 //   - policy (policy.go, proxy.go): pure functions from a request to a reply,
 //     using [pxe.Detect] and [pxe.PlanFor] for the boot options;
-//   - leases (alloc.go, leasestore.go): the address allocator and the
-//     [LeaseStore] it persists through before any ACK leaves the server.
+//   - leases (alloc.go, pool.go, groupcommit.go, leasestore.go): the address
+//     allocator and the [LeaseStore] it persists through before any ACK
+//     leaves the server. Packets are handled by a pool of workers, so the
+//     leases of concurrent REQUESTs share one commit when the store is a
+//     [BatchStore].
 //
 // Bad or foreign packets are dropped with a Debug log line; a panic while
 // handling one packet is recovered and logged, and the server keeps serving.

@@ -121,6 +121,9 @@ func (s *Server) handleFull(ctx context.Context, r request) (*dhcpv4.DHCPv4, str
 			s.log.Info("dhcp nak", "mac", mac.String(), "ip", ip, "reason", err)
 			return s.nak(r, err.Error()), ""
 		}
+		if errors.Is(err, errBusy) {
+			return nil, err.Error() // a retransmission of a REQUEST being committed
+		}
 		if err != nil {
 			s.log.Error("dhcp lease not saved, not acknowledging", "mac", mac.String(), "ip", ip, "err", err,
 				"fix", "check that the data directory is writable and the disk not full")

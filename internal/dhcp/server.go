@@ -119,9 +119,35 @@ func (s *Server) Run(ctx context.Context) error {
 	return err
 }
 
-// serve reads packets until the socket is closed. Packets are handled one at
-// a time: DHCP is a trickle, and it keeps lease decisions ordered.
+// workers is how many packets are handled at once. A REQUEST waits for its
+// lease to be durable (an fsync); while it waits, other packets are decoded
+// and answered, and their leases join the same group commit. The allocator
+// keeps lease decisions consistent whatever the order.
+const workers = 256
+
+// serve reads packets until the socket is closed and hands them to a pool
+// of workers. When all are busy it stops reading, and the socket buffer
+// absorbs (or the kernel drops) the excess: clients retransmit.
 func (s *Server) serve(ctx context.Context, c *net.UDPConn, bs bool) error {
+	type packet struct {
+		b    []byte
+		peer *net.UDPAddr
+	}
+	ch := make(chan packet, workers)
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for p := range ch {
+				s.handlePacket(ctx, c, p.b, p.peer, bs)
+			}
+		}()
+	}
+	defer func() {
+		close(ch)
+		wg.Wait()
+	}()
 	buf := make([]byte, 4096)
 	for {
 		n, peer, err := c.ReadFromUDP(buf)
@@ -131,7 +157,7 @@ func (s *Server) serve(ctx context.Context, c *net.UDPConn, bs bool) error {
 			}
 			return fmt.Errorf("dhcp: read on %s: %w", s.cfg.Interface, err)
 		}
-		s.handlePacket(ctx, c, buf[:n], peer, bs)
+		ch <- packet{b: append([]byte(nil), buf[:n]...), peer: peer}
 	}
 }
 

@@ -3,6 +3,7 @@ package fleet
 import (
 	"fmt"
 	"net"
+	"sync"
 	"sync/atomic"
 
 	"github.com/bootfleet/bootfleet/internal/config"
@@ -27,10 +28,35 @@ type Target struct {
 	Spec    config.Profile
 }
 
+// hwKey is a MAC as a map key. DHCP looks machines up for every packet, so
+// keys are fixed-size values: no string formatting, no allocation per lookup.
+// 20 bytes holds every hardware address net.ParseMAC accepts (InfiniBand).
+type hwKey struct {
+	n uint8
+	b [20]byte
+}
+
+func keyOf(mac net.HardwareAddr) (k hwKey, ok bool) {
+	if len(mac) > len(k.b) {
+		return k, false
+	}
+	k.n = uint8(len(mac))
+	copy(k.b[:], mac)
+	return k, true
+}
+
+func ipKey(ip net.IP) (k [4]byte, ok bool) {
+	ip4 := ip.To4()
+	if ip4 == nil {
+		return k, false
+	}
+	return [4]byte(ip4), true
+}
+
 // snapshot is immutable once published.
 type snapshot struct {
-	machines       map[string]Machine // key: MAC string
-	reserved       map[string]Machine // key: reserved IP string
+	machines       map[hwKey]Machine
+	reserved       map[[4]byte]Machine // key: reserved IPv4 address
 	profiles       map[string]config.Profile
 	defaultProfile string // for listed machines without a profile
 	unknownProfile string // for machines nobody enrolled: discovered or never seen
@@ -39,6 +65,7 @@ type snapshot struct {
 // View answers lookups from the current snapshot.
 type View struct {
 	cur atomic.Pointer[snapshot]
+	mu  sync.Mutex // serializes writers; readers only load cur
 }
 
 // FromConfig builds a view from the machines and profiles of c.
@@ -53,8 +80,8 @@ func FromConfig(c *config.Config) (*View, error) {
 // Apply replaces the view's contents with what c says.
 func (v *View) Apply(c *config.Config) error {
 	s := &snapshot{
-		machines:       make(map[string]Machine, len(c.Machines)),
-		reserved:       map[string]Machine{},
+		machines:       make(map[hwKey]Machine, len(c.Machines)),
+		reserved:       map[[4]byte]Machine{},
 		profiles:       make(map[string]config.Profile, len(c.Profiles)),
 		defaultProfile: c.DefaultProfile,
 		unknownProfile: c.DefaultProfile,
@@ -77,18 +104,58 @@ func (v *View) Apply(c *config.Config) error {
 		if m.IP != "" {
 			ip = net.ParseIP(m.IP).To4()
 		}
-		s.machines[hw.String()] = Machine{MAC: hw, Name: m.Name, Profile: m.Profile, IP: ip, Enrolled: !m.Discovered}
-		if ip != nil {
-			s.reserved[ip.String()] = s.machines[hw.String()]
+		k, ok := keyOf(hw)
+		if !ok {
+			return fmt.Errorf("machines[%d].mac: %v is longer than 20 bytes", i, hw)
+		}
+		s.machines[k] = Machine{MAC: hw, Name: m.Name, Profile: m.Profile, IP: ip, Enrolled: !m.Discovered}
+		if ipk, ok := ipKey(ip); ok {
+			s.reserved[ipk] = s.machines[k]
 		}
 	}
+	v.mu.Lock()
 	v.cur.Store(s)
+	v.mu.Unlock()
 	return nil
+}
+
+// AddDiscovered adds machines that booted unasked (not enrolled, no name,
+// no profile) without a reload from the store. MACs already in the view are
+// left alone. It copies the snapshot once per call, so callers with many
+// new machines should batch them.
+func (v *View) AddDiscovered(macs ...net.HardwareAddr) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	old := v.cur.Load()
+	var added []hwKey
+	for _, mac := range macs {
+		if k, ok := keyOf(mac); ok {
+			if _, known := old.machines[k]; !known {
+				added = append(added, k)
+			}
+		}
+	}
+	if len(added) == 0 {
+		return
+	}
+	s := *old
+	s.machines = make(map[hwKey]Machine, len(old.machines)+len(added))
+	for k, m := range old.machines {
+		s.machines[k] = m
+	}
+	for _, k := range added {
+		s.machines[k] = Machine{MAC: append(net.HardwareAddr(nil), k.b[:k.n]...)}
+	}
+	v.cur.Store(&s)
 }
 
 // Machine returns the listed machine with this MAC.
 func (v *View) Machine(mac net.HardwareAddr) (Machine, bool) {
-	m, ok := v.cur.Load().machines[mac.String()]
+	k, ok := keyOf(mac)
+	if !ok {
+		return Machine{}, false
+	}
+	m, ok := v.cur.Load().machines[k]
 	return m, ok
 }
 
@@ -96,7 +163,8 @@ func (v *View) Machine(mac net.HardwareAddr) (Machine, bool) {
 // otherwise the default profile. ok is false when there is nothing to boot.
 func (v *View) Resolve(mac net.HardwareAddr) (Target, bool) {
 	s := v.cur.Load()
-	m, known := s.machines[mac.String()]
+	k, _ := keyOf(mac) // too long: the zero key, which matches no machine
+	m, known := s.machines[k]
 	if !known {
 		m = Machine{MAC: mac}
 	}
@@ -129,7 +197,11 @@ func (v *View) Lookup(mac net.HardwareAddr) (reserved net.IP, boot bool) {
 
 // ReservedFor returns the MAC that ip is reserved for, or nil.
 func (v *View) ReservedFor(ip net.IP) net.HardwareAddr {
-	if m, ok := v.cur.Load().reserved[ip.String()]; ok {
+	k, ok := ipKey(ip)
+	if !ok {
+		return nil
+	}
+	if m, ok := v.cur.Load().reserved[k]; ok {
 		return m.MAC
 	}
 	return nil

@@ -62,6 +62,16 @@ type Leases interface {
 	DeleteLease(ctx context.Context, mac net.HardwareAddr) error
 }
 
+// LeaseBatcher is implemented by stores that can make many leases durable
+// with one commit. DHCP uses it for group commit under load: the leases of
+// concurrent REQUESTs wait on one transaction instead of one fsync each.
+type LeaseBatcher interface {
+	// PutLeases is PutLease for each of ls in one transaction. errs[i] is
+	// ls[i]'s own failure (that lease is not written); err means the
+	// transaction failed and none was written.
+	PutLeases(ctx context.Context, ls []Lease) (errs []error, err error)
+}
+
 // Events is the boot event log.
 type Events interface {
 	// AddEvent appends e; a zero e.Time means now. The MAC need not be a

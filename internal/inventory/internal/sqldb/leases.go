@@ -63,6 +63,37 @@ func (s *Store) PutLease(ctx context.Context, l inventory.Lease) error {
 	})
 }
 
+// PutLeases implements inventory.LeaseBatcher: one transaction, so one
+// commit (one WAL fsync for SQLite) makes them all durable. errs[i] is
+// ls[i]'s own failure (invalid, or its address leased to another MAC), and
+// that lease is not written; err means the transaction failed and none is.
+func (s *Store) PutLeases(ctx context.Context, ls []inventory.Lease) (errs []error, err error) {
+	errs = make([]error, len(ls))
+	err = s.tx(ctx, func(tx *sql.Tx) error {
+		for i, l := range ls {
+			if errs[i] = l.Validate(); errs[i] != nil {
+				continue
+			}
+			var holder string
+			err := tx.QueryRowContext(ctx, s.d.rebind(`SELECT mac FROM leases WHERE ip = ? AND mac <> ?`), l.IP.String(), l.MAC.String()).Scan(&holder)
+			if err == nil {
+				errs[i] = inventory.Conflict("ip", "%s is leased to %s; delete that lease first", l.IP, holder)
+				continue
+			}
+			if !errors.Is(err, sql.ErrNoRows) {
+				return s.dbErr("read lease", err)
+			}
+			if _, err := s.exec(ctx, tx, `INSERT INTO leases (mac, ip, expiry) VALUES (?, ?, ?)
+				ON CONFLICT (mac) DO UPDATE SET ip = excluded.ip, expiry = excluded.expiry`,
+				l.MAC.String(), l.IP.String(), s.d.timeArg(l.Expiry)); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	return errs, err
+}
+
 // DeleteLease implements inventory.Leases.
 func (s *Store) DeleteLease(ctx context.Context, mac net.HardwareAddr) error {
 	return s.tx(ctx, func(tx *sql.Tx) error {
