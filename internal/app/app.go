@@ -84,7 +84,7 @@ func Run(ctx context.Context, c *config.Config, log *slog.Logger) error {
 	}
 
 	if c.DHCP.Mode != "off" {
-		d, err := newDHCP(c, serverIP, baseURL, view, inv, rec.Observer(bootObserver{tracker}), log)
+		d, err := newDHCP(c, serverIP, baseURL, view, inv, rec.Observer(bootObserver{tracker}), rec.DHCPReply, log)
 		if err != nil {
 			httpLn.Close()
 			return err
@@ -168,7 +168,8 @@ func logTransfer(log *slog.Logger) func(tftp.TransferStats) {
 	}
 }
 
-func newDHCP(c *config.Config, serverIP net.IP, baseURL string, view *fleet.View, inv *Inventory, obs dhcp.Observer, log *slog.Logger) (*dhcp.Server, error) {
+func newDHCP(c *config.Config, serverIP net.IP, baseURL string, view *fleet.View, inv *Inventory, obs dhcp.Observer,
+	onReply func(req, reply dhcpv4.MessageType, took time.Duration), log *slog.Logger) (*dhcp.Server, error) {
 	dc := dhcp.Config{
 		Mode:       dhcp.ModeFull,
 		Interface:  c.Interface,
@@ -182,6 +183,7 @@ func newDHCP(c *config.Config, serverIP net.IP, baseURL string, view *fleet.View
 		},
 		Machines: view,
 		Observer: inv.Observer(obs),
+		OnReply:  onReply,
 		Logger:   log,
 	}
 	if c.DHCP.Mode == "proxy" {

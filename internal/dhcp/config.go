@@ -100,6 +100,11 @@ type Config struct {
 	Observer Observer       // optional
 	Logger   *slog.Logger   // default: discard
 
+	// OnReply, if set, is called after each reply is sent, with the
+	// request's and the reply's type and the time from the packet's
+	// arrival to the send, lease commit included. It must not block.
+	OnReply func(req, reply dhcpv4.MessageType, took time.Duration)
+
 	// Port is the DHCP server port; default 67. Tests use a high port. The
 	// PXE boot server port is always Port+3944 (4011 for 67).
 	Port int

@@ -25,8 +25,9 @@ type request struct {
 
 // reply is what the policy decided: a packet and its destination, or nothing.
 type reply struct {
-	msg  *dhcpv4.DHCPv4
-	dest *net.UDPAddr
+	msg     *dhcpv4.DHCPv4
+	dest    *net.UDPAddr
+	reqType dhcpv4.MessageType // of the request answered, for OnReply
 }
 
 // validate rejects packets that are not DHCP requests from an Ethernet

@@ -170,6 +170,7 @@ func (s *Server) handlePacket(ctx context.Context, c *net.UDPConn, b []byte, pee
 				"panic", fmt.Sprint(v), "stack", string(debug.Stack()))
 		}
 	}()
+	start := time.Now()
 	out, why := s.process(ctx, b, peer, bs)
 	if out.msg == nil {
 		s.log.Debug("dhcp packet dropped", "peer", peer, "len", len(b), "reason", why)
@@ -177,6 +178,10 @@ func (s *Server) handlePacket(ctx context.Context, c *net.UDPConn, b []byte, pee
 	}
 	if _, err := c.WriteToUDP(out.msg.ToBytes(), out.dest); err != nil {
 		s.log.Warn("dhcp reply not sent", "mac", out.msg.ClientHWAddr.String(), "dest", out.dest, "err", err)
+		return
+	}
+	if s.cfg.OnReply != nil {
+		s.cfg.OnReply(out.reqType, out.msg.MessageType(), time.Since(start))
 	}
 }
 
@@ -195,5 +200,7 @@ func (s *Server) process(ctx context.Context, b []byte, peer *net.UDPAddr, bs bo
 	if s.cfg.Observer != nil {
 		s.cfg.Observer.DHCPPacket(m.ClientHWAddr, t, c)
 	}
-	return s.handle(ctx, request{msg: m, typ: t, client: c, peer: peer, bsPort: bs})
+	r, why := s.handle(ctx, request{msg: m, typ: t, client: c, peer: peer, bsPort: bs})
+	r.reqType = t
+	return r, why
 }

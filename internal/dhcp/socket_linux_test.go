@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"runtime"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -147,11 +148,21 @@ func TestSocketFullMode(t *testing.T) {
 	ns, cli := testNetns(t, "")
 	leases := t.TempDir() + "/leases.json"
 	var logs syncBuffer
+	var repliesMu sync.Mutex
+	var replies []string
 	startServer(t, ns, Config{
 		Mode: ModeFull, Interface: "bfs0", // ServerIP and Netmask come from the interface
 		RangeStart: net.IPv4(10, 99, 0, 100), RangeEnd: net.IPv4(10, 99, 0, 110),
 		LeaseFile: leases, Plan: pxe.PlanConfig{HTTPBase: "http://10.99.0.1:8080"},
 		Logger: slog.New(slog.NewTextHandler(&logs, nil)),
+		OnReply: func(req, reply dhcpv4.MessageType, took time.Duration) {
+			repliesMu.Lock()
+			defer repliesMu.Unlock()
+			if took <= 0 {
+				t.Errorf("OnReply(%v, %v): latency %v", req, reply, took)
+			}
+			replies = append(replies, req.String()+">"+reply.String())
+		},
 	})
 
 	var c *nclient4.Client
@@ -181,6 +192,11 @@ func TestSocketFullMode(t *testing.T) {
 		if !strings.Contains(logs.String(), want) {
 			t.Errorf("server log lacks %s:\n%s", want, logs.String())
 		}
+	}
+	repliesMu.Lock()
+	defer repliesMu.Unlock()
+	if got := strings.Join(replies, " "); got != "DISCOVER>OFFER REQUEST>ACK" {
+		t.Errorf("OnReply saw %q, want DISCOVER>OFFER REQUEST>ACK", got)
 	}
 }
 

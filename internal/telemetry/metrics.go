@@ -15,13 +15,13 @@ import (
 // metrics are the Prometheus series. Each Recorder has its own registry,
 // so tests and several servers in one process do not collide.
 //
-// Not exported (yet): DHCP reply latency, which needs a hook inside the
-// DHCP server (the Observer only sees the request); active TFTP transfers,
+// Not exported (yet): active TFTP transfers,
 // which needs a start hook in the TFTP server (OnTransfer fires at the
 // end); NBD, which is not wired into the server yet.
 type metrics struct {
 	reg            *prometheus.Registry
-	dhcpByType     [256]prometheus.Counter // resolved once: no label hashing per packet
+	dhcpByType     [256]prometheus.Counter  // resolved once: no label hashing per packet
+	dhcpReply      [256]prometheus.Observer // reply latency by request type, resolved once
 	transfers      *prometheus.CounterVec
 	bytes          *prometheus.CounterVec
 	active         *prometheus.GaugeVec
@@ -41,11 +41,7 @@ func newMetrics() *metrics {
 		Help: "Valid DHCP requests handled, by message type."}, []string{"type"})
 	f(dhcpReqs)
 	for i := range m.dhcpByType {
-		name := strings.ToLower(strings.TrimPrefix(dhcpv4.MessageType(i).String(), "DHCP"))
-		if strings.HasPrefix(name, "unknown") {
-			name = "other"
-		}
-		m.dhcpByType[i] = dhcpReqs.WithLabelValues(name)
+		m.dhcpByType[i] = dhcpReqs.WithLabelValues(dhcpTypeName(dhcpv4.MessageType(i)))
 	}
 	m.transfers = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "bootfleet_transfers_total",
 		Help: "Finished file transfers by protocol (tftp, http) and result (ok, error)."}, []string{"proto", "result"})
@@ -68,6 +64,13 @@ func newMetrics() *metrics {
 	m.bootDuration = prometheus.NewHistogram(prometheus.HistogramOpts{Name: "bootfleet_boot_duration_seconds",
 		Help:    "First DHCP packet to boot complete.",
 		Buckets: []float64{5, 10, 15, 20, 30, 45, 60, 90, 120, 180, 300, 600, 1200}})
+	dhcpReply := prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "bootfleet_dhcp_reply_seconds",
+		Help:    "Time from a DHCP request's arrival to its reply being sent (lease commit included), by request type.",
+		Buckets: []float64{.0001, .00025, .0005, .001, .0025, .005, .01, .025, .05, .1, .25, 1}}, []string{"type"})
+	f(dhcpReply)
+	for i := range m.dhcpReply {
+		m.dhcpReply[i] = dhcpReply.WithLabelValues(dhcpTypeName(dhcpv4.MessageType(i)))
+	}
 	for _, c := range []prometheus.Collector{m.transfers, m.bytes, m.active, m.retransmits, m.sizeProbes,
 		m.unattributed, m.bootsStarted, m.bootsCompleted, m.bootsFailed, m.bootDuration,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{})} {
@@ -107,4 +110,14 @@ func (m *metrics) tftp(st tftp.TransferStats) {
 // Handler serves the metrics in the Prometheus text format, for /metrics.
 func (r *Recorder) Handler() http.Handler {
 	return promhttp.HandlerFor(r.m.reg, promhttp.HandlerOpts{})
+}
+
+// dhcpTypeName is the metric label for a DHCP message type: "discover",
+// "request", ..., or "other" for types DHCP does not define.
+func dhcpTypeName(t dhcpv4.MessageType) string {
+	name := strings.ToLower(strings.TrimPrefix(t.String(), "DHCP"))
+	if strings.HasPrefix(name, "unknown") {
+		return "other"
+	}
+	return name
 }

@@ -3,7 +3,9 @@ package telemetry
 import (
 	"net/http/httptest"
 	"testing"
+	"time"
 
+	"github.com/insomniacslk/dhcp/dhcpv4"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 )
@@ -48,6 +50,9 @@ func TestMetrics(t *testing.T) {
 	f.uefiBoot(macA, "10.0.0.10")
 	f.dora(macB, ipxe)
 	f.dora(macB, uefi) // restart: macB's first boot failed
+	f.r.DHCPReply(dhcpv4.MessageTypeRequest, dhcpv4.MessageTypeAck, 3*time.Millisecond)
+	f.r.DHCPReply(dhcpv4.MessageTypeRequest, dhcpv4.MessageTypeAck, 5*time.Millisecond)
+	f.r.DHCPReply(dhcpv4.MessageTypeDiscover, dhcpv4.MessageTypeOffer, time.Millisecond)
 	got := scrape(t, f.r)
 	for _, tc := range []struct {
 		series string
@@ -67,6 +72,9 @@ func TestMetrics(t *testing.T) {
 		{"bootfleet_boots_failed_total", 1},
 		{"bootfleet_boot_duration_seconds,count", 1},
 		{"bootfleet_boot_duration_seconds,sum", 40},
+		{"bootfleet_dhcp_reply_seconds,type=request,count", 2},
+		{"bootfleet_dhcp_reply_seconds,type=request,sum", 0.008},
+		{"bootfleet_dhcp_reply_seconds,type=discover,count", 1},
 	} {
 		t.Run(tc.series, func(t *testing.T) {
 			if v, ok := got[tc.series]; !ok || v != tc.want {

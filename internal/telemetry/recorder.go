@@ -340,3 +340,9 @@ func hostOf(addr string) string {
 	}
 	return addr
 }
+
+// DHCPReply records how long the server took to answer a request; it fits
+// dhcp.Config.OnReply.
+func (r *Recorder) DHCPReply(req, _ dhcpv4.MessageType, took time.Duration) {
+	r.m.dhcpReply[req].Observe(took.Seconds())
+}
