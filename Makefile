@@ -32,10 +32,12 @@ e2e: deps build
 demo: deps build
 	scripts/demo.sh
 
-# TFTP/HTTP (BENCHMARKS.md) then DHCP DORA (BENCHMARKS-dhcp.md).
+# TFTP/HTTP (BENCHMARKS.md), DHCP DORA (BENCHMARKS-dhcp.md), telemetry
+# on vs off (BENCHMARKS-telemetry.md).
 bench: deps build
 	scripts/bench.sh
 	scripts/bench-dhcp.sh
+	scripts/bench-telemetry.sh
 
 # Runs every fuzz target for FUZZTIME each (default 30s).
 FUZZTIME ?= 30s

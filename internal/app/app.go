@@ -58,9 +58,10 @@ func Run(ctx context.Context, c *config.Config, log *slog.Logger) error {
 	baseURL := "http://" + net.JoinHostPort(serverIP.String(), portOf(httpLn.Addr()))
 
 	rec := telemetry.New(telemetry.Config{})
+	taps := telemetryTaps(c, rec, tracker, log)
 	front, err := frontHandler(c, rec, inv, httpboot.New(httpboot.Config{
-		Files: roots, Fleet: view, Boots: inv.BootClock(rec.BootClock(tracker)),
-		Transfers: rec, Milestones: rec,
+		Files: roots, Fleet: view, Boots: inv.BootClock(taps.boots),
+		Transfers: taps.transfers, Milestones: taps.milestones,
 		BaseURL: baseURL, ServerIP: serverIP.String(), Logger: log,
 	}), log)
 	if err != nil {
@@ -78,13 +79,13 @@ func Run(ctx context.Context, c *config.Config, log *slog.Logger) error {
 			MaxWindow:          c.TFTP.MaxWindow,
 			AllowFragmentation: c.TFTP.AllowFragmentation,
 			DisableGSO:         c.TFTP.DisableGSO,
-			OnTransfer:         rec.OnTransfer(logTransfer(log)),
+			OnTransfer:         taps.tftp,
 		})
 		g.Go(func() error { return srv.ListenAndServe(ctx, c.TFTP.Listen) })
 	}
 
 	if c.DHCP.Mode != "off" {
-		d, err := newDHCP(c, serverIP, baseURL, view, inv, rec.Observer(bootObserver{tracker}), rec.DHCPReply, log)
+		d, err := newDHCP(c, serverIP, baseURL, view, inv, taps.dhcp, taps.dhcpReply, log)
 		if err != nil {
 			httpLn.Close()
 			return err

@@ -152,3 +152,46 @@ func TestRunFailsFastWithClearErrors(t *testing.T) {
 		})
 	}
 }
+
+// TestTelemetryOff: with telemetry off the servers report nothing, so a
+// completed boot leaves no record, while /metrics still answers.
+func TestTelemetryOff(t *testing.T) {
+	for _, mode := range []string{"on", "off"} {
+		t.Run(mode, func(t *testing.T) {
+			addr := freePort(t)
+			c := testConfig(t, addr)
+			c.Telemetry = mode
+			c.API.OpenReads = true
+			ctx, cancel := context.WithCancel(context.Background())
+			done := make(chan error, 1)
+			go func() { done <- Run(ctx, c, slog.New(slog.DiscardHandler)) }()
+			defer func() { cancel(); <-done }()
+			get := func(path string) string {
+				var last error
+				for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+					resp, err := http.Get("http://" + addr + path)
+					if err != nil {
+						last = err
+						continue
+					}
+					b, _ := io.ReadAll(resp.Body)
+					resp.Body.Close()
+					if resp.StatusCode != http.StatusOK {
+						t.Fatalf("GET %s: %d %s", path, resp.StatusCode, b)
+					}
+					return string(b)
+				}
+				t.Fatalf("GET %s: %v", path, last)
+				return ""
+			}
+			get("/ipxe/52-54-00-00-00-01")
+			get("/profiles/linux/kernel?mac=52-54-00-00-00-01")
+			get("/done/52-54-00-00-00-01")
+			metrics := get("/metrics")
+			recorded := strings.Contains(metrics, `bootfleet_transfers_total{proto="http",result="ok"} 1`)
+			if recorded != (mode == "on") {
+				t.Fatalf("telemetry %s: HTTP transfer recorded = %v", mode, recorded)
+			}
+		})
+	}
+}

@@ -3,11 +3,17 @@ package app
 import (
 	"log/slog"
 	"net/http"
+	"time"
 
 	"github.com/bootfleet/bootfleet/internal/api"
+	"github.com/bootfleet/bootfleet/internal/boots"
 	"github.com/bootfleet/bootfleet/internal/config"
+	"github.com/bootfleet/bootfleet/internal/dhcp"
+	"github.com/bootfleet/bootfleet/internal/httpboot"
 	"github.com/bootfleet/bootfleet/internal/telemetry"
+	"github.com/bootfleet/bootfleet/internal/tftp"
 	"github.com/bootfleet/bootfleet/internal/web"
+	"github.com/insomniacslk/dhcp/dhcpv4"
 )
 
 // frontHandler puts /metrics, the boots API and the dashboard in front of
@@ -30,4 +36,30 @@ func frontHandler(c *config.Config, rec *telemetry.Recorder, inv *Inventory, boo
 	mux.Handle("GET /ui/", dash)
 	mux.Handle("/", inv.Handler(boot))
 	return mux, nil
+}
+
+// taps are where the servers report to telemetry. With telemetry: off they
+// are the plain hooks the servers need anyway (logging, boot timing), so
+// `make bench` can measure what recording costs.
+type taps struct {
+	boots      httpboot.BootClock
+	transfers  httpboot.TransferObserver
+	milestones httpboot.MilestoneRecorder
+	tftp       func(tftp.TransferStats)
+	dhcp       dhcp.Observer
+	dhcpReply  func(req, reply dhcpv4.MessageType, took time.Duration)
+}
+
+func telemetryTaps(c *config.Config, rec *telemetry.Recorder, tracker *boots.Tracker, log *slog.Logger) taps {
+	if c.Telemetry == "off" {
+		return taps{boots: tracker, tftp: logTransfer(log), dhcp: bootObserver{tracker}}
+	}
+	return taps{
+		boots:      rec.BootClock(tracker),
+		transfers:  rec,
+		milestones: rec,
+		tftp:       rec.OnTransfer(logTransfer(log)),
+		dhcp:       rec.Observer(bootObserver{tracker}),
+		dhcpReply:  rec.DHCPReply,
+	}
 }

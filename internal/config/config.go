@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"os"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -27,6 +28,7 @@ type Config struct {
 	DHCP DHCP `yaml:"dhcp"`
 	TFTP TFTP `yaml:"tftp"`
 	HTTP HTTP `yaml:"http"`
+	NBD  NBD  `yaml:"nbd"`
 	IPXE IPXE `yaml:"ipxe"`
 	Log  Log  `yaml:"log"`
 
@@ -42,6 +44,9 @@ type Config struct {
 	// Store is the inventory: empty for SQLite in the data directory, a
 	// SQLite file path, or a postgres:// DSN shared by several servers.
 	Store string `yaml:"store"`
+	// Telemetry is on (default: boot records, /metrics, dashboard
+	// timelines) or off (servers report nothing; for measuring its cost).
+	Telemetry string `yaml:"telemetry"`
 	API   API    `yaml:"api"`
 
 	Profiles map[string]Profile `yaml:"profiles"`
@@ -94,6 +99,14 @@ type HTTP struct {
 	Listen string `yaml:"listen"`
 }
 
+// NBD configures the NBD server that serves diskless roots (profiles with
+// a root).
+type NBD struct {
+	// Listen is the TCP address. Default ":10809" (IANA's NBD port). "off"
+	// disables it; profiles with a root then cannot boot.
+	Listen string `yaml:"listen"`
+}
+
 // IPXE says where the iPXE binaries are and which ones to chainload.
 type IPXE struct {
 	// Dir holds Debian's ipxe package binaries. Default /usr/lib/ipxe.
@@ -118,7 +131,23 @@ type Profile struct {
 	Kernel  string   `yaml:"kernel"`
 	Initrd  []string `yaml:"initrd"`
 	Cmdline string   `yaml:"cmdline"`
+	// Root, if its Image is set, gives the machine a diskless root over
+	// NBD: the script's command line gets bootfleet.root=nbd:IP:PORT:EXPORT.
+	Root Root `yaml:"root"`
 }
+
+// Root is a profile's diskless root.
+type Root struct {
+	// Image is the name of an image imported with `bootfleet image import`.
+	Image string `yaml:"image"`
+	// Overlay says what happens to the machine's writes: ephemeral
+	// (default; discarded at every boot), persistent (kept until
+	// `bootfleet machine reset`) or none (read-only root).
+	Overlay string `yaml:"overlay"`
+}
+
+// OverlayModes are the valid values of root.overlay.
+var OverlayModes = []string{"ephemeral", "persistent", "none"}
 
 // Machine is a known machine. IP, if set, is reserved for it in full mode.
 type Machine struct {
@@ -196,12 +225,20 @@ func (c *Config) applyDefaults() {
 		c.TFTP.CacheMB = 512
 	}
 	def(&c.HTTP.Listen, ":8080")
+	def(&c.NBD.Listen, ":10809")
+	for name, p := range c.Profiles {
+		if p.Root.Image != "" && p.Root.Overlay == "" {
+			p.Root.Overlay = "ephemeral"
+			c.Profiles[name] = p
+		}
+	}
 	def(&c.IPXE.Dir, "/usr/lib/ipxe")
 	def(&c.IPXE.EFIBinary, "ipxe.efi")
 	def(&c.IPXE.BIOSBinary, "undionly.kpxe")
 	def(&c.Log.Format, "text")
 	def(&c.Log.Level, "info")
 	def(&c.Discovery, "boot")
+	def(&c.Telemetry, "on")
 }
 
 // Validate checks every key and returns all problems at once, each naming
@@ -261,6 +298,12 @@ func (c *Config) Validate() error {
 		if p.Kernel == "" {
 			bad("profiles."+name+".kernel", "required: a local path or http URL of the kernel")
 		}
+		switch {
+		case p.Root.Image == "" && p.Root.Overlay != "":
+			bad("profiles."+name+".root.image", "required when root.overlay is set: the name of an imported image")
+		case p.Root.Image != "" && !slices.Contains(OverlayModes, p.Root.Overlay):
+			bad("profiles."+name+".root.overlay", "want ephemeral, persistent or none, got %q", p.Root.Overlay)
+		}
 	}
 	if c.DefaultProfile != "" {
 		if _, ok := c.Profiles[c.DefaultProfile]; !ok {
@@ -271,6 +314,11 @@ func (c *Config) Validate() error {
 		if _, ok := c.Profiles[c.DiscoveryProfile]; !ok {
 			bad("discovery_profile", "no profile named %q under profiles", c.DiscoveryProfile)
 		}
+	}
+	switch c.Telemetry {
+	case "on", "off":
+	default:
+		bad("telemetry", "want on or off, got %q", c.Telemetry)
 	}
 	switch c.Discovery {
 	case "boot", "ignore":

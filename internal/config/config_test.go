@@ -83,6 +83,7 @@ func TestValidationErrorsNameTheKey(t *testing.T) {
 		{"bad window", "interface: br0\ndhcp: {mode: proxy}\ntftp: {max_window: 70000}", "tftp.max_window: want 1..65535"},
 		{"bad discovery", "interface: br0\ndhcp: {mode: proxy}\ndiscovery: maybe", "discovery: want boot or ignore"},
 		{"unknown discovery profile", "interface: br0\ndhcp: {mode: proxy}\ndiscovery_profile: x", `discovery_profile: no profile named "x"`},
+		{"bad telemetry", "interface: br0\ndhcp: {mode: proxy}\ntelemetry: maybe", "telemetry: want on or off"},
 		{"bad log format", "interface: br0\ndhcp: {mode: proxy}\nlog: {format: xml}", "log.format"},
 	}
 	for _, tt := range tests {
