@@ -153,22 +153,7 @@ func TestInventoryEnrollAndDiscover(t *testing.T) {
 // directory the caller knows, since the CLI reads the API token from it.
 func startInventoryServer(t *testing.T, e *env, ns *netns, dir, data string) *proc {
 	t.Helper()
-	var cfg bytes.Buffer
-	err := inventoryConfig.Execute(&cfg, map[string]string{
-		"Data": data, "IPXEDir": e.ipxeDir, "Kernel": e.vmlinuz, "Initrd": e.initrd,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	path := filepath.Join(dir, "bootfleet.yaml")
-	if err := os.WriteFile(path, cfg.Bytes(), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	p := startProc(t, "bootfleet", ns.command(e.bin, "serve", "--config", path), filepath.Join(dir, "bootfleet.log"))
-	if err := ns.waitTCP(serverIP, 8080, 15*time.Second, p.alive); err != nil {
-		t.Fatalf("bootfleet did not come up: %v\nlog:\n%s", err, p.out.tail(30))
-	}
-	return p
+	return startBootfleetConfig(t, e, ns, dir, inventoryConfig, map[string]string{"Data": data})
 }
 
 // apiMachine is the part of the API's machine JSON the test reads.

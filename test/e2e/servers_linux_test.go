@@ -62,12 +62,18 @@ machines:
 // the HTTP port accepts connections.
 func startBootfleet(t *testing.T, e *env, ns *netns, dir, mode string) *proc {
 	t.Helper()
-	var cfg bytes.Buffer
-	err := configTemplate.Execute(&cfg, map[string]string{
-		"Data": filepath.Join(t.TempDir(), "data"), "Mode": mode, "IPXEDir": e.ipxeDir,
-		"Kernel": e.vmlinuz, "Initrd": e.initrd,
+	return startBootfleetConfig(t, e, ns, dir, configTemplate, map[string]string{
+		"Data": filepath.Join(t.TempDir(), "data"), "Mode": mode,
 	})
-	if err != nil {
+}
+
+// startBootfleetConfig is startBootfleet with any config template; vars
+// get IPXEDir, Kernel and Initrd added.
+func startBootfleetConfig(t *testing.T, e *env, ns *netns, dir string, tmpl *template.Template, vars map[string]string) *proc {
+	t.Helper()
+	vars["IPXEDir"], vars["Kernel"], vars["Initrd"] = e.ipxeDir, e.vmlinuz, e.initrd
+	var cfg bytes.Buffer
+	if err := tmpl.Execute(&cfg, vars); err != nil {
 		t.Fatal(err)
 	}
 	path := filepath.Join(dir, "bootfleet.yaml")
