@@ -42,7 +42,8 @@ cpuns() { cat /proc/"$PID"/task/*/schedstat | awk '{s+=$1} END{printf "%d\n", s}
 median() { sort -g | awk '{a[NR]=$1} END{print (NR%2)? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2}'; }
 
 for r in $(seq "$ROUNDS"); do
-  for mode in on off; do
+  order="on off"; [ $((r % 2)) -eq 0 ] && order="off on"   # neither mode always goes first
+  for mode in $order; do
     start "$mode"
     c0=$(cpuns)
     timeit "$HTTP_CMD" >> "$WORK/http-$mode"
@@ -65,7 +66,7 @@ row() { # proto bytes
   echo "# Telemetry cost"
   echo
   echo "Written by \`scripts/bench-telemetry.sh $ROUNDS\` on $(date -u +%FT%TZ), $(nproc) CPUs, load before: $(cut -d' ' -f1-3 /proc/loadavg)."
-  echo "Loopback, no shaping, so CPU is the only limit; $ROUNDS alternating rounds (on, off, on, off, ...), medians."
+  echo "Loopback, no shaping, so CPU is the only limit; $ROUNDS rounds, each running both modes, which goes first alternating; medians."
   echo "Target (issue 6): the difference stays under 2%. A positive difference means telemetry on was slower."
   echo
   echo "| download | telemetry off | telemetry on | on vs off |"
