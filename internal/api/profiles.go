@@ -34,10 +34,11 @@ func (s *server) getProfile(w http.ResponseWriter, r *http.Request) error {
 // {{.Nmae}} is refused now rather than discovered at the next boot.
 func checkCmdline(p inventory.Profile) error {
 	_, err := ipxe.RenderCmdline(p.Cmdline, ipxe.Vars{MAC: "52:54:00:12:34:56", Name: "pc1", Profile: p.Name,
-		ServerIP: "10.0.0.1", HTTPBase: "http://10.0.0.1:8080", DoneURL: "http://10.0.0.1:8080/done/52-54-00-12-34-56"})
+		ServerIP: "10.0.0.1", HTTPBase: "http://10.0.0.1:8080", DoneURL: "http://10.0.0.1:8080/done/52-54-00-12-34-56",
+		Root: "nbd:10.0.0.1:10809:m-52-54-00-12-34-56-0123456789abcdef0123456789abcdef"})
 	if err != nil {
 		msg := strings.TrimPrefix(err.Error(), "cmdline template: ")
-		return inventory.Invalid("cmdline", "%s (fields: .MAC .Name .Profile .ServerIP .HTTPBase .DoneURL)", msg)
+		return inventory.Invalid("cmdline", "%s (fields: .MAC .Name .Profile .ServerIP .HTTPBase .DoneURL .Root)", msg)
 	}
 	return nil
 }

@@ -31,8 +31,13 @@ type Config struct {
 	// OnChange is called after every successful write to machines or
 	// profiles, so the caller can refresh its in-memory fleet view.
 	OnChange func()
-	Logger   *slog.Logger     // default: discard
-	Now      func() time.Time // default time.Now; for event times
+	// Images stores image content for PUT and DELETE /images; nil refuses
+	// imports.
+	Images ImageFiles
+	// Disks resets overlays for POST /machines/{mac}/reset; nil refuses.
+	Disks  DiskResetter
+	Logger *slog.Logger     // default: discard
+	Now    func() time.Time // default time.Now; for event times
 }
 
 // route is one API endpoint. The table drives both the mux and the test
@@ -41,6 +46,9 @@ type route struct {
 	method, path string // path as in openapi.json, under Prefix
 	h            func(*server, http.ResponseWriter, *http.Request) error
 }
+
+// streaming routes read a body of any size (image uploads), not JSON.
+var streaming = map[string]bool{"PUT /images/{name}": true}
 
 var routes = []route{
 	{"GET", "/machines", (*server).listMachines},
@@ -54,6 +62,11 @@ var routes = []route{
 	{"GET", "/profiles/{name}", (*server).getProfile},
 	{"PUT", "/profiles/{name}", (*server).putProfile},
 	{"DELETE", "/profiles/{name}", (*server).deleteProfile},
+	{"POST", "/machines/{mac}/reset", (*server).resetMachine},
+	{"GET", "/images", (*server).listImages},
+	{"GET", "/images/{name}", (*server).getImage},
+	{"PUT", "/images/{name}", (*server).putImage},
+	{"DELETE", "/images/{name}", (*server).deleteImage},
 	{"GET", "/leases", (*server).listLeases},
 	{"GET", "/events", (*server).listEvents},
 	{"GET", "/openapi.json", (*server).openAPI},
@@ -139,7 +152,9 @@ func (s *server) wrap(rt route) http.Handler {
 				return
 			}
 		}
-		r.Body = http.MaxBytesReader(w, r.Body, MaxBody)
+		if !streaming[rt.method+" "+rt.path] {
+			r.Body = http.MaxBytesReader(w, r.Body, MaxBody)
+		}
 		if err := rt.h(s, w, r); err != nil {
 			s.writeError(w, r, err)
 		}

@@ -45,11 +45,18 @@ func Run(ctx context.Context, c *config.Config, log *slog.Logger) error {
 		return err
 	}
 	tracker := boots.NewTracker(nil)
-	inv, err := OpenInventory(ctx, c, view, InventoryOptions{Store: c.Store, OpenReads: c.API.OpenReads, Discover: true}, log)
+	dl, err := newDiskless(c, serverIP, log)
+	if err != nil {
+		return err
+	}
+	defer dl.close()
+	inv, err := OpenInventory(ctx, c, view, InventoryOptions{Store: c.Store, OpenReads: c.API.OpenReads, Discover: true,
+		Images: dl.disks, Disks: dl.disks}, log)
 	if err != nil {
 		return err
 	}
 	defer inv.Close()
+	dl.attach(inv)
 
 	httpLn, err := net.Listen("tcp", c.HTTP.Listen)
 	if err != nil {
@@ -61,7 +68,7 @@ func Run(ctx context.Context, c *config.Config, log *slog.Logger) error {
 	taps := telemetryTaps(c, rec, tracker, log)
 	front, err := frontHandler(c, rec, inv, httpboot.New(httpboot.Config{
 		Files: roots, Fleet: view, Boots: inv.BootClock(taps.boots),
-		Transfers: taps.transfers, Milestones: taps.milestones,
+		Transfers: taps.transfers, Milestones: taps.milestones, Roots: rootArgs{inv.Store(), dl.disks},
 		BaseURL: baseURL, ServerIP: serverIP.String(), Logger: log,
 	}), log)
 	if err != nil {
@@ -71,6 +78,7 @@ func Run(ctx context.Context, c *config.Config, log *slog.Logger) error {
 	g, ctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return inv.Run(ctx) }) // discovered machines, view reloads
 	g.Go(func() error { return serveHTTP(ctx, httpLn, front, log) })
+	g.Go(func() error { return dl.serve(ctx) })
 
 	if c.TFTP.Listen != "off" {
 		srv := tftp.NewServer(tftp.Config{
@@ -93,7 +101,7 @@ func Run(ctx context.Context, c *config.Config, log *slog.Logger) error {
 		g.Go(func() error { return d.Run(ctx) })
 	}
 	log.Info("bootfleet started", "server_ip", serverIP.String(), "http", baseURL,
-		"tftp", c.TFTP.Listen, "dhcp", c.DHCP.Mode, "interface", c.Interface,
+		"tftp", c.TFTP.Listen, "nbd", c.NBD.Listen, "dhcp", c.DHCP.Mode, "interface", c.Interface,
 		"profiles", len(c.Profiles), "machines", len(c.Machines))
 	err = g.Wait()
 	if err != nil && !errors.Is(err, context.Canceled) {

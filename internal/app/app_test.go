@@ -45,6 +45,7 @@ data: ` + filepath.Join(dir, "data") + `
 dhcp: {mode: off}
 tftp: {listen: "127.0.0.1:0"}
 http: {listen: "` + httpAddr + `"}
+nbd: {listen: "127.0.0.1:0"}
 ipxe: {dir: ` + ipxeDir + `}
 default_profile: linux
 profiles:
@@ -132,6 +133,7 @@ func TestRunFailsFastWithClearErrors(t *testing.T) {
 	}{
 		{"http port taken", func(c *config.Config) { c.HTTP.Listen = taken.Addr().String() }, "set http.listen"},
 		{"tftp address bad", func(c *config.Config) { c.TFTP.Listen = "256.0.0.1:69" }, "tftp"},
+		{"nbd port taken", func(c *config.Config) { c.NBD.Listen = taken.Addr().String() }, "set nbd.listen"},
 		{"no ipxe binary", func(c *config.Config) { c.IPXE.EFIBinary = "snponly.efi" }, "snponly.efi"},
 		{"missing interface", func(c *config.Config) { c.ServerIP = ""; c.Interface = "bf-nope0" }, `interface "bf-nope0"`},
 	}

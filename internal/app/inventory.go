@@ -39,6 +39,10 @@ type InventoryOptions struct {
 	// writes by other servers sharing a PostgreSQL store. Default 5s for
 	// PostgreSQL, off for SQLite (all writes go through this process).
 	Refresh time.Duration
+	// Images and Disks back the API's image imports and machine resets;
+	// nil refuses them.
+	Images api.ImageFiles
+	Disks  api.DiskResetter
 }
 
 // Inventory ties the store to the running server: it keeps fleet.View in
@@ -93,6 +97,7 @@ func OpenInventory(ctx context.Context, c *config.Config, view *fleet.View, opts
 		return fail(err)
 	}
 	inv.api, err = api.New(api.Config{Store: st, Token: tok, OpenReads: opts.OpenReads, Logger: log,
+		Images: opts.Images, Disks: opts.Disks,
 		OnChange: func() {
 			if err := inv.Refresh(context.Background()); err != nil {
 				log.Error("refresh fleet view after an API write", "err", err)

@@ -96,20 +96,25 @@ func (e *apiError) Error() string {
 // do sends in (if non-nil) as JSON and decodes the answer into out (if
 // non-nil). Non-2xx answers become *apiError.
 func (c *client) do(ctx context.Context, method, path string, in, out any) error {
-	var body io.Reader
-	if in != nil {
-		b, err := json.Marshal(in)
-		if err != nil {
-			return err
-		}
-		body = bytes.NewReader(b)
+	if in == nil {
+		return c.send(ctx, method, path, nil, 0, "", out)
 	}
+	b, err := json.Marshal(in)
+	if err != nil {
+		return err
+	}
+	return c.send(ctx, method, path, bytes.NewReader(b), int64(len(b)), "application/json", out)
+}
+
+// send is do with a ready body of size bytes and its content type.
+func (c *client) send(ctx context.Context, method, path string, body io.Reader, size int64, ctype string, out any) error {
 	req, err := http.NewRequestWithContext(ctx, method, c.base+path, body)
 	if err != nil {
 		return err
 	}
-	if in != nil {
-		req.Header.Set("Content-Type", "application/json")
+	if body != nil {
+		req.ContentLength = size
+		req.Header.Set("Content-Type", ctype)
 	}
 	if c.token != "" {
 		req.Header.Set("Authorization", "Bearer "+c.token)

@@ -16,7 +16,7 @@ func machineCmd() *cobra.Command {
 		Short: "Add, list, change and remove machines (through the API of a running server)",
 	}
 	o.register(cmd)
-	cmd.AddCommand(machineAddCmd(o), machineListCmd(o), machineShowCmd(o), machineSetCmd(o), machineRmCmd(o))
+	cmd.AddCommand(machineAddCmd(o), machineListCmd(o), machineShowCmd(o), machineSetCmd(o), machineRmCmd(o), machineResetCmd(o))
 	return cmd
 }
 
@@ -221,4 +221,38 @@ func machineRmCmd(o *clientOpts) *cobra.Command {
 			return nil
 		},
 	}
+}
+
+func machineResetCmd(o *clientOpts) *cobra.Command {
+	var force bool
+	cmd := &cobra.Command{
+		Use:   "reset MAC|NAME [--force]",
+		Short: "Discard the machine's diskless-root overlay: its next boot sees the pristine image",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := o.client()
+			if err != nil {
+				return err
+			}
+			path := "/machines/" + pathKey(args[0]) + "/reset"
+			if force {
+				path += "?force=true"
+			}
+			var res api.ResetResult
+			if err := c.do(cmd.Context(), "POST", path, nil, &res); err != nil {
+				return err
+			}
+			if o.output == "json" {
+				return printJSON(cmd.OutOrStdout(), res)
+			}
+			msg := "reset machine %s: overlay discarded\n"
+			if res.Forced {
+				msg = "reset machine %s: overlay discarded under the running machine; power-cycle it now\n"
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), msg, res.MAC)
+			return nil
+		},
+	}
+	cmd.Flags().BoolVar(&force, "force", false, "reset even while the machine is connected (its root breaks until it reboots)")
+	return cmd
 }

@@ -23,7 +23,7 @@ func profileCmd() *cobra.Command {
 func profileAddCmd(o *clientOpts) *cobra.Command {
 	var p api.Profile
 	cmd := &cobra.Command{
-		Use:   "add NAME --kernel PATH|URL [--initrd PATH|URL]... [--cmdline TEMPLATE]",
+		Use:   "add NAME --kernel PATH|URL [--initrd PATH|URL]... [--cmdline TEMPLATE] [--root-image IMAGE [--overlay MODE]]",
 		Short: "Add a profile",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -43,6 +43,8 @@ func profileAddCmd(o *clientOpts) *cobra.Command {
 	f.StringVar(&p.Kernel, "kernel", "", "kernel: a local path or http(s) URL (required)")
 	f.StringArrayVar(&p.Initrd, "initrd", nil, "initrd: a local path or http(s) URL (repeatable, in order)")
 	f.StringVar(&p.Cmdline, "cmdline", "", "kernel command line template, e.g. 'console=ttyS0 host={{.Name}}'")
+	f.StringVar(&p.RootImage, "root-image", "", "diskless root: an imported image, served over NBD (adds bootfleet.root= to the command line)")
+	f.StringVar(&p.Overlay, "overlay", "", "with --root-image: ephemeral (default), persistent or none")
 	cmd.MarkFlagRequired("kernel")
 	return cmd
 }
@@ -104,7 +106,11 @@ func (o *clientOpts) printProfile(cmd *cobra.Command, p api.Profile, verb string
 	for i, rd := range p.Initrd {
 		kv = append(kv, [2]string{fmt.Sprintf("initrd[%d]", i), rd})
 	}
-	kv = append(kv, [2]string{"cmdline", orDash(p.Cmdline)}, [2]string{"source", p.Source})
+	kv = append(kv, [2]string{"cmdline", orDash(p.Cmdline)})
+	if p.RootImage != "" {
+		kv = append(kv, [2]string{"root image", p.RootImage}, [2]string{"overlay", p.Overlay})
+	}
+	kv = append(kv, [2]string{"source", p.Source})
 	return keyValues(w, kv)
 }
 

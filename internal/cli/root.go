@@ -19,7 +19,8 @@ func Root() *cobra.Command {
 		SilenceErrors: true,
 	}
 	root.AddCommand(serveCmd(), checkCmd())
-	root.AddCommand(machineCmd(), profileCmd(), leaseCmd(), bootsCmd())
+	root.AddCommand(initramfsCmd())
+	root.AddCommand(machineCmd(), profileCmd(), imageCmd(), leaseCmd(), bootsCmd())
 	return root
 }
 

@@ -47,7 +47,7 @@ type Config struct {
 	// Telemetry is on (default: boot records, /metrics, dashboard
 	// timelines) or off (servers report nothing; for measuring its cost).
 	Telemetry string `yaml:"telemetry"`
-	API   API    `yaml:"api"`
+	API       API    `yaml:"api"`
 
 	Profiles map[string]Profile `yaml:"profiles"`
 	Machines []Machine          `yaml:"machines"`

@@ -1,6 +1,7 @@
 package httpboot
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -30,6 +31,15 @@ type FileOpener interface {
 type Fleet interface {
 	Resolve(mac net.HardwareAddr) (fleet.Target, bool)
 	Profile(name string) (config.Profile, bool)
+}
+
+// Roots gives machines whose profile has a root their diskless root for
+// one boot. RootArg is called at every script render and returns the
+// value of bootfleet.root (nbd:SERVER_IP:PORT:EXPORT); each call voids
+// the export of the previous one, so it must not be called for anything
+// but a script the machine will boot.
+type Roots interface {
+	RootArg(ctx context.Context, mac net.HardwareAddr, root config.Root) (string, error)
 }
 
 // BootClock ends a machine's boot and says how long it took.
@@ -70,6 +80,7 @@ type Config struct {
 	Boots      BootClock
 	Transfers  TransferObserver  // optional
 	Milestones MilestoneRecorder // optional; nil answers /milestone/ with 404
+	Roots      Roots             // optional; nil fails scripts of profiles with a root
 	BaseURL    string            // e.g. http://10.213.0.1:8080, as clients reach this server
 	ServerIP   string
 	Logger     *slog.Logger
@@ -126,7 +137,13 @@ func (s *server) script(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "no profile for "+mac.String(), http.StatusNotFound)
 		return
 	}
-	body, err := s.render(t)
+	if r.Method == http.MethodHead && t.Spec.Root.Image != "" {
+		// Rendering issues a new root export and voids the previous one
+		// (and empties an ephemeral overlay): only a GET that boots may.
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		return
+	}
+	body, err := s.render(r.Context(), t)
 	if err != nil {
 		s.log.Error("render iPXE script", "mac", mac.String(), "profile", t.Profile, "err", err)
 		http.Error(w, "profile "+t.Profile+": "+err.Error(), http.StatusInternalServerError)
@@ -140,7 +157,7 @@ func (s *server) script(w http.ResponseWriter, r *http.Request) {
 	s.log.Info("script served", "mac", mac.String(), "name", t.Machine.Name, "profile", t.Profile, "remote", r.RemoteAddr)
 }
 
-func (s *server) render(t fleet.Target) (string, error) {
+func (s *server) render(ctx context.Context, t fleet.Target) (string, error) {
 	mp := macPath(t.Machine.MAC)
 	vars := ipxe.Vars{
 		MAC:      t.Machine.MAC.String(),
@@ -150,9 +167,22 @@ func (s *server) render(t fleet.Target) (string, error) {
 		HTTPBase: s.BaseURL,
 		DoneURL:  s.BaseURL + "/done/" + mp,
 	}
+	if t.Spec.Root.Image != "" {
+		if s.Roots == nil {
+			return "", fmt.Errorf("root image %s: this server has no diskless root service", t.Spec.Root.Image)
+		}
+		root, err := s.Roots.RootArg(ctx, t.Machine.MAC, t.Spec.Root)
+		if err != nil {
+			return "", err
+		}
+		vars.Root = root
+	}
 	cmdline, err := ipxe.RenderCmdline(t.Spec.Cmdline, vars)
 	if err != nil {
 		return "", err
+	}
+	if vars.Root != "" && !strings.Contains(cmdline, vars.Root) {
+		cmdline = strings.TrimSpace(cmdline + " bootfleet.root=" + vars.Root)
 	}
 	q := "?mac=" + mp
 	prof := s.BaseURL + "/profiles/" + url.PathEscape(t.Profile)

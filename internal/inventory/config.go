@@ -26,7 +26,8 @@ func ApplyConfig(ctx context.Context, s Store, c *config.Config) (Applied, error
 	var a Applied
 	for _, name := range sortedKeys(c.Profiles) {
 		cp := c.Profiles[name]
-		p := Profile{Name: name, Kernel: cp.Kernel, Initrds: cp.Initrd, Cmdline: cp.Cmdline, Source: SourceConfig}
+		p := Profile{Name: name, Kernel: cp.Kernel, Initrds: cp.Initrd, Cmdline: cp.Cmdline,
+			RootImage: cp.Root.Image, Overlay: cp.Root.Overlay, Source: SourceConfig}
 		if err := upsertProfile(ctx, s, p); err != nil {
 			return a, fmt.Errorf("profiles.%s: %w", name, err)
 		}
@@ -140,7 +141,8 @@ func FleetConfig(ctx context.Context, s Store, base *config.Config) (*config.Con
 	c := *base
 	c.Profiles = make(map[string]config.Profile, len(ps))
 	for _, p := range ps {
-		c.Profiles[p.Name] = config.Profile{Kernel: p.Kernel, Initrd: p.Initrds, Cmdline: p.Cmdline}
+		c.Profiles[p.Name] = config.Profile{Kernel: p.Kernel, Initrd: p.Initrds, Cmdline: p.Cmdline,
+			Root: config.Root{Image: p.RootImage, Overlay: p.Overlay}}
 	}
 	c.Machines = make([]config.Machine, 0, len(ms))
 	for _, m := range ms {

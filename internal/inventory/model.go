@@ -69,8 +69,9 @@ type Profile struct {
 	Kernel  string
 	Initrds []string
 	Cmdline string
-	// RootImage and Overlay are kept for the diskless-root issue; the boot
-	// path ignores them for now.
+	// RootImage names an Image to serve as the machine's root over NBD;
+	// empty for none. Overlay is ephemeral (the default when RootImage is
+	// set), persistent or none; see config.Root.
 	RootImage string
 	Overlay   string
 	Source    Source // default api
@@ -219,6 +220,17 @@ func (p *Profile) Validate() error {
 	}
 	if strings.ContainsAny(p.Cmdline, "\r\n") {
 		return invalid("cmdline", "must be one line")
+	}
+	switch {
+	case p.RootImage == "" && p.Overlay != "":
+		return invalid("root_image", "required when overlay is set: the name of an imported image")
+	case p.RootImage == "":
+	case !pnameRE.MatchString(p.RootImage):
+		return invalid("root_image", "want an image name (letters, digits, . _ -, at most 63), got %q", p.RootImage)
+	case p.Overlay == "":
+		p.Overlay = "ephemeral"
+	case p.Overlay != "ephemeral" && p.Overlay != "persistent" && p.Overlay != "none":
+		return invalid("overlay", "want ephemeral, persistent or none, got %q", p.Overlay)
 	}
 	return checkSource(&p.Source)
 }

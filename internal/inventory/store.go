@@ -18,6 +18,7 @@ type Store interface {
 	Profiles
 	Leases
 	Events
+	Images
 	// Close releases the database. The store must not be used afterwards.
 	Close() error
 }

@@ -16,6 +16,11 @@ type Vars struct {
 	ServerIP string
 	HTTPBase string // http://10.0.0.1:8080
 	DoneURL  string // the URL the booted OS calls to report boot complete
+	// Root is the machine's diskless root for this boot,
+	// nbd:SERVER_IP:PORT:EXPORT, or empty when its profile has no root.
+	// The script appends bootfleet.root=ROOT to the command line by
+	// itself unless the template already uses {{ .Root }}.
+	Root string
 }
 
 // RenderCmdline executes the cmdline template with v. Unknown fields are an

@@ -62,8 +62,8 @@ func TestPragmas(t *testing.T) {
 		}
 	}
 	var v int
-	if err := db.QueryRow("SELECT MAX(version) FROM schema_migrations").Scan(&v); err != nil || v != 1 {
-		t.Fatalf("schema version %d (%v), want 1", v, err)
+	if err := db.QueryRow("SELECT MAX(version) FROM schema_migrations").Scan(&v); err != nil || v != 2 {
+		t.Fatalf("schema version %d (%v), want 2", v, err)
 	}
 }
 

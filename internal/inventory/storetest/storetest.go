@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"reflect"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -37,6 +38,7 @@ func Run(t *testing.T, b Backend) {
 		{"Leases", testLeases},
 		{"LeaseAddressNeverTwice", testLeaseRace},
 		{"Events", testEvents},
+		{"Images", testImages},
 		{"Durable", testDurable},
 	}
 	for _, tt := range tests {
@@ -250,7 +252,7 @@ func testProfileCRUD(t *testing.T, b Backend) {
 	if len(list) != 2 || list[0].Name != "a.b_c-1" || list[1].Name != "linux" {
 		t.Fatalf("ListProfiles = %v", list)
 	}
-	want.Kernel, want.Initrds, want.RootImage, want.Overlay = "/k2", []string{"/i2"}, "img.qcow2", "ram"
+	want.Kernel, want.Initrds, want.RootImage, want.Overlay = "/k2", []string{"/i2"}, "img.raw", "persistent"
 	if got := must[inventory.Profile](t)(s.UpdateProfile(c, want)); !reflect.DeepEqual(got, want) {
 		t.Fatalf("UpdateProfile = %#v, want %#v", got, want)
 	}
@@ -274,6 +276,10 @@ func testProfileErrors(t *testing.T, b Backend) {
 	wantErr(t, err, inventory.ErrInvalid, "name")
 	_, err = s.CreateProfile(c, inventory.Profile{Name: "x", Kernel: "k", Initrds: []string{""}})
 	wantErr(t, err, inventory.ErrInvalid, "initrd")
+	_, err = s.CreateProfile(c, inventory.Profile{Name: "x", Kernel: "k", RootImage: "debian", Overlay: "ram"})
+	wantErr(t, err, inventory.ErrInvalid, "overlay")
+	_, err = s.CreateProfile(c, inventory.Profile{Name: "x", Kernel: "k", Overlay: "none"})
+	wantErr(t, err, inventory.ErrInvalid, "root_image")
 	_, err = s.UpdateProfile(c, inventory.Profile{Name: "missing", Kernel: "k"})
 	wantErr(t, err, inventory.ErrNotFound, "name")
 	wantErr(t, s.DeleteProfile(c, "linux"), inventory.ErrConflict, "name")
@@ -424,5 +430,47 @@ func testDurable(t *testing.T, b Backend) {
 	}
 	if p := must[[]inventory.Profile](t)(s.ListProfiles(c)); len(p) != 2 {
 		t.Fatalf("profiles after reopen: %v", p)
+	}
+}
+
+func testImages(t *testing.T, b Backend) {
+	s := b.New(t)
+	c := ctx(t)
+	at := time.Date(2026, 3, 1, 8, 0, 0, 0, time.UTC)
+	sha1 := strings.Repeat("ab", 32)
+	sha2 := strings.Repeat("cd", 32)
+	got := must[inventory.Image](t)(s.PutImage(c, inventory.Image{Name: "debian", SHA256: sha1, Size: 4096, Imported: at}))
+	if want := (inventory.Image{Name: "debian", SHA256: sha1, Size: 4096, Imported: at}); !reflect.DeepEqual(got, want) {
+		t.Fatalf("PutImage = %#v, want %#v", got, want)
+	}
+	// Re-import: the name moves to the new content.
+	got = must[inventory.Image](t)(s.PutImage(c, inventory.Image{Name: "debian", SHA256: sha2, Size: 1 << 40, Imported: at.Add(time.Hour)}))
+	if got.SHA256 != sha2 || got.Size != 1<<40 || !got.Imported.Equal(at.Add(time.Hour)) {
+		t.Fatalf("re-import = %#v, want sha %s, size 1 TiB", got, sha2)
+	}
+	must[inventory.Image](t)(s.PutImage(c, inventory.Image{Name: "alpine", SHA256: sha1, Size: 1}))
+	list := must[[]inventory.Image](t)(s.ListImages(c))
+	if len(list) != 2 || list[0].Name != "alpine" || list[1].Name != "debian" || list[0].Imported.IsZero() {
+		t.Fatalf("ListImages = %v, want alpine, debian with times", list)
+	}
+	_, err := s.PutImage(c, inventory.Image{Name: "x", SHA256: "ABC", Size: 1})
+	wantErr(t, err, inventory.ErrInvalid, "sha256")
+	_, err = s.PutImage(c, inventory.Image{Name: "a/b", SHA256: sha1, Size: 1})
+	wantErr(t, err, inventory.ErrInvalid, "name")
+
+	must[inventory.Profile](t)(s.CreateProfile(c, inventory.Profile{Name: "lab", Kernel: "k", RootImage: "debian"}))
+	if p := must[inventory.Profile](t)(s.GetProfile(c, "lab")); p.Overlay != "ephemeral" {
+		t.Fatalf("a root without overlay reads back overlay %q, want ephemeral", p.Overlay)
+	}
+	wantErr(t, s.DeleteImage(c, "debian"), inventory.ErrConflict, "name")
+	wantErr(t, s.DeleteImage(c, "missing"), inventory.ErrNotFound, "name")
+	if err := s.DeleteImage(c, "alpine"); err != nil {
+		t.Fatal(err)
+	}
+	_, err = s.GetImage(c, "alpine")
+	wantErr(t, err, inventory.ErrNotFound, "name")
+	s = b.Reopen(t, s)
+	if img := must[inventory.Image](t)(s.GetImage(ctx(t), "debian")); img.SHA256 != sha2 {
+		t.Fatalf("after reopen: %#v", img)
 	}
 }

@@ -1,0 +1,107 @@
+package app
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net"
+	"strconv"
+	"time"
+
+	"github.com/bootfleet/bootfleet/internal/config"
+	"github.com/bootfleet/bootfleet/internal/imagestore"
+	"github.com/bootfleet/bootfleet/internal/inventory"
+	"github.com/bootfleet/bootfleet/internal/nbd"
+	"github.com/bootfleet/bootfleet/internal/rootdisk"
+)
+
+// diskless wires the diskless-root service: image content in the data
+// directory, per-boot exports, and the NBD server that serves them.
+type diskless struct {
+	disks  *rootdisk.Manager
+	leases *leaseIPs
+	ln     net.Listener // nil when nbd.listen is off
+	log    *slog.Logger
+}
+
+// newDiskless opens the image store and, unless nbd.listen is off, the NBD
+// listener, so a taken port fails start-up before anything else runs.
+// Call attach once the inventory is open.
+func newDiskless(c *config.Config, serverIP net.IP, log *slog.Logger) (*diskless, error) {
+	blobs, err := imagestore.Open(c.Data)
+	if err != nil {
+		return nil, err
+	}
+	d := &diskless{leases: &leaseIPs{}, log: log}
+	d.disks, err = rootdisk.New(rootdisk.Config{Data: c.Data, Blobs: blobs, Leases: d.leases, Logger: log})
+	if err != nil {
+		return nil, err
+	}
+	if c.NBD.Listen == "off" {
+		return d, nil
+	}
+	d.ln, err = net.Listen("tcp", c.NBD.Listen)
+	if err != nil {
+		return nil, fmt.Errorf("nbd: listen on %s: %w (is the port taken? set nbd.listen, or off to disable diskless roots)", c.NBD.Listen, err)
+	}
+	port, _ := strconv.Atoi(portOf(d.ln.Addr()))
+	d.disks.SetAddr(serverIP.String(), port)
+	return d, nil
+}
+
+// attach gives the service the inventory: image names and DHCP leases.
+func (d *diskless) attach(inv *Inventory) { d.leases.store = inv.Store() }
+
+// serve runs the NBD server until ctx ends; without a listener it returns
+// at once.
+func (d *diskless) serve(ctx context.Context) error {
+	if d.ln == nil {
+		return nil
+	}
+	return nbd.NewServer(d.disks, nbd.Config{Logger: d.log}).Serve(ctx, d.ln)
+}
+
+func (d *diskless) close() {
+	if d.ln != nil {
+		d.ln.Close()
+	}
+}
+
+// rootArgs is the httpboot.Roots of a running server: it resolves the image
+// name at render time, so the boot pins the content the name has now.
+type rootArgs struct {
+	store inventory.Images
+	disks *rootdisk.Manager
+}
+
+func (r rootArgs) RootArg(ctx context.Context, mac net.HardwareAddr, root config.Root) (string, error) {
+	img, err := r.store.GetImage(ctx, root.Image)
+	if err != nil {
+		return "", fmt.Errorf("root image: %w", err)
+	}
+	return r.disks.Issue(mac, img, root.Overlay)
+}
+
+// leaseIPs answers rootdisk's lease checks from the inventory's leases.
+type leaseIPs struct {
+	store inventory.Leases // nil until attach
+}
+
+func (l *leaseIPs) LeaseIP(mac net.HardwareAddr) (net.IP, bool) {
+	if l.store == nil {
+		return nil, false
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	ls, err := l.store.ListLeases(ctx)
+	if err != nil {
+		return nil, false
+	}
+	now := time.Now()
+	for _, le := range ls {
+		if le.MAC.String() == mac.String() && le.Expiry.After(now) {
+			return le.IP, true
+		}
+	}
+	return nil, false
+}

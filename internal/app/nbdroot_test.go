@@ -1,0 +1,161 @@
+package app
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/bootfleet/bootfleet/internal/api"
+)
+
+// needTool skips without the tool, except in CI (BOOTFLEET_CI=1), where
+// scripts/deps.sh must have installed it.
+func needTool(t *testing.T, name string) {
+	t.Helper()
+	if _, err := exec.LookPath(name); err != nil {
+		if os.Getenv("BOOTFLEET_CI") != "" {
+			t.Fatalf("%s not installed (libnbd-bin); scripts/deps.sh must install it", name)
+		}
+		t.Skipf("%s not installed (apt-get install libnbd-bin)", name)
+	}
+}
+
+var rootArgRE = regexp.MustCompile(`bootfleet\.root=nbd:([0-9.]+):([0-9]+):(m-[0-9a-f-]+)`)
+
+// TestDisklessRootOverNBD walks the diskless path end to end on loopback:
+// import an image through the API, render a machine's script, read the
+// export the script names with libnbd's tools, and see other names refused.
+func TestDisklessRootOverNBD(t *testing.T) {
+	needTool(t, "nbdinfo")
+	needTool(t, "nbdcopy")
+	addr := freePort(t)
+	c := testConfig(t, addr)
+	p := c.Profiles["linux"]
+	p.Root.Image, p.Root.Overlay = "debian", "ephemeral"
+	c.Profiles["linux"] = p
+	logs := &syncBuffer{}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- Run(ctx, c, slog.New(slog.NewTextHandler(logs, nil))) }()
+	t.Cleanup(func() {
+		cancel()
+		select {
+		case <-done:
+		case <-time.After(10 * time.Second):
+			t.Error("Run did not stop")
+		}
+	})
+	base := "http://" + addr
+	waitHTTP(t, base+"/api/v1/openapi.json")
+	tok, err := api.ReadToken(filepath.Join(c.Data, api.TokenFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	call := func(method, path string, body io.Reader, want int) []byte {
+		t.Helper()
+		req, _ := http.NewRequest(method, base+path, body)
+		req.Header.Set("Authorization", "Bearer "+tok)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		if resp.StatusCode != want {
+			t.Fatalf("%s %s = %d %s, want %d", method, path, resp.StatusCode, b, want)
+		}
+		return b
+	}
+
+	// Before the import, the script cannot name a root.
+	call("GET", "/ipxe/52-54-00-00-00-01", nil, http.StatusInternalServerError)
+	image := make([]byte, 1<<20)
+	rand.Read(image)
+	var img api.Image
+	json.Unmarshal(call("PUT", "/api/v1/images/debian", bytes.NewReader(image), http.StatusCreated), &img)
+	if img.Size != int64(len(image)) {
+		t.Fatalf("imported %+v, want %d bytes", img, len(image))
+	}
+	stored, err := os.ReadFile(filepath.Join(c.Data, "images", "sha256", img.SHA256))
+	if err != nil || !bytes.Equal(stored, image) {
+		t.Fatalf("DATA/images/sha256/%s: %v, equal %v", img.SHA256, err, bytes.Equal(stored, image))
+	}
+	// The image is in use by profile linux.
+	call("DELETE", "/api/v1/images/debian", nil, http.StatusConflict)
+
+	script := string(call("GET", "/ipxe/52-54-00-00-00-01", nil, http.StatusOK))
+	m := rootArgRE.FindStringSubmatch(script)
+	if m == nil {
+		t.Fatalf("script has no bootfleet.root=nbd:IP:PORT:EXPORT:\n%s", script)
+	}
+	if m[1] != "127.0.0.1" || !strings.HasPrefix(m[3], "m-52-54-00-00-00-01-") {
+		t.Fatalf("bootfleet.root=%s: want server 127.0.0.1 and export m-52-54-00-00-00-01-SECRET", m[0])
+	}
+	uri := "nbd://127.0.0.1:" + m[2] + "/" + m[3]
+
+	out, err := exec.Command("nbdinfo", "--size", uri).CombinedOutput()
+	if err != nil || strings.TrimSpace(string(out)) != "1048576" {
+		t.Fatalf("nbdinfo --size %s: %v %s, want 1048576", uri, err, out)
+	}
+	got, err := exec.Command("nbdcopy", uri, "-").Output()
+	if err != nil || !bytes.Equal(got, image) {
+		t.Fatalf("nbdcopy of the export: %v, %d bytes, equal to the image %v", err, len(got), bytes.Equal(got, image))
+	}
+
+	refused := []struct{ name, export string }{
+		{"wrong secret", m[3][:len(m[3])-4] + "0000"},
+		{"other machine", strings.Replace(m[3], "m-52-54-00-00-00-01-", "m-52-54-00-00-00-02-", 1)},
+		{"image name", "debian"},
+	}
+	for _, r := range refused {
+		if r.export == m[3] {
+			continue // the secret happened to end in 0000
+		}
+		out, err := exec.Command("nbdinfo", "nbd://127.0.0.1:"+m[2]+"/"+r.export).CombinedOutput()
+		if err == nil {
+			t.Errorf("%s: nbdinfo succeeded:\n%s", r.name, out)
+		}
+	}
+	if out, err := exec.Command("nbdinfo", "--list", "nbd://127.0.0.1:"+m[2]).CombinedOutput(); err == nil && strings.Contains(string(out), "m-52") {
+		t.Errorf("nbdinfo --list shows the secret export:\n%s", out)
+	}
+	if !strings.Contains(logs.String(), "nbd export refused") {
+		t.Errorf("no refusal logged:\n%s", logs)
+	}
+
+	// A new render voids the old export.
+	call("GET", "/ipxe/52-54-00-00-00-01", nil, http.StatusOK)
+	if out, err := exec.Command("nbdinfo", "--size", uri).CombinedOutput(); err == nil {
+		t.Errorf("export of the previous boot still served: %s", out)
+	}
+	var res api.ResetResult
+	json.Unmarshal(call("POST", "/api/v1/machines/52-54-00-00-00-01/reset", nil, http.StatusOK), &res)
+	if res.MAC != "52:54:00:00:00:01" {
+		t.Fatalf("reset answered %+v", res)
+	}
+}
+
+func waitHTTP(t *testing.T, url string) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		resp, err := http.Get(url)
+		if err == nil {
+			resp.Body.Close()
+			return
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	t.Fatalf("%s did not answer within 10s", url)
+}

@@ -1,0 +1,224 @@
+package cli
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"hash"
+	"io"
+	"net/http"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/bootfleet/bootfleet/internal/api"
+)
+
+func imageCmd() *cobra.Command {
+	o := &clientOpts{}
+	cmd := &cobra.Command{
+		Use:   "image",
+		Short: "Import, list and remove root disk images for diskless machines (through the API of a running server)",
+	}
+	o.register(cmd)
+	cmd.AddCommand(imageImportCmd(o), imageListCmd(o), imageRmCmd(o))
+	return cmd
+}
+
+// imageImportCmd uploads the file to the server (PUT /images/NAME), which
+// stores it content-addressed in its data directory. Uploading rather than
+// writing into the data directory works from any machine and leaves the
+// server the only writer of its data directory.
+func imageImportCmd(o *clientOpts) *cobra.Command {
+	return &cobra.Command{
+		Use:   "import NAME FILE",
+		Short: "Import a raw disk or filesystem image (e.g. ext4) under NAME; re-importing a name replaces it for the next boots",
+		Args:  cobra.ExactArgs(2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := o.client()
+			if err != nil {
+				return err
+			}
+			name, path := args[0], args[1]
+			f, err := os.Open(path)
+			if err != nil {
+				return err
+			}
+			defer f.Close()
+			st, err := f.Stat()
+			if err != nil {
+				return err
+			}
+			if !st.Mode().IsRegular() {
+				return fmt.Errorf("%s is a %v; want a regular file holding a disk or filesystem image", path, st.Mode().Type())
+			}
+			pr := newProgress(cmd.ErrOrStderr(), "import "+name, st.Size(), f)
+			body := io.TeeReader(pr, pr.sum)
+			var img api.Image
+			if err := c.upload(cmd.Context(), "/images/"+pathKey(name), body, st.Size(), &img); err != nil {
+				pr.abort()
+				return err
+			}
+			pr.finish()
+			if local := hex.EncodeToString(pr.sum.Sum(nil)); img.SHA256 != local {
+				return fmt.Errorf("server stored sha256 %s but the file hashes to %s; the upload was corrupted, import again", img.SHA256, local)
+			}
+			if o.output == "json" {
+				return printJSON(cmd.OutOrStdout(), img)
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "imported image %s\n", img.Name)
+			return printImage(cmd.OutOrStdout(), img)
+		},
+	}
+}
+
+func printImage(w io.Writer, img api.Image) error {
+	return keyValues(w, [][2]string{{"name", img.Name}, {"sha256", img.SHA256},
+		{"size", sizeString(img.Size)}, {"imported", formatTime(&img.Imported)}})
+}
+
+func imageListCmd(o *clientOpts) *cobra.Command {
+	return &cobra.Command{
+		Use:   "list",
+		Short: "List images",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			c, err := o.client()
+			if err != nil {
+				return err
+			}
+			var il api.ImageList
+			if err := c.do(cmd.Context(), "GET", "/images", nil, &il); err != nil {
+				return err
+			}
+			if o.output == "json" {
+				return printJSON(cmd.OutOrStdout(), il.Images)
+			}
+			rows := make([][]string, 0, len(il.Images))
+			for _, img := range il.Images {
+				rows = append(rows, []string{img.Name, img.SHA256[:min(12, len(img.SHA256))], sizeString(img.Size), formatTime(&img.Imported)})
+			}
+			return table(cmd.OutOrStdout(), []string{"NAME", "SHA256", "SIZE", "IMPORTED"}, rows)
+		},
+	}
+}
+
+func imageRmCmd(o *clientOpts) *cobra.Command {
+	return &cobra.Command{
+		Use:   "rm NAME",
+		Short: "Remove an image no profile uses; machines booted from it keep it until they reboot",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := o.client()
+			if err != nil {
+				return err
+			}
+			if err := c.do(cmd.Context(), "DELETE", "/images/"+pathKey(args[0]), nil, nil); err != nil {
+				return err
+			}
+			if o.output != "json" {
+				fmt.Fprintf(cmd.OutOrStdout(), "removed image %s\n", args[0])
+			}
+			return nil
+		},
+	}
+}
+
+func sizeString(n int64) string {
+	const unit = 1024
+	if n < unit {
+		return fmt.Sprintf("%d B", n)
+	}
+	div, exp := int64(unit), 0
+	for m := n / unit; m >= unit && exp < 4; m /= unit {
+		div *= unit
+		exp++
+	}
+	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTP"[exp])
+}
+
+// progress reports an upload on w: a redrawn bar on a terminal, a line per
+// 10% otherwise (logs, CI), so a long import never looks hung.
+type progress struct {
+	w          io.Writer
+	label      string
+	total, n   int64
+	r          io.Reader
+	sum        hash.Hash
+	tty        bool
+	lastDecile int64
+	lastDraw   time.Time
+	start      time.Time
+}
+
+func newProgress(w io.Writer, label string, total int64, r io.Reader) *progress {
+	tty := false
+	if f, ok := w.(*os.File); ok {
+		if st, err := f.Stat(); err == nil && st.Mode()&os.ModeCharDevice != 0 {
+			tty = true
+		}
+	}
+	return &progress{w: w, label: label, total: total, r: r, sum: sha256.New(), tty: tty, lastDecile: -1, start: time.Now()}
+}
+
+func (p *progress) Read(b []byte) (int, error) {
+	n, err := p.r.Read(b)
+	p.n += int64(n)
+	p.report(false)
+	return n, err
+}
+
+func (p *progress) percent() int64 {
+	if p.total <= 0 {
+		return 100
+	}
+	return p.n * 100 / p.total
+}
+
+func (p *progress) report(final bool) {
+	pct := p.percent()
+	if !p.tty {
+		if d := pct / 10; d > p.lastDecile && (d > 0 || final) {
+			p.lastDecile = d
+			fmt.Fprintf(p.w, "%s: %d%% (%s of %s)\n", p.label, d*10, sizeString(p.n), sizeString(p.total))
+		}
+		return
+	}
+	if !final && time.Since(p.lastDraw) < 100*time.Millisecond {
+		return
+	}
+	p.lastDraw = time.Now()
+	const width = 30
+	done := int(pct * width / 100)
+	rate := float64(p.n) / max(time.Since(p.start).Seconds(), 1e-3) / (1 << 20)
+	fmt.Fprintf(p.w, "\r%s [%s%s] %3d%% %s/%s %.1f MiB/s ", p.label, strings.Repeat("#", done), strings.Repeat(" ", width-done),
+		pct, sizeString(p.n), sizeString(p.total), rate)
+}
+
+func (p *progress) finish() {
+	p.report(true)
+	if p.tty {
+		fmt.Fprintln(p.w)
+	}
+}
+
+func (p *progress) abort() {
+	if p.tty {
+		fmt.Fprintln(p.w)
+	}
+}
+
+// upload PUTs body (size bytes, not JSON) and decodes the JSON answer. It
+// has no overall timeout: a large image over a slow link takes as long as
+// it takes.
+func (c *client) upload(ctx context.Context, path string, body io.Reader, size int64, out any) error {
+	hc := *c.http
+	hc.Timeout = 0
+	saved := c.http
+	c.http = &hc
+	defer func() { c.http = saved }()
+	return c.send(ctx, http.MethodPut, path, body, size, "application/octet-stream", out)
+}

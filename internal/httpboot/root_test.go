@@ -1,0 +1,87 @@
+package httpboot
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/bootfleet/bootfleet/internal/config"
+	"github.com/bootfleet/bootfleet/internal/fleet"
+)
+
+type fakeRoots struct{ calls int }
+
+func (f *fakeRoots) RootArg(_ context.Context, mac net.HardwareAddr, root config.Root) (string, error) {
+	f.calls++
+	if root.Image == "gone" {
+		return "", errors.New("no image named gone")
+	}
+	return "nbd:10.0.0.1:10809:m-" + strings.ReplaceAll(mac.String(), ":", "-") + "-secret" + root.Overlay, nil
+}
+
+type noClock struct{}
+
+func (noClock) Complete(net.HardwareAddr) (time.Duration, bool) { return 0, false }
+
+// TestRootCmdline: a profile with a root gets bootfleet.root= appended,
+// once, whether or not its template uses {{ .Root }}.
+func TestRootCmdline(t *testing.T) {
+	c, err := config.Parse(strings.NewReader(`
+interface: br0
+dhcp: {mode: proxy}
+profiles:
+  auto: {kernel: /k, cmdline: "console=ttyS0", root: {image: debian, overlay: persistent}}
+  templ: {kernel: /k, cmdline: "root=/dev/nbd0 agent={{ .Root }}", root: {image: debian}}
+  plain: {kernel: /k, cmdline: "quiet"}
+  gone: {kernel: /k, root: {image: gone}}
+machines:
+  - {mac: "52:54:00:00:00:01", profile: auto}
+  - {mac: "52:54:00:00:00:02", profile: templ}
+  - {mac: "52:54:00:00:00:03", profile: plain}
+  - {mac: "52:54:00:00:00:04", profile: gone}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, err := fleet.FromConfig(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	roots := &fakeRoots{}
+	srv := httptest.NewServer(New(Config{Fleet: v, Boots: noClock{}, BaseURL: "http://10.0.0.1:8080", Roots: roots}))
+	defer srv.Close()
+	tests := []struct {
+		mac, want string
+		status    int
+	}{
+		{"52-54-00-00-00-01", " console=ttyS0 bootfleet.root=nbd:10.0.0.1:10809:m-52-54-00-00-00-01-secretpersistent || goto failed\n", 200},
+		{"52-54-00-00-00-02", " root=/dev/nbd0 agent=nbd:10.0.0.1:10809:m-52-54-00-00-00-02-secretephemeral || goto failed\n", 200},
+		{"52-54-00-00-00-03", "?mac=52-54-00-00-00-03 quiet || goto failed\n", 200},
+		{"52-54-00-00-00-04", "no image named gone", 500},
+	}
+	for _, tt := range tests {
+		t.Run(tt.mac, func(t *testing.T) {
+			resp, err := http.Get(srv.URL + "/ipxe/" + tt.mac)
+			if err != nil {
+				t.Fatal(err)
+			}
+			b, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != tt.status || !strings.Contains(string(b), tt.want) {
+				t.Fatalf("got %d %q, want %d and %q", resp.StatusCode, b, tt.status, tt.want)
+			}
+		})
+	}
+	if resp, err := http.Head(srv.URL + "/ipxe/52-54-00-00-00-01"); err != nil || resp.StatusCode != 200 {
+		t.Fatalf("HEAD of a root script: %v %v", resp, err)
+	}
+	if roots.calls != 3 {
+		t.Fatalf("RootArg called %d times, want 3 (once per GET of a script of a profile with a root, never for HEAD)", roots.calls)
+	}
+}

@@ -1,0 +1,187 @@
+package initramfs
+
+import (
+	"bytes"
+	"compress/gzip"
+	"debug/elf"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strings"
+)
+
+// Options says what goes into the initramfs.
+type Options struct {
+	// KernelDeb is a Debian linux-image-VERSION .deb; its modules are used
+	// and its vmlinuz can be copied out (see Build). Exactly one of
+	// KernelDeb and ModulesDir must be set.
+	KernelDeb string
+	// ModulesDir is a lib/modules/VERSION directory, e.g. of the running
+	// kernel on a Debian server whose kernel the clients also boot.
+	ModulesDir string
+	// Modules to load; default DefaultModules. Their dependencies are added.
+	Modules []string
+	// Busybox is a static busybox binary; default /bin/busybox (Debian's
+	// busybox-static package).
+	Busybox string
+	// Agent is the static bootfleet-agent binary, installed as /init.
+	Agent string
+	// Log gets one line per step; default discard.
+	Log *slog.Logger
+}
+
+// Result describes a built initramfs.
+type Result struct {
+	KernelVersion string
+	Modules       []string // load order
+	Vmlinuz       []byte   // the kernel image, when built from a .deb
+}
+
+// applets are the busybox commands the agent and the udhcpc script use.
+var applets = []string{"sh", "ip", "udhcpc", "switch_root", "mount", "umount", "poweroff", "sleep", "cat", "ls", "dmesg", "insmod"}
+
+// udhcpcScript configures the lease udhcpc got. It must not flush the
+// address on a later deconfig: the root file system lives on this link.
+const udhcpcScript = `#!/bin/sh
+# Written by bootfleet initramfs build: configure the DHCP lease.
+case "$1" in
+deconfig)
+  ip link set "$interface" up
+  ;;
+bound|renew)
+  ip -4 addr flush dev "$interface"
+  ip -4 addr add "$ip/${mask:-24}" dev "$interface"
+  for r in $router; do ip -4 route add default via "$r" dev "$interface"; break; done
+  : >/etc/resolv.conf
+  for d in $dns; do echo "nameserver $d" >>/etc/resolv.conf; done
+  echo "BOOTFLEET-IP: $ip/${mask:-24} router=${router:-none} server=${serverid:-?}"
+  ;;
+esac
+exit 0
+`
+
+// Build writes the gzip'd cpio to out.
+func Build(out io.Writer, o Options) (Result, error) {
+	log := o.Log
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	if (o.KernelDeb == "") == (o.ModulesDir == "") {
+		return Result{}, errors.New("give exactly one of --kernel-deb (a linux-image .deb) and --modules-dir (a lib/modules/VERSION directory)")
+	}
+	if o.Busybox == "" {
+		o.Busybox = "/bin/busybox"
+	}
+	if len(o.Modules) == 0 {
+		o.Modules = DefaultModules
+	}
+	agent, err := readStatic(o.Agent, "the bootfleet agent", "build it with CGO_ENABLED=0 go build -o bootfleet-agent ./cmd/bootfleet-agent")
+	if err != nil {
+		return Result{}, err
+	}
+	busybox, err := readStatic(o.Busybox, "busybox", "install Debian's busybox-static")
+	if err != nil {
+		return Result{}, err
+	}
+
+	var res Result
+	modDir := o.ModulesDir
+	if o.KernelDeb != "" {
+		tmp, err := os.MkdirTemp("", "bootfleet-kernel-")
+		if err != nil {
+			return Result{}, err
+		}
+		defer os.RemoveAll(tmp)
+		log.Info("extracting kernel package", "deb", o.KernelDeb)
+		if out, err := exec.Command("dpkg-deb", "-x", o.KernelDeb, tmp).CombinedOutput(); err != nil {
+			return Result{}, fmt.Errorf("dpkg-deb -x %s: %w: %s (is it a Debian package? dpkg-deb comes with dpkg)", o.KernelDeb, err, bytes.TrimSpace(out))
+		}
+		versions, _ := filepath.Glob(filepath.Join(tmp, "lib/modules/*"))
+		if len(versions) != 1 {
+			return Result{}, fmt.Errorf("%s has %d lib/modules/VERSION directories, want 1: is it a linux-image-VERSION package (not the linux-image-amd64 metapackage)?", o.KernelDeb, len(versions))
+		}
+		modDir = versions[0]
+		res.KernelVersion = filepath.Base(modDir)
+		if res.Vmlinuz, err = os.ReadFile(filepath.Join(tmp, "boot", "vmlinuz-"+res.KernelVersion)); err != nil {
+			return Result{}, fmt.Errorf("%s has no boot/vmlinuz-%s: %w", o.KernelDeb, res.KernelVersion, err)
+		}
+	} else {
+		res.KernelVersion = filepath.Base(filepath.Clean(modDir))
+	}
+	tree, err := OpenTree(modDir)
+	if err != nil {
+		return Result{}, err
+	}
+	mods, err := tree.Resolve(o.Modules)
+	if err != nil {
+		return Result{}, err
+	}
+	for _, m := range mods {
+		res.Modules = append(res.Modules, m.Name)
+	}
+	log.Info("modules resolved", "kernel", res.KernelVersion, "order", strings.Join(res.Modules, " "))
+
+	gz, _ := gzip.NewWriterLevel(out, gzip.DefaultCompression) // no name, zero time: reproducible
+	w := NewCPIOWriter(gz)
+	var werr error
+	try := func(err error) {
+		if werr == nil {
+			werr = err
+		}
+	}
+	dirs := []string{"bin", "dev", "etc", "etc/udhcpc", "lib", "lib/modules", "newroot", "proc", "run", "sbin", "sys", "tmp", "usr", "usr/bin", "usr/sbin"}
+	sort.Strings(dirs)
+	for _, d := range dirs {
+		try(w.Dir(d, 0o755))
+	}
+	try(w.CharDev("dev/console", 0o600, 5, 1))
+	try(w.CharDev("dev/null", 0o666, 1, 3))
+	try(w.File("init", 0o755, agent))
+	try(w.File("bin/busybox", 0o755, busybox))
+	for _, a := range applets {
+		try(w.Symlink("bin/"+a, "busybox"))
+	}
+	try(w.File("etc/udhcpc/script", 0o755, []byte(udhcpcScript)))
+	try(w.File("etc/modules", 0o644, []byte(strings.Join(res.Modules, "\n")+"\n")))
+	try(w.File("etc/bootfleet-initramfs", 0o644, []byte("kernel="+res.KernelVersion+"\n")))
+	for _, m := range mods {
+		data, err := ReadModule(m.Path)
+		if err != nil {
+			return Result{}, err
+		}
+		try(w.File("lib/modules/"+m.Name+".ko", 0o644, data))
+	}
+	try(w.Close())
+	try(gz.Close())
+	if werr != nil {
+		return Result{}, fmt.Errorf("write initramfs: %w", werr)
+	}
+	return res, nil
+}
+
+// readStatic reads an executable that must run without a dynamic loader,
+// since the initramfs has none.
+func readStatic(path, what, fix string) ([]byte, error) {
+	if path == "" {
+		return nil, fmt.Errorf("no path for %s; %s", what, fix)
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("read %s: %w; %s", what, err, fix)
+	}
+	f, err := elf.NewFile(bytes.NewReader(data))
+	if err != nil {
+		return nil, fmt.Errorf("%s %s is not an ELF executable: %w", what, path, err)
+	}
+	for _, p := range f.Progs {
+		if p.Type == elf.PT_INTERP {
+			return nil, fmt.Errorf("%s %s is dynamically linked; the initramfs has no libc; %s", what, path, fix)
+		}
+	}
+	return data, nil
+}

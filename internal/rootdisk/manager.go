@@ -1,0 +1,370 @@
+package rootdisk
+
+import (
+	"crypto/subtle"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/bootfleet/bootfleet/internal/blockstore"
+	"github.com/bootfleet/bootfleet/internal/imagestore"
+	"github.com/bootfleet/bootfleet/internal/inventory"
+	"github.com/bootfleet/bootfleet/internal/nbd"
+)
+
+// LeaseLookup says which address DHCP leased to a MAC, if it knows.
+type LeaseLookup interface {
+	LeaseIP(mac net.HardwareAddr) (net.IP, bool)
+}
+
+// Config configures a Manager.
+type Config struct {
+	// Data is the data directory; overlays go to Data/overlays/. Required.
+	Data string
+	// Blobs holds the image content. Required.
+	Blobs *imagestore.Store
+	// Leases, if set, ties each export to the leased source address.
+	Leases LeaseLookup
+	// BlockSize is the overlays' allocation unit; 0 for blockstore's default.
+	BlockSize int
+	Logger    *slog.Logger // default: discard
+	Now       func() time.Time
+}
+
+// Manager issues per-boot exports and serves them. It implements
+// nbd.Exports. Safe for concurrent use.
+type Manager struct {
+	cfg  Config
+	log  *slog.Logger
+	mu   sync.Mutex
+	addr string                 // SERVER_IP:PORT of the NBD server; "" when off
+	boot map[string]*boot       // by MAC; the boot the latest script named
+	att  map[string]*attachment // by MAC; the disk open for its sessions
+}
+
+// boot is what one script render promised a machine.
+type boot struct {
+	secret string
+	image  string // name, for logs
+	sha    string
+	mode   blockstore.Mode
+	issued time.Time
+}
+
+// attachment is a machine's open disk, shared by its NBD sessions.
+type attachment struct {
+	sha  string
+	mode blockstore.Mode
+	base *blockstore.File
+	disk blockstore.Disk
+	refs int
+}
+
+// New returns a Manager. Call SetAddr once the NBD server listens.
+func New(cfg Config) (*Manager, error) {
+	if cfg.Data == "" || cfg.Blobs == nil {
+		return nil, errors.New("rootdisk: Data and Blobs are required")
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	return &Manager{cfg: cfg, log: cfg.Logger, boot: map[string]*boot{}, att: map[string]*attachment{}}, nil
+}
+
+// SetAddr sets the SERVER_IP:PORT that scripts send clients to.
+func (m *Manager) SetAddr(ip string, port int) {
+	m.mu.Lock()
+	m.addr = net.JoinHostPort(ip, fmt.Sprint(port))
+	m.mu.Unlock()
+}
+
+// OverlayDir is where mac's overlay lives.
+func (m *Manager) OverlayDir(mac net.HardwareAddr) string {
+	return filepath.Join(m.cfg.Data, "overlays", macPath(mac))
+}
+
+// baseFile records, next to a persistent overlay, the image content the
+// overlay was made on, so re-importing the image name does not move the
+// machine's own blocks onto another base.
+const baseFile = "base-sha256"
+
+// Issue starts a new boot of mac on img with overlay mode (ephemeral,
+// persistent or none; empty means ephemeral) and returns the value of
+// bootfleet.root: nbd:SERVER_IP:PORT:EXPORT. It voids the export the
+// previous script named. An ephemeral overlay is discarded here, so every
+// boot starts clean, whether or not the machine ever connected.
+func (m *Manager) Issue(mac net.HardwareAddr, img inventory.Image, overlay string) (string, error) {
+	if overlay == "" {
+		overlay = "ephemeral"
+	}
+	mode, err := blockstore.ParseMode(overlay)
+	if err != nil {
+		return "", err
+	}
+	sha := img.SHA256
+	dir := m.OverlayDir(mac)
+	if mode == blockstore.Persistent {
+		if old, err := os.ReadFile(filepath.Join(dir, baseFile)); err == nil && strings.TrimSpace(string(old)) != sha {
+			oldSHA := strings.TrimSpace(string(old))
+			if !m.cfg.Blobs.Has(oldSHA) {
+				return "", fmt.Errorf("rootdisk: the persistent overlay of %s was made on content %.12s of image %s, which is gone; run bootfleet machine reset %s", mac, oldSHA, img.Name, mac)
+			}
+			m.log.Warn("machine keeps the image version its persistent overlay was made on; reset it to move to the new one",
+				"mac", mac.String(), "image", img.Name, "kept_sha256", oldSHA, "current_sha256", sha, "hint", "bootfleet machine reset "+mac.String())
+			sha = oldSHA
+		}
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	// Under the lock, so Release cannot delete the content between this
+	// check and the boot that pins it.
+	if !m.cfg.Blobs.Has(sha) {
+		return "", fmt.Errorf("rootdisk: content %.12s of image %s is missing from the data directory; import the image again", sha, img.Name)
+	}
+	if m.addr == "" {
+		return "", fmt.Errorf("rootdisk: profile root image %s needs the NBD server, which is off; set nbd.listen", img.Name)
+	}
+	key := mac.String()
+	if a := m.att[key]; a != nil && a.sha == sha && a.mode == mode && mode == blockstore.Ephemeral {
+		// A session of the previous boot lingers (its TCP connection died
+		// with the reboot but the server has not noticed): hand its open
+		// overlay to the new boot, emptied.
+		m.log.Warn("new boot while the previous one is still connected; discarding its overlay under the old session", "mac", key, "sessions", a.refs)
+		if r, ok := a.disk.(interface{ Reset() error }); ok {
+			if err := r.Reset(); err != nil {
+				return "", fmt.Errorf("rootdisk: reset ephemeral overlay of %s: %w", mac, err)
+			}
+		}
+	} else if a == nil && mode == blockstore.Ephemeral {
+		if err := removeOverlay(dir); err != nil {
+			return "", err
+		}
+	}
+	b := &boot{secret: newSecret(), image: img.Name, sha: sha, mode: mode, issued: m.cfg.Now()}
+	m.boot[key] = b
+	return "nbd:" + m.addr + ":" + ExportName(mac, b.secret), nil
+}
+
+func removeOverlay(dir string) error {
+	if _, err := os.Stat(dir); errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err := blockstore.RemoveOverlay(dir); err != nil {
+		return err
+	}
+	if err := os.Remove(filepath.Join(dir, baseFile)); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("rootdisk: %w", err)
+	}
+	return nil
+}
+
+// Lookup implements nbd.Exports: it serves the export the machine's latest
+// script named, to that machine only.
+func (m *Manager) Lookup(name string, remote net.Addr) (nbd.Export, error) {
+	mac, secret, err := ParseExportName(name)
+	if err != nil {
+		m.log.Warn("nbd export refused", "remote", addrString(remote), "reason", err.Error())
+		return nil, fmt.Errorf("%w: %w", nbd.ErrUnknownExport, err)
+	}
+	key := mac.String()
+	refuse := func(reason string) (nbd.Export, error) {
+		m.log.Warn("nbd export refused", "mac", key, "remote", addrString(remote), "reason", reason)
+		return nil, fmt.Errorf("%w: %s", nbd.ErrRefused, reason)
+	}
+	m.mu.Lock()
+	b := m.boot[key]
+	m.mu.Unlock()
+	if b == nil {
+		return refuse("no boot issued for this machine since the server started; reboot it so its script names a fresh export")
+	}
+	if subtle.ConstantTimeCompare([]byte(secret), []byte(b.secret)) != 1 {
+		return refuse("wrong secret: not the export of this machine's latest boot script")
+	}
+	// The lease may come from the database: look it up outside the lock.
+	if m.cfg.Leases != nil {
+		if want, ok := m.cfg.Leases.LeaseIP(mac); ok {
+			if got := remoteIP(remote); got == nil || !got.Equal(want) {
+				return refuse(fmt.Sprintf("source address %v is not the machine's DHCP lease %v", got, want))
+			}
+		}
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.boot[key] != b {
+		return refuse("the machine's script was rendered again meanwhile; this export is void")
+	}
+	a := m.att[key]
+	if a == nil {
+		if a, err = m.open(mac, b); err != nil {
+			m.log.Error("open machine disk", "mac", key, "image", b.image, "err", err)
+			return nil, err
+		}
+		m.att[key] = a
+	} else if a.sha != b.sha || a.mode != b.mode {
+		return refuse(fmt.Sprintf("a session of the previous boot (image %.12s, overlay %v) is still open; retry once it ends", a.sha, a.mode))
+	}
+	a.refs++
+	return &export{Disk: a.disk, m: m, key: key, a: a}, nil
+}
+
+func (m *Manager) open(mac net.HardwareAddr, b *boot) (*attachment, error) {
+	path, err := m.cfg.Blobs.Path(b.sha)
+	if err != nil {
+		return nil, err
+	}
+	base, err := blockstore.OpenImage(path)
+	if err != nil {
+		return nil, err
+	}
+	mode, dir := b.mode, m.OverlayDir(mac)
+	if mode == blockstore.Ephemeral {
+		// Ephemeral across boots, kept across reconnects within a boot:
+		// Issue empties it, not the open.
+		mode = blockstore.Persistent
+	}
+	disk, err := blockstore.Open(base, dir, mode, blockstore.Options{BlockSize: m.cfg.BlockSize, BaseID: b.sha})
+	if err != nil {
+		base.Close()
+		return nil, err
+	}
+	if b.mode == blockstore.Persistent {
+		if err := os.WriteFile(filepath.Join(dir, baseFile), []byte(b.sha+"\n"), 0o600); err != nil {
+			disk.Close()
+			base.Close()
+			return nil, fmt.Errorf("rootdisk: record overlay base: %w", err)
+		}
+	}
+	return &attachment{sha: b.sha, mode: b.mode, base: base, disk: disk}, nil
+}
+
+// detach ends one session; the last one closes the disk.
+func (m *Manager) detach(key string, a *attachment) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	a.refs--
+	if a.refs > 0 {
+		return nil
+	}
+	if m.att[key] == a {
+		delete(m.att, key)
+	}
+	return errors.Join(a.disk.Close(), a.base.Close())
+}
+
+// export is one session's handle on a shared disk.
+type export struct {
+	blockstore.Disk
+	m    *Manager
+	key  string
+	a    *attachment
+	once sync.Once
+}
+
+// Close ends the session (the server calls it once); the disk stays open
+// for the machine's other sessions.
+func (e *export) Close() error {
+	var err error
+	e.once.Do(func() { err = e.m.detach(e.key, e.a) })
+	return err
+}
+
+var _ io.Closer = (*export)(nil)
+
+// Sessions is the number of open NBD sessions of mac.
+func (m *Manager) Sessions(mac net.HardwareAddr) int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if a := m.att[mac.String()]; a != nil {
+		return a.refs
+	}
+	return 0
+}
+
+// Reset discards mac's overlay: its next boot reads the pristine image. It
+// refuses (inventory.ErrConflict) while the machine has an open NBD
+// session, unless force: then the overlay is emptied under the running
+// machine and its export is voided, so it must reboot.
+func (m *Manager) Reset(mac net.HardwareAddr, force bool) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	key := mac.String()
+	if a := m.att[key]; a != nil {
+		if !force {
+			return inventory.Conflict("mac", "machine %s has %d open NBD session(s); shut it down first, or pass --force to discard its disk under it", key, a.refs)
+		}
+		if r, ok := a.disk.(interface{ Reset() error }); ok {
+			if err := r.Reset(); err != nil {
+				return fmt.Errorf("rootdisk: reset overlay of %s: %w", key, err)
+			}
+		}
+		os.Remove(filepath.Join(m.OverlayDir(mac), baseFile))
+		delete(m.boot, key)
+		m.log.Warn("overlay discarded under a connected machine; it must reboot", "mac", key, "sessions", a.refs)
+		return nil
+	}
+	if err := removeOverlay(m.OverlayDir(mac)); err != nil {
+		return err
+	}
+	m.log.Info("overlay discarded", "mac", key)
+	return nil
+}
+
+// Import stores an image's content; see imagestore.Store.Import.
+func (m *Manager) Import(r io.Reader) (string, int64, error) { return m.cfg.Blobs.Import(r) }
+
+// Release deletes image content no image name points to any more, unless a
+// boot, a connected machine or a persistent overlay still uses it. The
+// caller checks the names; Release checks the rest. It reports whether the
+// content was deleted.
+func (m *Manager) Release(sha string) (bool, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, b := range m.boot {
+		if b.sha == sha {
+			return false, nil
+		}
+	}
+	for _, a := range m.att {
+		if a.sha == sha {
+			return false, nil
+		}
+	}
+	bases, _ := filepath.Glob(filepath.Join(m.cfg.Data, "overlays", "*", baseFile))
+	for _, p := range bases {
+		if b, err := os.ReadFile(p); err == nil && strings.TrimSpace(string(b)) == sha {
+			return false, nil
+		}
+	}
+	return true, m.cfg.Blobs.Remove(sha)
+}
+
+func remoteIP(a net.Addr) net.IP {
+	switch x := a.(type) {
+	case *net.TCPAddr:
+		return x.IP
+	case nil:
+		return nil
+	}
+	host, _, err := net.SplitHostPort(a.String())
+	if err != nil {
+		return nil
+	}
+	return net.ParseIP(host)
+}
+
+func addrString(a net.Addr) string {
+	if a == nil {
+		return ""
+	}
+	return a.String()
+}

@@ -1,0 +1,303 @@
+package rootdisk
+
+import (
+	"bytes"
+	"errors"
+	"io"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/bootfleet/bootfleet/internal/imagestore"
+	"github.com/bootfleet/bootfleet/internal/inventory"
+	"github.com/bootfleet/bootfleet/internal/nbd"
+)
+
+func TestParseExportName(t *testing.T) {
+	secret := strings.Repeat("0123456789abcdef", 2)
+	tests := []struct {
+		name, in, mac, secret string
+	}{
+		{"ok", "m-52-54-00-12-34-56-" + secret, "52:54:00:12:34:56", secret},
+		{"shortest secret", "m-52-54-00-12-34-56-0123456789abcdef", "52:54:00:12:34:56", "0123456789abcdef"},
+		{"no prefix", "52-54-00-12-34-56-" + secret, "", ""},
+		{"colons", "m-52:54:00:12:34:56-" + secret, "", ""},
+		{"secret too short", "m-52-54-00-12-34-56-0123456789abcde", "", ""},
+		{"secret too long", "m-52-54-00-12-34-56-" + strings.Repeat("a", 65), "", ""},
+		{"upper-case secret", "m-52-54-00-12-34-56-" + strings.ToUpper(secret), "", ""},
+		{"not a mac", "m-52-54-00-12-34-zz-" + secret, "", ""},
+		{"empty", "", "", ""},
+		{"image name", "debian", "", ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			mac, s, err := ParseExportName(tt.in)
+			if tt.mac == "" {
+				if !errors.Is(err, ErrBadName) {
+					t.Fatalf("got %v %q %v, want ErrBadName", mac, s, err)
+				}
+				return
+			}
+			if err != nil || mac.String() != tt.mac || s != tt.secret {
+				t.Fatalf("got %v %q %v, want %s %q", mac, s, err, tt.mac, tt.secret)
+			}
+		})
+	}
+	hw, _ := net.ParseMAC("52:54:00:12:34:56")
+	if got, _, err := ParseExportName(ExportName(hw, newSecret())); err != nil || got.String() != hw.String() {
+		t.Fatalf("round trip: %v %v", got, err)
+	}
+}
+
+type leases map[string]net.IP
+
+func (l leases) LeaseIP(mac net.HardwareAddr) (net.IP, bool) {
+	ip, ok := l[mac.String()]
+	return ip, ok
+}
+
+type fixture struct {
+	m     *Manager
+	img   inventory.Image
+	bytes []byte
+}
+
+func newFixture(t *testing.T) *fixture {
+	t.Helper()
+	data := t.TempDir()
+	blobs, err := imagestore.Open(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	content := bytes.Repeat([]byte("base"), 64<<10) // 256 KiB
+	sum, size, err := blobs.Import(bytes.NewReader(content))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := New(Config{Data: data, Blobs: blobs, BlockSize: 4096,
+		Leases: leases{"52:54:00:00:00:02": net.IPv4(10, 0, 0, 2)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.SetAddr("10.0.0.1", 10809)
+	return &fixture{m: m, img: inventory.Image{Name: "debian", SHA256: sum, Size: size}, bytes: content}
+}
+
+func mustMAC(s string) net.HardwareAddr {
+	hw, err := net.ParseMAC(s)
+	if err != nil {
+		panic(err)
+	}
+	return hw
+}
+
+func tcp(ip string) net.Addr { return &net.TCPAddr{IP: net.ParseIP(ip), Port: 40000} }
+
+// issue returns the export name of a new boot of mac.
+func (f *fixture) issue(t *testing.T, mac, overlay string) string {
+	t.Helper()
+	arg, err := f.m.Issue(mustMAC(mac), f.img, overlay)
+	if err != nil {
+		t.Fatal(err)
+	}
+	prefix := "nbd:10.0.0.1:10809:"
+	if !strings.HasPrefix(arg, prefix) {
+		t.Fatalf("root argument %q, want it to start with %q", arg, prefix)
+	}
+	return strings.TrimPrefix(arg, prefix)
+}
+
+func TestLookupAccess(t *testing.T) {
+	f := newFixture(t)
+	pc1 := f.issue(t, "52:54:00:00:00:01", "")
+	pc2 := f.issue(t, "52:54:00:00:00:02", "")
+	_, sec2, _ := ParseExportName(pc2)
+	stale := f.issue(t, "52:54:00:00:00:03", "")
+	f.issue(t, "52:54:00:00:00:03", "") // the next render voids stale
+	tests := []struct {
+		name, export, remote string
+		want                 error
+	}{
+		{"own export", pc1, "10.0.0.9", nil},
+		{"own export from the leased address", pc2, "10.0.0.2", nil},
+		{"leased machine from another address", pc2, "10.0.0.9", nbd.ErrRefused},
+		{"wrong secret", pc1[:len(pc1)-1] + "0", "10.0.0.9", nbd.ErrRefused},
+		{"another machine's secret", "m-52-54-00-00-00-01-" + sec2, "10.0.0.2", nbd.ErrRefused},
+		{"secret of a previous boot", stale, "10.0.0.9", nbd.ErrRefused},
+		{"machine never booted", "m-52-54-00-00-00-09-" + sec2, "10.0.0.9", nbd.ErrRefused},
+		{"image name", "debian", "10.0.0.9", nbd.ErrUnknownExport},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			e, err := f.m.Lookup(tt.export, tcp(tt.remote))
+			if tt.want != nil {
+				if !errors.Is(err, tt.want) {
+					t.Fatalf("got %v, want %v", err, tt.want)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer e.(io.Closer).Close()
+			buf := make([]byte, 4096)
+			if _, err := e.ReadAt(buf, 8192); err != nil || !bytes.Equal(buf, f.bytes[8192:12288]) {
+				t.Fatalf("read %v, data equal %v", err, bytes.Equal(buf, f.bytes[8192:12288]))
+			}
+		})
+	}
+}
+
+func write(t *testing.T, f *fixture, export string, p []byte, off int64) {
+	t.Helper()
+	e, err := f.m.Lookup(export, tcp("10.0.0.9"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.WriteAt(p, off); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	e.(io.Closer).Close()
+}
+
+func read(t *testing.T, f *fixture, export string, n int, off int64) []byte {
+	t.Helper()
+	e, err := f.m.Lookup(export, tcp("10.0.0.9"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.(io.Closer).Close()
+	buf := make([]byte, n)
+	if _, err := e.ReadAt(buf, off); err != nil {
+		t.Fatal(err)
+	}
+	return buf
+}
+
+func TestOverlayModes(t *testing.T) {
+	marker := []byte("marker!!")
+	for _, tt := range []struct {
+		mode      string
+		keptAfter bool // the marker survives the next boot
+	}{{"ephemeral", false}, {"persistent", true}} {
+		t.Run(tt.mode, func(t *testing.T) {
+			f := newFixture(t)
+			mac := "52:54:00:00:00:01"
+			ex := f.issue(t, mac, tt.mode)
+			write(t, f, ex, marker, 0)
+			// A reconnect within the boot sees its own writes.
+			if got := read(t, f, ex, len(marker), 0); !bytes.Equal(got, marker) {
+				t.Fatalf("after reconnect read %q, want %q", got, marker)
+			}
+			ex = f.issue(t, mac, tt.mode) // reboot
+			got := read(t, f, ex, len(marker), 0)
+			if bytes.Equal(got, marker) != tt.keptAfter {
+				t.Fatalf("after reboot read %q; marker kept=%v, want %v", got, !tt.keptAfter, tt.keptAfter)
+			}
+			if err := f.m.Reset(mustMAC(mac), false); err != nil {
+				t.Fatal(err)
+			}
+			if got := read(t, f, ex, len(marker), 0); !bytes.Equal(got, f.bytes[:len(marker)]) {
+				t.Fatalf("after reset read %q, want the base", got)
+			}
+		})
+	}
+	t.Run("none", func(t *testing.T) {
+		f := newFixture(t)
+		e, err := f.m.Lookup(f.issue(t, "52:54:00:00:00:01", "none"), tcp("10.0.0.9"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer e.(io.Closer).Close()
+		if !e.ReadOnly() {
+			t.Fatal("overlay none is writable")
+		}
+		if _, err := e.WriteAt(marker, 0); err == nil {
+			t.Fatal("write to overlay none succeeded")
+		}
+	})
+}
+
+func TestResetRefusesConnected(t *testing.T) {
+	f := newFixture(t)
+	mac := mustMAC("52:54:00:00:00:01")
+	ex := f.issue(t, mac.String(), "persistent")
+	e, err := f.m.Lookup(ex, tcp("10.0.0.9"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.WriteAt([]byte("dirty"), 0)
+	if err := f.m.Reset(mac, false); !errors.Is(err, inventory.ErrConflict) {
+		t.Fatalf("reset of a connected machine: %v, want ErrConflict", err)
+	}
+	if err := f.m.Reset(mac, true); err != nil {
+		t.Fatalf("forced reset: %v", err)
+	}
+	buf := make([]byte, 5)
+	e.ReadAt(buf, 0)
+	if string(buf) == "dirty" {
+		t.Fatal("forced reset kept the overlay")
+	}
+	if _, err := f.m.Lookup(ex, tcp("10.0.0.9")); !errors.Is(err, nbd.ErrRefused) {
+		t.Fatalf("reconnect after a forced reset: %v, want refused", err)
+	}
+	e.(io.Closer).Close()
+	if n := f.m.Sessions(mac); n != 0 {
+		t.Fatalf("%d sessions after close", n)
+	}
+}
+
+func TestReimportKeepsPersistentBase(t *testing.T) {
+	f := newFixture(t)
+	mac := "52:54:00:00:00:01"
+	write(t, f, f.issue(t, mac, "persistent"), []byte("mine"), 0)
+	old := f.img
+	sum, size, err := f.m.Import(strings.NewReader(strings.Repeat("new!", 64<<10)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.img = inventory.Image{Name: "debian", SHA256: sum, Size: size}
+	if deleted, err := f.m.Release(old.SHA256); err != nil || deleted {
+		t.Fatalf("Release of a persistent overlay's base: deleted=%v err=%v, want kept", deleted, err)
+	}
+	ex := f.issue(t, mac, "persistent")
+	if got := read(t, f, ex, 8, 0); string(got) != "minebase" {
+		t.Fatalf("persistent machine after re-import reads %q, want its own blocks on the old base", got)
+	}
+	// Other machines get the new version.
+	if got := read(t, f, f.issue(t, "52:54:00:00:00:05", "ephemeral"), 4, 0); string(got) != "new!" {
+		t.Fatalf("new machine reads %q, want the new version", got)
+	}
+	if err := f.m.Reset(mustMAC(mac), false); err != nil {
+		t.Fatal(err)
+	}
+	f.issue(t, mac, "persistent") // now on the new version
+	if deleted, err := f.m.Release(old.SHA256); err != nil || !deleted {
+		t.Fatalf("Release of unused content: deleted=%v err=%v", deleted, err)
+	}
+	if _, err := os.Stat(filepath.Join(f.m.cfg.Data, "images", "sha256", old.SHA256)); !os.IsNotExist(err) {
+		t.Fatalf("released content still on disk: %v", err)
+	}
+}
+
+func TestIssueErrors(t *testing.T) {
+	f := newFixture(t)
+	mac := mustMAC("52:54:00:00:00:01")
+	if _, err := f.m.Issue(mac, f.img, "ram"); err == nil {
+		t.Fatal("overlay ram accepted")
+	}
+	missing := f.img
+	missing.SHA256 = strings.Repeat("0", 64)
+	if _, err := f.m.Issue(mac, missing, ""); err == nil || !strings.Contains(err.Error(), "import the image again") {
+		t.Fatalf("missing content: %v", err)
+	}
+	off, _ := New(Config{Data: t.TempDir(), Blobs: f.m.cfg.Blobs})
+	if _, err := off.Issue(mac, f.img, ""); err == nil || !strings.Contains(err.Error(), "nbd.listen") {
+		t.Fatalf("NBD off: %v", err)
+	}
+}
