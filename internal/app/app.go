@@ -78,7 +78,7 @@ func Run(ctx context.Context, c *config.Config, log *slog.Logger) error {
 	g, ctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return inv.Run(ctx) }) // discovered machines, view reloads
 	g.Go(func() error { return serveHTTP(ctx, httpLn, front, log) })
-	g.Go(func() error { return dl.serve(ctx) })
+	g.Go(func() error { return dl.serve(ctx, taps.nbd) })
 
 	if c.TFTP.Listen != "off" {
 		srv := tftp.NewServer(tftp.Config{

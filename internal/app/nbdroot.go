@@ -54,11 +54,27 @@ func (d *diskless) attach(inv *Inventory) { d.leases.store = inv.Store() }
 
 // serve runs the NBD server until ctx ends; without a listener it returns
 // at once.
-func (d *diskless) serve(ctx context.Context) error {
+func (d *diskless) serve(ctx context.Context, onSession func(net.HardwareAddr, nbd.SessionStats)) error {
 	if d.ln == nil {
 		return nil
 	}
-	return nbd.NewServer(d.disks, nbd.Config{Logger: d.log}).Serve(ctx, d.ln)
+	cfg := nbd.Config{Logger: d.log}
+	if onSession != nil {
+		cfg.Hook = sessionHook(onSession)
+	}
+	return nbd.NewServer(d.disks, cfg).Serve(ctx, d.ln)
+}
+
+// sessionHook hands finished NBD sessions to telemetry with the machine
+// the export name names (nil if it names none).
+type sessionHook func(net.HardwareAddr, nbd.SessionStats)
+
+func (h sessionHook) OnSession(st nbd.SessionStats) {
+	mac, _, err := rootdisk.ParseExportName(st.Export)
+	if err != nil {
+		mac = nil
+	}
+	h(mac, st)
 }
 
 func (d *diskless) close() {

@@ -2,6 +2,7 @@ package app
 
 import (
 	"log/slog"
+	"net"
 	"net/http"
 	"time"
 
@@ -10,6 +11,7 @@ import (
 	"github.com/bootfleet/bootfleet/internal/config"
 	"github.com/bootfleet/bootfleet/internal/dhcp"
 	"github.com/bootfleet/bootfleet/internal/httpboot"
+	"github.com/bootfleet/bootfleet/internal/nbd"
 	"github.com/bootfleet/bootfleet/internal/telemetry"
 	"github.com/bootfleet/bootfleet/internal/tftp"
 	"github.com/bootfleet/bootfleet/internal/web"
@@ -48,6 +50,7 @@ type taps struct {
 	tftp       func(tftp.TransferStats)
 	dhcp       dhcp.Observer
 	dhcpReply  func(req, reply dhcpv4.MessageType, took time.Duration)
+	nbd        func(net.HardwareAddr, nbd.SessionStats)
 }
 
 func telemetryTaps(c *config.Config, rec *telemetry.Recorder, tracker *boots.Tracker, log *slog.Logger) taps {
@@ -61,5 +64,6 @@ func telemetryTaps(c *config.Config, rec *telemetry.Recorder, tracker *boots.Tra
 		tftp:       rec.OnTransfer(logTransfer(log)),
 		dhcp:       rec.Observer(bootObserver{tracker}),
 		dhcpReply:  rec.DHCPReply,
+		nbd:        rec.NBDSession,
 	}
 }

@@ -8,6 +8,7 @@ import (
 
 	"github.com/bootfleet/bootfleet/internal/dhcp"
 	"github.com/bootfleet/bootfleet/internal/httpboot"
+	"github.com/bootfleet/bootfleet/internal/nbd"
 	"github.com/bootfleet/bootfleet/internal/pxe"
 	"github.com/bootfleet/bootfleet/internal/tftp"
 )
@@ -129,4 +130,31 @@ func (r *Recorder) macOf(ip string) string {
 		return hw.String()
 	}
 	return ""
+}
+
+// NBDSession records one finished NBD session of mac (nil when the export
+// name named no machine): totals in /metrics, and on the machine's latest
+// boot record.
+func (r *Recorder) NBDSession(mac net.HardwareAddr, st nbd.SessionStats) {
+	r.m.nbd(st)
+	if mac == nil {
+		return
+	}
+	s := NBDSession{Export: st.Export, Start: r.cfg.Now().Add(-st.Duration).UTC(), Seconds: secs(st.Duration),
+		BytesRead: st.BytesRead, BytesWritten: st.BytesWritten, Ops: st.Ops}
+	if st.Remote != nil {
+		s.Remote = st.Remote.String()
+	}
+	if st.Err != nil {
+		s.Err = st.Err.Error()
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	bs := r.byMAC[mac.String()]
+	if len(bs) == 0 {
+		return
+	}
+	if b := bs[len(bs)-1]; len(b.NBD) < maxTransfersPerBoot {
+		b.NBD = append(b.NBD, s)
+	}
 }

@@ -9,13 +9,14 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/bootfleet/bootfleet/internal/nbd"
 	"github.com/bootfleet/bootfleet/internal/tftp"
 )
 
 // metrics are the Prometheus series. Each Recorder has its own registry,
 // so tests and several servers in one process do not collide.
 //
-// Not exported (yet): active TFTP transfers,
+// Not exported (yet): active NBD connections (sessions report at their end); active TFTP transfers,
 // which needs a start hook in the TFTP server (OnTransfer fires at the
 // end); NBD, which is not wired into the server yet.
 type metrics struct {
@@ -32,6 +33,9 @@ type metrics struct {
 	bootsCompleted prometheus.Counter
 	bootsFailed    prometheus.Counter
 	bootDuration   prometheus.Histogram
+	nbdSessions    *prometheus.CounterVec
+	nbdBytes       *prometheus.CounterVec
+	nbdOps         prometheus.Counter
 }
 
 func newMetrics() *metrics {
@@ -70,6 +74,21 @@ func newMetrics() *metrics {
 	f(dhcpReply)
 	for i := range m.dhcpReply {
 		m.dhcpReply[i] = dhcpReply.WithLabelValues(dhcpTypeName(dhcpv4.MessageType(i)))
+	}
+	m.nbdSessions = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "bootfleet_nbd_sessions_total",
+		Help: "Finished NBD sessions by result (ok: clean disconnect, error)."}, []string{"result"})
+	m.nbdBytes = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "bootfleet_nbd_bytes_total",
+		Help: "NBD payload bytes, by direction (read: to clients, write: from clients)."}, []string{"direction"})
+	m.nbdOps = prometheus.NewCounter(prometheus.CounterOpts{Name: "bootfleet_nbd_ops_total",
+		Help: "NBD transmission requests handled."})
+	f(m.nbdSessions)
+	f(m.nbdBytes)
+	f(m.nbdOps)
+	for _, l := range []string{"ok", "error"} {
+		m.nbdSessions.WithLabelValues(l)
+	}
+	for _, l := range []string{"read", "write"} {
+		m.nbdBytes.WithLabelValues(l)
 	}
 	for _, c := range []prometheus.Collector{m.transfers, m.bytes, m.active, m.retransmits, m.sizeProbes,
 		m.unattributed, m.bootsStarted, m.bootsCompleted, m.bootsFailed, m.bootDuration,
@@ -120,4 +139,15 @@ func dhcpTypeName(t dhcpv4.MessageType) string {
 		return "other"
 	}
 	return name
+}
+
+func (m *metrics) nbd(st nbd.SessionStats) {
+	result := "ok"
+	if st.Err != nil {
+		result = "error"
+	}
+	m.nbdSessions.WithLabelValues(result).Inc()
+	m.nbdBytes.WithLabelValues("read").Add(float64(st.BytesRead))
+	m.nbdBytes.WithLabelValues("write").Add(float64(st.BytesWritten))
+	m.nbdOps.Add(float64(st.Ops))
 }

@@ -1,10 +1,12 @@
 package telemetry
 
 import (
+	"errors"
 	"net/http/httptest"
 	"testing"
 	"time"
 
+	"github.com/bootfleet/bootfleet/internal/nbd"
 	"github.com/insomniacslk/dhcp/dhcpv4"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
@@ -53,6 +55,8 @@ func TestMetrics(t *testing.T) {
 	f.r.DHCPReply(dhcpv4.MessageTypeRequest, dhcpv4.MessageTypeAck, 3*time.Millisecond)
 	f.r.DHCPReply(dhcpv4.MessageTypeRequest, dhcpv4.MessageTypeAck, 5*time.Millisecond)
 	f.r.DHCPReply(dhcpv4.MessageTypeDiscover, dhcpv4.MessageTypeOffer, time.Millisecond)
+	f.r.NBDSession(macA, nbd.SessionStats{Export: "m-x", BytesRead: 4096, BytesWritten: 512, Ops: 3})
+	f.r.NBDSession(nil, nbd.SessionStats{BytesRead: 100, Ops: 1, Err: errors.New("reset by peer")})
 	got := scrape(t, f.r)
 	for _, tc := range []struct {
 		series string
@@ -75,6 +79,11 @@ func TestMetrics(t *testing.T) {
 		{"bootfleet_dhcp_reply_seconds,type=request,count", 2},
 		{"bootfleet_dhcp_reply_seconds,type=request,sum", 0.008},
 		{"bootfleet_dhcp_reply_seconds,type=discover,count", 1},
+		{"bootfleet_nbd_sessions_total,result=ok", 1},
+		{"bootfleet_nbd_sessions_total,result=error", 1},
+		{"bootfleet_nbd_bytes_total,direction=read", 4196},
+		{"bootfleet_nbd_bytes_total,direction=write", 512},
+		{"bootfleet_nbd_ops_total", 4},
 	} {
 		t.Run(tc.series, func(t *testing.T) {
 			if v, ok := got[tc.series]; !ok || v != tc.want {

@@ -26,6 +26,7 @@ type Boot struct {
 	DHCP       []DHCPExchange `json:"dhcp"`
 	Transfers  []Transfer     `json:"transfers"`
 	Milestones []Milestone    `json:"milestones"`
+	NBD        []NBDSession   `json:"nbd,omitempty"`
 	Summary    Summary        `json:"summary"`
 	Phases     []Phase        `json:"phases"`
 }
@@ -167,4 +168,18 @@ func (b *Boot) derive() {
 func (b *Boot) phase(name, kind string, start, end time.Time, bytes int64) Phase {
 	return Phase{Name: name, Kind: kind, Start: start, End: end, Offset: secs(start.Sub(b.Start)),
 		Secs: secs(end.Sub(start)), Bytes: bytes, MBps: mbps(bytes, end.Sub(start))}
+}
+
+// NBDSession is one diskless-root connection's totals. Sessions usually
+// outlive the boot (they end at shutdown), so they are added to the
+// machine's latest boot whatever its state.
+type NBDSession struct {
+	Export       string    `json:"export"`
+	Remote       string    `json:"remote"`
+	Start        time.Time `json:"start"`
+	Seconds      float64   `json:"seconds"`
+	BytesRead    int64     `json:"bytes_read"`
+	BytesWritten int64     `json:"bytes_written"`
+	Ops          int64     `json:"ops"`
+	Err          string    `json:"error,omitempty"`
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/insomniacslk/dhcp/dhcpv4"
 
 	"github.com/bootfleet/bootfleet/internal/httpboot"
+	"github.com/bootfleet/bootfleet/internal/nbd"
 	"github.com/bootfleet/bootfleet/internal/pxe"
 	"github.com/bootfleet/bootfleet/internal/tftp"
 )
@@ -246,5 +247,25 @@ func TestParseARP(t *testing.T) {
 		if (got == nil && tc.want != "") || (got != nil && got.String() != tc.want) {
 			t.Errorf("%s: got %v, want %q", tc.ip, got, tc.want)
 		}
+	}
+}
+
+// TestNBDSessionJoinsLatestBoot: a diskless root's session ends at
+// shutdown, after boot complete, and still lands on that boot's record.
+func TestNBDSessionJoinsLatestBoot(t *testing.T) {
+	f := newFake(t, Config{})
+	f.uefiBoot(macA, "10.0.0.10")
+	f.r.NBDSession(macA, nbd.SessionStats{Export: "m-52-54-00-00-00-0a-abc", BytesRead: 8 << 20, BytesWritten: 4096, Ops: 130, Duration: time.Minute})
+	bs := f.r.Boots(Filter{MAC: macA})
+	if len(bs) == 0 {
+		t.Fatal("no boot recorded")
+	}
+	got := bs[0].NBD
+	if len(got) != 1 || got[0].BytesRead != 8<<20 || got[0].BytesWritten != 4096 || got[0].Ops != 130 || got[0].Seconds != 60 {
+		t.Fatalf("NBD sessions on the latest boot = %+v", got)
+	}
+	f.r.NBDSession(macB, nbd.SessionStats{Export: "m-other", BytesRead: 1})
+	if bs := f.r.Boots(Filter{MAC: macB}); len(bs) != 0 {
+		t.Fatalf("a session of a machine with no boot must not create one: %+v", bs)
 	}
 }
