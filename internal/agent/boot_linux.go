@@ -1,0 +1,300 @@
+package agent
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// Paths inside the initramfs that internal/initramfs writes.
+const (
+	ModulesList   = "/etc/modules"       // module names, one a line, load order
+	ModulesDir    = "/lib/modules"       // NAME.ko, uncompressed
+	BusyboxPath   = "/bin/busybox"       // static busybox
+	UdhcpcScript  = "/etc/udhcpc/script" // configures the lease
+	newRoot       = "/newroot"
+	nbdIndex      = 0
+	dialAttempts  = 10
+	dialTimeout   = 5 * time.Second
+	watchArg      = "watch" // argv[1] of the watcher copy of the agent
+	nicWait       = 15 * time.Second
+	deviceWaitMax = 10 * time.Second
+)
+
+// Agent runs the boot. Console receives the BOOTFLEET-* markers; Log the
+// "bootfleet-agent:" lines.
+type Agent struct {
+	Console io.Writer
+	Log     *slog.Logger
+}
+
+func (a *Agent) mark(format string, args ...any) {
+	fmt.Fprintf(a.Console, format+"\n", args...)
+}
+
+// Main is PID 1's entry point: it runs the boot and never returns. On
+// failure it prints BOOTFLEET-FAIL and powers off (or runs a shell with
+// bootfleet.shell), so a broken boot ends in seconds, not in a hung VM.
+func (a *Agent) Main(args []string) {
+	if len(args) > 1 && args[1] == watchArg {
+		a.watchMain(args[2:])
+		os.Exit(1)
+	}
+	err := a.Boot(context.Background())
+	a.mark("BOOTFLEET-FAIL: %v", err)
+	a.Log.Error("boot failed", "err", err)
+	if b, _ := os.ReadFile("/proc/cmdline"); strings.Contains(string(b), "bootfleet.shell") {
+		cmd := exec.Command(BusyboxPath, "sh")
+		cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
+		cmd.Run()
+	}
+	time.Sleep(time.Second)
+	unix.Sync()
+	unix.Reboot(unix.LINUX_REBOOT_CMD_POWER_OFF)
+	select {}
+}
+
+// Boot does everything up to the exec of switch_root, which replaces the
+// agent; it only returns on failure.
+func (a *Agent) Boot(ctx context.Context) error {
+	start := time.Now()
+	if err := mountEarly(); err != nil {
+		return err
+	}
+	var uts unix.Utsname
+	unix.Uname(&uts)
+	a.mark("BOOTFLEET-AGENT: %s", unix.ByteSliceToString(uts.Release[:]))
+	cmdline, err := os.ReadFile("/proc/cmdline")
+	if err != nil {
+		return fmt.Errorf("read /proc/cmdline: %w", err)
+	}
+	a.mark("BOOTFLEET-CMDLINE: %s", strings.TrimSpace(string(cmdline)))
+	opts, err := ParseCmdline(string(cmdline))
+	if err != nil {
+		return err
+	}
+
+	if err := a.loadModules(); err != nil {
+		return err
+	}
+	nic, err := a.networkUp(ctx)
+	if err != nil {
+		return err
+	}
+	a.Log.Info("network up", "nic", nic, "elapsed", time.Since(start).Round(time.Millisecond))
+
+	nl, err := dialNBDNetlink()
+	if err != nil {
+		return err
+	}
+	defer nl.Close()
+	conn, info, err := a.dialExport(ctx, opts.Root)
+	if err != nil {
+		return err
+	}
+	if err := nl.Connect(nbdIndex, conn, info, opts.IOTimeout, opts.DeadConn); err != nil {
+		conn.Close()
+		return fmt.Errorf("%w (kernel NBD client refused the socket; is this kernel older than 4.12?)", err)
+	}
+	conn.Close() // the kernel holds its own reference
+	dev := fmt.Sprintf("/dev/nbd%d", nbdIndex)
+	a.mark("BOOTFLEET-NBD: %s size=%d block=%d flags=%#x", dev, info.Size, info.KernelBlockSize(), uint16(info.Flags))
+
+	if err := a.mountRoot(dev, opts); err != nil {
+		return err
+	}
+	if err := a.startWatcher(opts); err != nil {
+		// Not fatal: the root works, it just will not survive a server restart.
+		a.Log.Warn("reconnect watcher not started; a dropped NBD connection will be fatal", "err", err)
+	}
+	a.Log.Info("switching root", "init", opts.Init, "elapsed", time.Since(start).Round(time.Millisecond))
+	a.mark("BOOTFLEET-SWITCHROOT: %s", opts.Init)
+	if err := moveMounts(); err != nil {
+		return err
+	}
+	argv := []string{"switch_root", newRoot, opts.Init}
+	return fmt.Errorf("exec switch_root: %w", syscall.Exec(BusyboxPath, argv, os.Environ()))
+}
+
+func mountEarly() error {
+	for _, m := range []struct{ src, dir, fstype string }{
+		{"proc", "/proc", "proc"}, {"sysfs", "/sys", "sysfs"}, {"devtmpfs", "/dev", "devtmpfs"},
+	} {
+		os.MkdirAll(m.dir, 0o755)
+		if err := unix.Mount(m.src, m.dir, m.fstype, unix.MS_NOSUID, ""); err != nil && !errors.Is(err, unix.EBUSY) {
+			return fmt.Errorf("mount %s on %s: %w", m.fstype, m.dir, err)
+		}
+	}
+	return nil
+}
+
+// loadModules insmods /etc/modules in order. A module the kernel already
+// has (built in, or loaded) is fine.
+func (a *Agent) loadModules() error {
+	f, err := os.Open(ModulesList)
+	if err != nil {
+		return fmt.Errorf("open %s (was this initramfs made by `bootfleet initramfs build`?): %w", ModulesList, err)
+	}
+	defer f.Close()
+	var loaded []string
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		name := strings.TrimSpace(sc.Text())
+		if name == "" || strings.HasPrefix(name, "#") {
+			continue
+		}
+		path := filepath.Join(ModulesDir, name+".ko")
+		mf, err := os.Open(path)
+		if err != nil {
+			return fmt.Errorf("module %s: %w", name, err)
+		}
+		err = unix.FinitModule(int(mf.Fd()), "", 0)
+		mf.Close()
+		if err != nil && !errors.Is(err, unix.EEXIST) {
+			return fmt.Errorf("load module %s: %w (modules must come from the same kernel package as the kernel)", name, err)
+		}
+		loaded = append(loaded, name)
+	}
+	a.Log.Info("modules loaded", "modules", strings.Join(loaded, ","))
+	return sc.Err()
+}
+
+// networkUp waits for the first Ethernet NIC and runs udhcpc on it.
+func (a *Agent) networkUp(ctx context.Context) (string, error) {
+	deadline := time.Now().Add(nicWait)
+	var nic string
+	for nic == "" {
+		nic = firstEthernet()
+		if nic != "" {
+			break
+		}
+		if time.Now().After(deadline) {
+			return "", fmt.Errorf("no Ethernet interface after %v (is its driver in the initramfs? add it with `bootfleet initramfs build --modules`)", nicWait)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	run := func(args ...string) error {
+		cmd := exec.CommandContext(ctx, BusyboxPath, args...)
+		cmd.Stdout, cmd.Stderr = a.Console, a.Console
+		return cmd.Run()
+	}
+	run("ip", "link", "set", "lo", "up")
+	if err := run("ip", "link", "set", nic, "up"); err != nil {
+		return "", fmt.Errorf("ip link set %s up: %w", nic, err)
+	}
+	// -t 10 -T 2: about 20 s of DISCOVERs before giving up; -q: exit once bound.
+	if err := run("udhcpc", "-i", nic, "-s", UdhcpcScript, "-f", "-q", "-n", "-t", "10", "-T", "2", "-A", "1"); err != nil {
+		return "", fmt.Errorf("no DHCP lease on %s (udhcpc: %w); is a DHCP server answering on this LAN?", nic, err)
+	}
+	return nic, nil
+}
+
+// firstEthernet returns the first interface, by name, that is Ethernet
+// (type 1) and backed by a device (not a bridge or a virtual link).
+func firstEthernet() string {
+	entries, _ := os.ReadDir("/sys/class/net")
+	for _, e := range entries {
+		base := filepath.Join("/sys/class/net", e.Name())
+		typ, _ := os.ReadFile(filepath.Join(base, "type"))
+		if strings.TrimSpace(string(typ)) != "1" {
+			continue
+		}
+		if _, err := os.Stat(filepath.Join(base, "device")); err != nil {
+			continue
+		}
+		return e.Name()
+	}
+	return ""
+}
+
+// dialExport connects and handshakes, retrying for a server that is still
+// starting or a network that is still settling.
+func (a *Agent) dialExport(ctx context.Context, t Target) (*net.TCPConn, ExportInfo, error) {
+	var last error
+	for i := range dialAttempts {
+		if i > 0 {
+			time.Sleep(time.Duration(i) * 500 * time.Millisecond)
+		}
+		conn, info, err := dialAndHandshake(ctx, t)
+		if err == nil {
+			a.Log.Info("nbd handshake done", "server", t.Addr(), "size", info.Size, "flags", fmt.Sprintf("%#x", uint16(info.Flags)), "attempt", i+1)
+			return conn, info, nil
+		}
+		last = err
+		a.Log.Warn("nbd connect failed", "server", t.Addr(), "attempt", i+1, "err", err)
+	}
+	return nil, ExportInfo{}, fmt.Errorf("connect to %s after %d attempts: %w", t, dialAttempts, last)
+}
+
+func dialAndHandshake(ctx context.Context, t Target) (*net.TCPConn, ExportInfo, error) {
+	d := net.Dialer{Timeout: dialTimeout}
+	c, err := d.DialContext(ctx, "tcp", t.Addr())
+	if err != nil {
+		return nil, ExportInfo{}, err
+	}
+	tc := c.(*net.TCPConn)
+	// Keepalive lets the kernel notice a server that vanished while idle.
+	tc.SetKeepAlive(true)
+	tc.SetKeepAlivePeriod(15 * time.Second)
+	tc.SetNoDelay(true)
+	tc.SetDeadline(time.Now().Add(15 * time.Second))
+	info, err := Handshake(tc, t.Export)
+	if err != nil {
+		tc.Close()
+		return nil, ExportInfo{}, err
+	}
+	tc.SetDeadline(time.Time{})
+	return tc, info, nil
+}
+
+// mountRoot waits for the device to show its size and mounts it on /newroot.
+func (a *Agent) mountRoot(dev string, o Options) error {
+	deadline := time.Now().Add(deviceWaitMax)
+	for {
+		if b, err := os.ReadFile("/sys/block/" + filepath.Base(dev) + "/size"); err == nil && strings.TrimSpace(string(b)) != "0" {
+			break
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("%s still has size 0 after %v", dev, deviceWaitMax)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	os.MkdirAll(newRoot, 0o755)
+	var flags uintptr
+	if o.ReadOnly {
+		flags |= unix.MS_RDONLY
+	}
+	if err := unix.Mount(dev, newRoot, o.FSType, flags, o.RootFlags); err != nil {
+		return fmt.Errorf("mount %s (%s) on %s: %w (is the image a bare %s file system, not a partitioned disk? is the module in the initramfs?)", dev, o.FSType, newRoot, err, o.FSType)
+	}
+	if _, err := os.Stat(filepath.Join(newRoot, o.Init)); err != nil {
+		return fmt.Errorf("the root file system has no %s (set bootfleet.init= or fix the image): %w", o.Init, err)
+	}
+	a.Log.Info("root mounted", "dev", dev, "fstype", o.FSType, "ro", o.ReadOnly)
+	return nil
+}
+
+// moveMounts carries /proc, /sys and /dev into the new root; busybox
+// switch_root does not.
+func moveMounts() error {
+	for _, d := range []string{"/dev", "/proc", "/sys"} {
+		target := newRoot + d
+		os.MkdirAll(target, 0o755)
+		if err := unix.Mount(d, target, "", unix.MS_MOVE, ""); err != nil {
+			return fmt.Errorf("move %s to %s: %w (the root image needs the directory)", d, target, err)
+		}
+	}
+	return nil
+}

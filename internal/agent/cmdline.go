@@ -1,0 +1,144 @@
+package agent
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// CmdlineRootKey is the kernel command line parameter naming the root export.
+const CmdlineRootKey = "bootfleet.root"
+
+// DefaultDeadConnTimeout is how long the kernel holds I/O while the watcher
+// reconnects a dead NBD socket, unless bootfleet.nbd.dead= says otherwise.
+const DefaultDeadConnTimeout = 120 * time.Second
+
+// DefaultIOTimeout is the kernel's per-request timeout (NBD_ATTR_TIMEOUT)
+// unless bootfleet.nbd.timeout= says otherwise. It must not be 0: with no
+// timeout the kernel never resends requests that were in flight when a
+// connection died, so they would hang even after a reconnect.
+const DefaultIOTimeout = 30 * time.Second
+
+// Target is the NBD export the root file system lives on.
+type Target struct {
+	Host   string // IP address or host name, without brackets
+	Port   int    // 1..65535
+	Export string // export name: bootfleet's per-boot secret
+}
+
+// Addr is Host:Port in the form net.Dial wants.
+func (t Target) Addr() string { return net.JoinHostPort(t.Host, strconv.Itoa(t.Port)) }
+
+// String is the command line form, nbd:HOST:PORT:EXPORT, with the export
+// name left out so logs do not carry the secret.
+func (t Target) String() string { return "nbd:" + t.Addr() + ":<export>" }
+
+// Options is what the agent reads from the kernel command line.
+type Options struct {
+	Root       Target
+	FSType     string        // bootfleet.rootfstype=, default ext4
+	RootFlags  string        // bootfleet.rootflags=, mount data, default none
+	ReadOnly   bool          // bootfleet.ro: mount the root read-only
+	Init       string        // bootfleet.init=, default /sbin/init
+	DeadConn   time.Duration // bootfleet.nbd.dead=SECONDS
+	IOTimeout  time.Duration // bootfleet.nbd.timeout=SECONDS, 1..3600
+	Shell      bool          // bootfleet.shell: on failure, run /bin/sh instead of powering off
+	DeviceName string        // NBD device, always nbd0 for now
+}
+
+// ErrNoRoot means the command line has no bootfleet.root=.
+var ErrNoRoot = errors.New("no " + CmdlineRootKey + "= on the kernel command line")
+
+// ParseCmdline reads the agent's options from a kernel command line
+// (/proc/cmdline). Later occurrences of a key win, as with the kernel's own
+// parameters. Quoted values ("a b") are not supported; none of ours need spaces.
+func ParseCmdline(cmdline string) (Options, error) {
+	o := Options{FSType: "ext4", Init: "/sbin/init", DeadConn: DefaultDeadConnTimeout, IOTimeout: DefaultIOTimeout, DeviceName: "nbd0"}
+	var root string
+	for _, w := range strings.Fields(cmdline) {
+		k, v, hasValue := strings.Cut(w, "=")
+		switch k {
+		case CmdlineRootKey:
+			root = v
+		case "bootfleet.rootfstype":
+			o.FSType = v
+		case "bootfleet.rootflags":
+			o.RootFlags = v
+		case "bootfleet.ro":
+			o.ReadOnly = !hasValue || v == "1" || v == "true"
+		case "bootfleet.init":
+			o.Init = v
+		case "bootfleet.shell":
+			o.Shell = !hasValue || v == "1" || v == "true"
+		case "bootfleet.nbd.dead":
+			n, err := strconv.Atoi(v)
+			if err != nil || n < 0 || n > 86400 {
+				return o, fmt.Errorf("bootfleet.nbd.dead=%q: want seconds from 0 to 86400", v)
+			}
+			o.DeadConn = time.Duration(n) * time.Second
+		case "bootfleet.nbd.timeout":
+			n, err := strconv.Atoi(v)
+			if err != nil || n < 1 || n > 3600 {
+				return o, fmt.Errorf("bootfleet.nbd.timeout=%q: want seconds from 1 to 3600", v)
+			}
+			o.IOTimeout = time.Duration(n) * time.Second
+		}
+	}
+	if root == "" {
+		return o, ErrNoRoot
+	}
+	t, err := ParseTarget(root)
+	if err != nil {
+		return o, err
+	}
+	o.Root = t
+	if o.FSType == "" || !strings.HasPrefix(o.Init, "/") {
+		return o, fmt.Errorf("bootfleet.rootfstype=%q bootfleet.init=%q: want a file system type and an absolute path", o.FSType, o.Init)
+	}
+	return o, nil
+}
+
+// ParseTarget parses nbd:HOST:PORT:EXPORT. HOST may be an IPv6 address in
+// brackets; EXPORT is everything after the third colon (it may hold colons)
+// and must not be empty, since bootfleet never serves a default export.
+func ParseTarget(s string) (Target, error) {
+	bad := func(why string) (Target, error) {
+		return Target{}, fmt.Errorf("%s=%q: %s; want nbd:HOST:PORT:EXPORT, e.g. nbd:10.0.0.1:10809:abc123 (check the profile's root and the server_ip)", CmdlineRootKey, s, why)
+	}
+	rest, ok := strings.CutPrefix(s, "nbd:")
+	if !ok {
+		return bad("no nbd: scheme")
+	}
+	var host string
+	if strings.HasPrefix(rest, "[") {
+		end := strings.Index(rest, "]:")
+		if end < 0 {
+			return bad("unterminated [IPv6] host")
+		}
+		host, rest = rest[1:end], rest[end+2:]
+	} else {
+		var found bool
+		host, rest, found = strings.Cut(rest, ":")
+		if !found {
+			return bad("no port")
+		}
+	}
+	port, export, found := strings.Cut(rest, ":")
+	if !found {
+		return bad("no export name")
+	}
+	if host == "" {
+		return bad("empty host")
+	}
+	n, err := strconv.Atoi(port)
+	if err != nil || n < 1 || n > 65535 {
+		return bad(fmt.Sprintf("port %q is not 1..65535", port))
+	}
+	if export == "" {
+		return bad("empty export name")
+	}
+	return Target{Host: host, Port: n, Export: export}, nil
+}

@@ -1,0 +1,94 @@
+package agent
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestParseTarget(t *testing.T) {
+	for _, tc := range []struct {
+		in      string
+		want    Target
+		wantErr string
+	}{
+		{in: "nbd:10.0.0.1:10809:abc", want: Target{"10.0.0.1", 10809, "abc"}},
+		{in: "nbd:server:1:a:b:c", want: Target{"server", 1, "a:b:c"}},
+		{in: "nbd:[fd00::1]:10809:x", want: Target{"fd00::1", 10809, "x"}},
+		{in: "10.0.0.1:10809:abc", wantErr: "no nbd: scheme"},
+		{in: "nbd:10.0.0.1", wantErr: "no port"},
+		{in: "nbd:10.0.0.1:10809", wantErr: "no export name"},
+		{in: "nbd:10.0.0.1:10809:", wantErr: "empty export name"},
+		{in: "nbd::10809:x", wantErr: "empty host"},
+		{in: "nbd:h:0:x", wantErr: "not 1..65535"},
+		{in: "nbd:h:70000:x", wantErr: "not 1..65535"},
+		{in: "nbd:h:port:x", wantErr: "not 1..65535"},
+		{in: "nbd:[fd00::1:10809:x", wantErr: "unterminated"},
+	} {
+		t.Run(tc.in, func(t *testing.T) {
+			got, err := ParseTarget(tc.in)
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("ParseTarget(%q) = %+v, %v; want error containing %q", tc.in, got, err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil || got != tc.want {
+				t.Fatalf("ParseTarget(%q) = %+v, %v; want %+v", tc.in, got, err, tc.want)
+			}
+		})
+	}
+}
+
+func TestTargetStringHidesSecret(t *testing.T) {
+	tg := Target{"10.0.0.1", 10809, "s3cret"}
+	if s := tg.String(); strings.Contains(s, "s3cret") || s != "nbd:10.0.0.1:10809:<export>" {
+		t.Errorf("String() = %q; want the address without the export name", s)
+	}
+	if a := (Target{"fd00::1", 1, "x"}).Addr(); a != "[fd00::1]:1" {
+		t.Errorf("Addr() = %q, want [fd00::1]:1", a)
+	}
+}
+
+func TestParseCmdline(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		in      string
+		check   func(Options) bool
+		wantErr string
+	}{
+		{name: "defaults", in: "console=ttyS0 bootfleet.root=nbd:1.2.3.4:10809:e quiet", check: func(o Options) bool {
+			return o.Root == Target{"1.2.3.4", 10809, "e"} && o.FSType == "ext4" && o.Init == "/sbin/init" &&
+				o.DeadConn == DefaultDeadConnTimeout && o.IOTimeout == DefaultIOTimeout && !o.ReadOnly && !o.Shell && o.DeviceName == "nbd0"
+		}},
+		{name: "last wins", in: "bootfleet.root=nbd:a:1:x bootfleet.root=nbd:b:2:y", check: func(o Options) bool {
+			return o.Root == Target{"b", 2, "y"}
+		}},
+		{name: "overrides", in: "bootfleet.root=nbd:a:1:x bootfleet.rootfstype=xfs bootfleet.rootflags=noatime bootfleet.ro bootfleet.init=/bin/sh bootfleet.nbd.dead=5 bootfleet.nbd.timeout=7 bootfleet.shell=1", check: func(o Options) bool {
+			return o.IOTimeout == 7*time.Second && o.FSType == "xfs" && o.RootFlags == "noatime" && o.ReadOnly && o.Init == "/bin/sh" && o.DeadConn == 5*time.Second && o.Shell
+		}},
+		{name: "ro=0", in: "bootfleet.root=nbd:a:1:x bootfleet.ro=0", check: func(o Options) bool { return !o.ReadOnly }},
+		{name: "no root", in: "console=ttyS0 root=/dev/sda1", wantErr: "no bootfleet.root="},
+		{name: "bad root", in: "bootfleet.root=nfs:x", wantErr: "no nbd: scheme"},
+		{name: "bad dead", in: "bootfleet.root=nbd:a:1:x bootfleet.nbd.dead=-1", wantErr: "bootfleet.nbd.dead"},
+		{name: "zero timeout", in: "bootfleet.root=nbd:a:1:x bootfleet.nbd.timeout=0", wantErr: "bootfleet.nbd.timeout"},
+		{name: "relative init", in: "bootfleet.root=nbd:a:1:x bootfleet.init=sbin/init", wantErr: "absolute path"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			o, err := ParseCmdline(tc.in)
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("ParseCmdline(%q) error = %v, want one containing %q", tc.in, err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil || !tc.check(o) {
+				t.Fatalf("ParseCmdline(%q) = %+v, %v", tc.in, o, err)
+			}
+		})
+	}
+	if _, err := ParseCmdline(""); !errors.Is(err, ErrNoRoot) {
+		t.Errorf("empty cmdline: got %v, want ErrNoRoot", err)
+	}
+}
