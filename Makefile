@@ -8,8 +8,10 @@ export CGO_ENABLED := 0
 
 all: build
 
+# bootfleet, and beside it the static agent `bootfleet initramfs build` packs.
 build:
 	$(GO) build -trimpath -ldflags '-s -w' -o $(BIN) ./cmd/bootfleet
+	$(GO) build -trimpath -ldflags '-s -w' -o $(BIN)-agent ./cmd/bootfleet-agent
 
 deps:
 	scripts/deps.sh

@@ -58,7 +58,7 @@ func (d *diskless) serve(ctx context.Context, onSession func(net.HardwareAddr, n
 	if d.ln == nil {
 		return nil
 	}
-	cfg := nbd.Config{Logger: d.log}
+	cfg := nbd.Config{Logger: d.log, ExportLabel: rootdisk.LogLabel}
 	if onSession != nil {
 		cfg.Hook = sessionHook(onSession)
 	}
@@ -74,6 +74,7 @@ func (h sessionHook) OnSession(st nbd.SessionStats) {
 	if err != nil {
 		mac = nil
 	}
+	st.Export = rootdisk.LogLabel(st.Export) // boot records are readable through the API
 	h(mac, st)
 }
 

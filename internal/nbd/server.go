@@ -30,6 +30,10 @@ type Config struct {
 	// The transmission phase has no timeout: the kernel client keeps idle
 	// connections for days. Default 30 s.
 	HandshakeTimeout time.Duration
+	// ExportLabel says how an export name appears in log lines. Export
+	// names can be credentials (bootfleet's carry a per-boot secret), so
+	// the caller can redact them. Default: the name as it is.
+	ExportLabel func(name string) string
 	// Hook, if set, receives the statistics of every finished session.
 	Hook Hook
 }
@@ -103,6 +107,7 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 			continue
 		}
 		delay = 0
+		detectDeadPeers(conn)
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -129,7 +134,7 @@ func (s *Server) serveConn(ctx context.Context, conn net.Conn) {
 	conn.Close()
 	if c, ok := ss.export.(io.Closer); ok {
 		if cerr := c.Close(); cerr != nil {
-			ss.log.Warn("nbd export close failed", "export", ss.exportName, "err", cerr)
+			ss.log.Warn("nbd export close failed", "export", s.label(ss.exportName), "err", cerr)
 		}
 	}
 	st := SessionStats{
@@ -172,4 +177,34 @@ func addrString(a net.Addr) string {
 		return ""
 	}
 	return a.String()
+}
+
+// Dead-peer detection: a client that powers off never closes its TCP
+// connection, and its session would stay open (holding its overlay, and
+// making `machine reset` refuse) until the kernel's default keepalive of
+// two hours gave up. Probing after 5 s of silence, every 5 s, 3 times,
+// ends such a session within about 20 s.
+const (
+	keepAliveIdle     = 5 * time.Second
+	keepAliveInterval = 5 * time.Second
+	keepAliveCount    = 3
+)
+
+func detectDeadPeers(conn net.Conn) {
+	tc, ok := conn.(*net.TCPConn)
+	if !ok {
+		return
+	}
+	tc.SetKeepAliveConfig(net.KeepAliveConfig{Enable: true, Idle: keepAliveIdle, Interval: keepAliveInterval, Count: keepAliveCount})
+	// Keepalive only probes an idle connection. A client that died with a
+	// reply of ours still unacknowledged is retransmitted to for about 15
+	// minutes instead; the user timeout bounds that case the same way.
+	setUserTimeout(tc, keepAliveIdle+keepAliveCount*keepAliveInterval)
+}
+
+func (s *Server) label(name string) string {
+	if s.cfg.ExportLabel == nil {
+		return name
+	}
+	return s.cfg.ExportLabel(name)
 }

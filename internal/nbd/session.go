@@ -191,13 +191,13 @@ func (ss *session) lookup(name string) (Export, ReplyType, error) {
 	case err == nil:
 		return e, 0, nil
 	case errors.Is(err, ErrRefused):
-		ss.log.Warn("nbd export refused", "export", name, "err", err)
+		ss.log.Warn("nbd export refused", "export", ss.srv.label(name), "err", err)
 		return nil, RepErrPolicy, err
 	case errors.Is(err, ErrUnknownExport):
-		ss.log.Info("nbd unknown export requested", "export", name)
+		ss.log.Info("nbd unknown export requested", "export", ss.srv.label(name))
 		return nil, RepErrUnknown, err
 	}
-	ss.log.Error("nbd export lookup failed", "export", name, "err", err)
+	ss.log.Error("nbd export lookup failed", "export", ss.srv.label(name), "err", err)
 	return nil, RepErrUnknown, err
 }
 
@@ -267,7 +267,7 @@ func (ss *session) attach(name string, e Export) {
 	ss.size = uint64(e.Size())
 	ss.flags = ss.transmissionFlags(e)
 	ss.minBlock, _, ss.maxBlock = blockSizes(e)
-	ss.log = ss.log.With("export", name)
+	ss.log = ss.log.With("export", ss.srv.label(name))
 }
 
 func (ss *session) transmissionFlags(e Export) TransmissionFlags {

@@ -67,3 +67,14 @@ func newSecret() string {
 	rand.Read(b) // never fails (crypto/rand panics rather than return short)
 	return hex.EncodeToString(b)
 }
+
+// LogLabel is how an export name appears in logs and boot records: the
+// MAC and the first characters of the secret, never the whole secret,
+// which opens the machine's disk until its next boot.
+func LogLabel(name string) string {
+	mac, secret, err := ParseExportName(name)
+	if err != nil {
+		return fmt.Sprintf("(not a machine export, %d bytes)", len(name))
+	}
+	return exportPrefix + macPath(mac) + "-" + secret[:4] + "…"
+}

@@ -189,6 +189,15 @@ type bootfleetCLI struct {
 // run returns the command's stdout and fails the test if it does not exit 0.
 func (c *bootfleetCLI) run(args ...string) []byte {
 	c.t.Helper()
+	out, err := c.tryRun(args...)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	return out
+}
+
+// tryRun is run for commands that may fail and be retried.
+func (c *bootfleetCLI) tryRun(args ...string) ([]byte, error) {
 	args = append(args, "--server", "http://"+serverIP+":8080", "--data", c.data)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -202,9 +211,9 @@ func (c *bootfleetCLI) run(args ...string) []byte {
 		f.Close()
 	}
 	if err != nil {
-		c.t.Fatalf("bootfleet %s: %v\nstdout:\n%s\nstderr:\n%s", strings.Join(args, " "), err, stdout.Bytes(), stderr.Bytes())
+		return nil, fmt.Errorf("bootfleet %s: %v\nstdout:\n%s\nstderr:\n%s", strings.Join(args, " "), err, stdout.Bytes(), stderr.Bytes())
 	}
-	return stdout.Bytes()
+	return stdout.Bytes(), nil
 }
 
 // json runs a command with -o json and decodes its output into out.
