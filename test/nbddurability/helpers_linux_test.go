@@ -1,4 +1,5 @@
 package nbddurability
+
 import (
 	"bytes"
 	"context"
