@@ -110,7 +110,7 @@ function renderFleet(machines, boots) {
     apply.onclick = () => action(() => call("PATCH", "/machines/" + encodeURIComponent(m.mac), { profile: sel.value }),
       "Profile of " + m.mac + " set to " + (sel.value || "(default)") + "; it applies from the next boot.");
     const reset = el("button", "Reset overlay");
-    reset.onclick = () => action(() => call("POST", "/machines/" + encodeURIComponent(m.mac) + "/reset-overlay"),
+    reset.onclick = () => action(() => call("POST", "/machines/" + encodeURIComponent(m.mac) + "/reset"),
       "Overlay of " + m.mac + " reset.");
     act.append(apply, " ", reset);
     tr.append(act);
@@ -131,7 +131,7 @@ async function action(fn, ok) {
   } catch (e) {
     let text = "Failed: " + e.message;
     if (e.status === 401) text = "The API token was refused: " + e.message;
-    if (e.status === 404 && /no API endpoint/.test(e.message)) text = "This server has no overlay reset yet (" + e.message + ").";
+    if (e.status === 409) text = "Refused: " + e.message;
     banner("#msg", text);
   }
 }
