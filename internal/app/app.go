@@ -178,7 +178,7 @@ func logTransfer(log *slog.Logger) func(tftp.TransferStats) {
 }
 
 func newDHCP(c *config.Config, serverIP net.IP, baseURL string, view *fleet.View, inv *Inventory, obs dhcp.Observer,
-	onReply func(req, reply dhcpv4.MessageType, took time.Duration), log *slog.Logger) (*dhcp.Server, error) {
+	onReply func(dhcp.Reply), log *slog.Logger) (*dhcp.Server, error) {
 	dc := dhcp.Config{
 		Mode:       dhcp.ModeFull,
 		Interface:  c.Interface,

@@ -4,7 +4,6 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"time"
 
 	"github.com/bootfleet/bootfleet/internal/api"
 	"github.com/bootfleet/bootfleet/internal/boots"
@@ -15,7 +14,6 @@ import (
 	"github.com/bootfleet/bootfleet/internal/telemetry"
 	"github.com/bootfleet/bootfleet/internal/tftp"
 	"github.com/bootfleet/bootfleet/internal/web"
-	"github.com/insomniacslk/dhcp/dhcpv4"
 )
 
 // frontHandler puts /metrics, the boots API and the dashboard in front of
@@ -49,7 +47,7 @@ type taps struct {
 	milestones httpboot.MilestoneRecorder
 	tftp       func(tftp.TransferStats)
 	dhcp       dhcp.Observer
-	dhcpReply  func(req, reply dhcpv4.MessageType, took time.Duration)
+	dhcpReply  func(dhcp.Reply)
 	nbd        func(net.HardwareAddr, nbd.SessionStats)
 }
 

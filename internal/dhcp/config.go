@@ -100,10 +100,8 @@ type Config struct {
 	Observer Observer       // optional
 	Logger   *slog.Logger   // default: discard
 
-	// OnReply, if set, is called after each reply is sent, with the
-	// request's and the reply's type and the time from the packet's
-	// arrival to the send, lease commit included. It must not block.
-	OnReply func(req, reply dhcpv4.MessageType, took time.Duration)
+	// OnReply, if set, is called after each reply is sent. It must not block.
+	OnReply func(Reply)
 
 	// Port is the DHCP server port; default 67. Tests use a high port. The
 	// PXE boot server port is always Port+3944 (4011 for 67).
@@ -201,6 +199,17 @@ func (c *Config) fromInterface() error {
 		return fmt.Errorf("dhcp: server IP %v is not on interface %s, so the netmask is unknown; set server_ip to an address of %s", c.ServerIP, c.Interface, c.Interface)
 	}
 	return nil
+}
+
+// Reply describes one sent reply, for telemetry.
+type Reply struct {
+	MAC      net.HardwareAddr
+	Request  dhcpv4.MessageType // what the client sent
+	Type     dhcpv4.MessageType // what we answered: OFFER, ACK, NAK
+	Addr     net.IP             // yiaddr; 0.0.0.0 in proxy mode
+	BootFile string             // option 67 / file field; empty when not booted
+	// Took is from the request's arrival to the send, lease commit included.
+	Took time.Duration
 }
 
 // Reservation pins a MAC to an address and says whether it boots.

@@ -181,7 +181,9 @@ func (s *Server) handlePacket(ctx context.Context, c *net.UDPConn, b []byte, pee
 		return
 	}
 	if s.cfg.OnReply != nil {
-		s.cfg.OnReply(out.reqType, out.msg.MessageType(), time.Since(start))
+		m := out.msg
+		s.cfg.OnReply(Reply{MAC: m.ClientHWAddr, Request: out.reqType, Type: m.MessageType(),
+			Addr: m.YourIPAddr, BootFile: m.BootFileName, Took: time.Since(start)})
 	}
 }
 

@@ -155,13 +155,13 @@ func TestSocketFullMode(t *testing.T) {
 		RangeStart: net.IPv4(10, 99, 0, 100), RangeEnd: net.IPv4(10, 99, 0, 110),
 		LeaseFile: leases, Plan: pxe.PlanConfig{HTTPBase: "http://10.99.0.1:8080"},
 		Logger: slog.New(slog.NewTextHandler(&logs, nil)),
-		OnReply: func(req, reply dhcpv4.MessageType, took time.Duration) {
+		OnReply: func(r Reply) {
 			repliesMu.Lock()
 			defer repliesMu.Unlock()
-			if took <= 0 {
-				t.Errorf("OnReply(%v, %v): latency %v", req, reply, took)
+			if r.Took <= 0 || !r.Addr.Equal(net.IPv4(10, 99, 0, 100)) || r.BootFile != "ipxe.efi" || r.MAC == nil {
+				t.Errorf("OnReply(%+v): want latency, 10.99.0.100, ipxe.efi and the MAC", r)
 			}
-			replies = append(replies, req.String()+">"+reply.String())
+			replies = append(replies, r.Request.String()+">"+r.Type.String())
 		},
 	})
 

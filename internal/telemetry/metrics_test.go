@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/bootfleet/bootfleet/internal/dhcp"
 	"github.com/bootfleet/bootfleet/internal/nbd"
 	"github.com/insomniacslk/dhcp/dhcpv4"
 	"github.com/prometheus/common/expfmt"
@@ -52,9 +53,9 @@ func TestMetrics(t *testing.T) {
 	f.uefiBoot(macA, "10.0.0.10")
 	f.dora(macB, ipxe)
 	f.dora(macB, uefi) // restart: macB's first boot failed
-	f.r.DHCPReply(dhcpv4.MessageTypeRequest, dhcpv4.MessageTypeAck, 3*time.Millisecond)
-	f.r.DHCPReply(dhcpv4.MessageTypeRequest, dhcpv4.MessageTypeAck, 5*time.Millisecond)
-	f.r.DHCPReply(dhcpv4.MessageTypeDiscover, dhcpv4.MessageTypeOffer, time.Millisecond)
+	f.r.DHCPReply(dhcp.Reply{Request: dhcpv4.MessageTypeRequest, Type: dhcpv4.MessageTypeAck, Took: 3 * time.Millisecond})
+	f.r.DHCPReply(dhcp.Reply{Request: dhcpv4.MessageTypeRequest, Type: dhcpv4.MessageTypeAck, Took: 5 * time.Millisecond})
+	f.r.DHCPReply(dhcp.Reply{Request: dhcpv4.MessageTypeDiscover, Type: dhcpv4.MessageTypeOffer, Took: time.Millisecond})
 	f.r.NBDSession(macA, nbd.SessionStats{Export: "m-x", BytesRead: 4096, BytesWritten: 512, Ops: 3})
 	f.r.NBDSession(nil, nbd.SessionStats{BytesRead: 100, Ops: 1, Err: errors.New("reset by peer")})
 	got := scrape(t, f.r)

@@ -34,8 +34,11 @@ type Boot struct {
 // DHCPExchange is one DHCP packet the server handled for the machine.
 type DHCPExchange struct {
 	Time   time.Time `json:"time"`
-	Type   string    `json:"type"`   // DISCOVER, REQUEST, ...
-	Client string    `json:"client"` // firmware as pxe.Client names it: uefi-x64, ipxe-bios, os
+	Type   string    `json:"type"`             // DISCOVER, REQUEST from the client; OFFER, ACK, NAK from us
+	Client string    `json:"client,omitempty"` // on requests: the firmware, which decides the answer (uefi-x64, ipxe-bios, os)
+	// On replies: what was offered.
+	Addr     string `json:"addr,omitempty"`
+	BootFile string `json:"boot_file,omitempty"`
 }
 
 // Transfer is one file the machine downloaded.

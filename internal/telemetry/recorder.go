@@ -9,6 +9,7 @@ import (
 
 	"github.com/insomniacslk/dhcp/dhcpv4"
 
+	"github.com/bootfleet/bootfleet/internal/dhcp"
 	"github.com/bootfleet/bootfleet/internal/pxe"
 )
 
@@ -341,8 +342,24 @@ func hostOf(addr string) string {
 	return addr
 }
 
-// DHCPReply records how long the server took to answer a request; it fits
+// DHCPReply records a sent reply: its latency in /metrics, and what was
+// offered (address, boot file) on the machine's open boot. It fits
 // dhcp.Config.OnReply.
-func (r *Recorder) DHCPReply(req, _ dhcpv4.MessageType, took time.Duration) {
-	r.m.dhcpReply[req].Observe(took.Seconds())
+func (r *Recorder) DHCPReply(rep dhcp.Reply) {
+	r.m.dhcpReply[rep.Request].Observe(rep.Took.Seconds())
+	if rep.MAC == nil {
+		return
+	}
+	now := r.cfg.Now().UTC()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	b := r.open(rep.MAC.String(), now)
+	if b == nil || len(b.DHCP) >= maxDHCPPerBoot {
+		return
+	}
+	x := DHCPExchange{Time: now, Type: strings.TrimPrefix(rep.Type.String(), "DHCP"), BootFile: rep.BootFile}
+	if rep.Addr != nil && !rep.Addr.IsUnspecified() {
+		x.Addr = rep.Addr.String()
+	}
+	b.DHCP = append(b.DHCP, x)
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/insomniacslk/dhcp/dhcpv4"
 
+	"github.com/bootfleet/bootfleet/internal/dhcp"
 	"github.com/bootfleet/bootfleet/internal/httpboot"
 	"github.com/bootfleet/bootfleet/internal/nbd"
 	"github.com/bootfleet/bootfleet/internal/pxe"
@@ -267,5 +268,26 @@ func TestNBDSessionJoinsLatestBoot(t *testing.T) {
 	f.r.NBDSession(macB, nbd.SessionStats{Export: "m-other", BytesRead: 1})
 	if bs := f.r.Boots(Filter{MAC: macB}); len(bs) != 0 {
 		t.Fatalf("a session of a machine with no boot must not create one: %+v", bs)
+	}
+}
+
+// TestOfferRecorded: the boot record says what each reply offered.
+func TestOfferRecorded(t *testing.T) {
+	f := newFake(t, Config{})
+	f.r.DHCPPacket(macA, dhcpv4.MessageTypeDiscover, uefi)
+	f.r.DHCPReply(dhcp.Reply{MAC: macA, Request: dhcpv4.MessageTypeDiscover, Type: dhcpv4.MessageTypeOffer,
+		Addr: net.IPv4(10, 0, 0, 10), BootFile: "ipxe.efi", Took: time.Millisecond})
+	f.r.DHCPReply(dhcp.Reply{MAC: macB, Request: dhcpv4.MessageTypeDiscover, Type: dhcpv4.MessageTypeOffer,
+		Addr: net.IPv4zero, Took: time.Millisecond}) // no open boot: nothing recorded
+	bs := f.r.Boots(Filter{MAC: macA})
+	if len(bs) != 1 || len(bs[0].DHCP) != 2 {
+		t.Fatalf("boots %+v", bs)
+	}
+	got := bs[0].DHCP[1]
+	if got.Type != "OFFER" || got.Addr != "10.0.0.10" || got.BootFile != "ipxe.efi" {
+		t.Fatalf("reply exchange %+v, want OFFER of 10.0.0.10 with ipxe.efi", got)
+	}
+	if bs := f.r.Boots(Filter{MAC: macB}); len(bs) != 0 {
+		t.Fatalf("a reply without an open boot started one: %+v", bs)
 	}
 }
