@@ -35,11 +35,12 @@ demo: deps build
 	scripts/demo.sh
 
 # TFTP/HTTP (BENCHMARKS.md), DHCP DORA (BENCHMARKS-dhcp.md), telemetry
-# on vs off (BENCHMARKS-telemetry.md).
+# on vs off (BENCHMARKS-telemetry.md), NBD against qemu-nbd, nbdkit and nbd-server (BENCHMARKS-nbd.md).
 bench: deps build
 	scripts/bench.sh
 	scripts/bench-dhcp.sh
 	scripts/bench-telemetry.sh
+	scripts/bench-nbd.sh
 
 # Runs every fuzz target for FUZZTIME each (default 30s).
 FUZZTIME ?= 30s

@@ -1,0 +1,367 @@
+#!/usr/bin/env bash
+# bench-nbd.sh: bootfleet's NBD server (issue 5) beside qemu-nbd, nbdkit's
+# file plugin and nbd-server, all serving the same 512 MiB image on tmpfs,
+# side by side in one run. Writes BENCHMARKS-nbd.md.
+#
+# Cases: sequential read of the whole export (nbdcopy, MB/s); 4 KiB random
+# read and 4 KiB random write (fio's nbd engine, one connection, queue depth
+# 32, IOPS). bootfleet is measured with overlay: none (the read-only base)
+# and overlay: persistent (writes go to the machine's copy-on-write overlay).
+# Each figure is the median of ROUNDS runs; every round runs every server,
+# starting with a different one each round, so machine noise hits all alike.
+#
+# Everything runs on the loopback of a private network namespace, and every
+# file (image, bootfleet's data directory, overlays) is on /dev/shm: there
+# is no link and no disk limit, so CPU is the only one. The ceilings printed
+# beside the figures are the same operations on the local file without NBD.
+#
+# Usage: scripts/bench-nbd.sh   (root, repo root, after `make build`)
+# Env: ROUNDS (default 3), RUNTIME seconds per fio run (default 4, plus 1 s ramp).
+# A full run takes about 4 minutes.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ROUNDS=${ROUNDS:-3}
+RUNTIME=${RUNTIME:-4}
+BIN=$PWD/bin/bootfleet
+OUT=BENCHMARKS-nbd.md
+IMG_MIB=512
+
+# Outer half: check, install, make the namespace, run the inner half in it.
+if [ -z "${BF_NBDBENCH_NS:-}" ]; then
+  [ "$(id -u)" = 0 ] || { echo "bench-nbd.sh: needs root (network namespace)" >&2; exit 1; }
+  [ -x "$BIN" ] || { echo "bench-nbd.sh: $BIN missing; run make build (make bench does)" >&2; exit 1; }
+  missing=""
+  for p in nbd-server nbdkit fio qemu-utils libnbd-bin; do
+    dpkg -s "$p" >/dev/null 2>&1 || missing="$missing $p"
+  done
+  if [ -n "$missing" ]; then
+    export DEBIAN_FRONTEND=noninteractive
+    # Bench-only: kept out of scripts/deps.sh so make test does not need them.
+    apt-get -o DPkg::Lock::Timeout=900 install -y --no-install-recommends nbd-server nbdkit fio qemu-utils libnbd-bin
+  fi
+  fio --enghelp 2>/dev/null | grep -qw nbd || { echo "bench-nbd.sh: this fio has no nbd engine" >&2; exit 1; }
+  NS=bf-nbdbench-$$
+  ip netns add "$NS"
+  trap 'ip netns delete "$NS" 2>/dev/null || true' EXIT
+  trap 'exit 130' INT TERM
+  ip netns exec "$NS" ip link set lo up
+  BF_NBDBENCH_NS=$NS LOAD_BEFORE="$(cut -d' ' -f1-3 /proc/loadavg)" ip netns exec "$NS" "$PWD/scripts/bench-nbd.sh" "$@"
+  exit
+fi
+
+# Inner half, inside the namespace: fixed ports cannot clash with anyone.
+WORK=$(mktemp -d /dev/shm/bf-nbdbench.XXXXXX)
+IMG=$WORK/disk.img
+PIDS=()
+NBDS_PID=""
+cleanup() {
+  local p
+  for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done
+  if [ -n "$NBDS_PID" ]; then
+    for p in $(pgrep -P "$NBDS_PID" || true); do kill "$p" 2>/dev/null || true; done
+    kill "$NBDS_PID" 2>/dev/null || true
+  fi
+  wait 2>/dev/null || true
+  rm -rf "$WORK"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+declare -A URI PID NAME CMD SRVCMD
+TICK=$(getconf CLK_TCK)
+
+# up waits until an export answers with the image's size.
+up() { # key
+  local i
+  for i in $(seq 100); do
+    [ "$(nbdinfo --size "${URI[$1]}" 2>/dev/null)" = $((IMG_MIB << 20)) ] && return 0
+    sleep 0.1
+  done
+  echo "bench-nbd.sh: ${NAME[$1]} does not serve ${URI[$1]} within 10 s" >&2
+  [ -f "$WORK/$1.log" ] && cat "$WORK/$1.log" >&2
+  exit 1
+}
+
+echo "== image: $IMG_MIB MiB of random data on /dev/shm"
+head -c $((IMG_MIB << 20)) /dev/urandom > "$IMG"
+
+# bootfleet: one server, two machines whose profiles root the same image
+# with overlay none and persistent. telemetry and the rest stay at their
+# defaults; log level warn, as a busy server would run.
+echo kernel > "$WORK/vmlinuz"
+mkdir -p "$WORK/ipxe"
+# Stand-ins: only scripts are fetched here, no firmware boots.
+echo efi > "$WORK/ipxe/ipxe.efi"; echo kpxe > "$WORK/ipxe/undionly.kpxe"
+cat > "$WORK/bootfleet.yaml" <<YAML
+server_ip: 127.0.0.1
+data: $WORK/data
+dhcp: {mode: off}
+tftp: {listen: "127.0.0.1:0"}
+http: {listen: "127.0.0.1:8080"}
+nbd: {listen: "127.0.0.1:10809"}
+ipxe: {dir: $WORK/ipxe}
+log: {level: warn}
+profiles:
+  ro: {kernel: $WORK/vmlinuz, root: {image: bench, overlay: none}}
+  rw: {kernel: $WORK/vmlinuz, root: {image: bench, overlay: persistent}}
+machines:
+  - {mac: "52:54:00:bf:00:01", name: bench-none, profile: ro}
+  - {mac: "52:54:00:bf:00:02", name: bench-persistent, profile: rw}
+YAML
+"$BIN" serve -c "$WORK/bootfleet.yaml" 2> "$WORK/bf.log" &
+BF=$!; PIDS+=("$BF")
+for i in $(seq 100); do
+  curl -s -o /dev/null http://127.0.0.1:8080/api/v1/openapi.json && break
+  kill -0 "$BF" 2>/dev/null || { echo "bench-nbd.sh: bootfleet serve exited:" >&2; cat "$WORK/bf.log" >&2; exit 1; }
+  sleep 0.1
+done
+"$BIN" image import --server http://127.0.0.1:8080 --data "$WORK/data" bench "$IMG" > "$WORK/import.log" 2>&1 </dev/null ||
+  { echo "bench-nbd.sh: bootfleet image import failed:" >&2; cat "$WORK/import.log" "$WORK/bf.log" >&2; exit 1; }
+export_of() { # mac: the export the machine's boot script names
+  curl -s "http://127.0.0.1:8080/ipxe/$1" | grep -o 'bootfleet\.root=nbd:[^ ]*' | awk -F: '{print "nbd://"$2":"$3"/"$4}'
+}
+SRVCMD[bf]="bin/bootfleet serve -c bootfleet.yaml (nbd.listen 127.0.0.1:10809, log.level warn) + bin/bootfleet image import bench disk.img; export from GET /ipxe/{mac}"
+NAME[bf-none]="bootfleet, overlay: none";             URI[bf-none]=$(export_of 52-54-00-bf-00-01);       PID[bf-none]=$BF
+NAME[bf-pers]="bootfleet, overlay: persistent";       URI[bf-pers]=$(export_of 52-54-00-bf-00-02);       PID[bf-pers]=$BF
+
+# Peers serve $IMG itself: the read-only instance for the read cases, the
+# writable one for the write case, each with its packaged defaults.
+# qemu-nbd takes an image lock; the read-only instance opts out of it so
+# both can open the file.
+QRO="qemu-nbd --image-opts -r -t -e 0 -b 127.0.0.1 -p 10811 -x disk driver=raw,file.driver=file,file.filename=$IMG,file.locking=off"
+QRW="qemu-nbd -f raw -t -e 0 -b 127.0.0.1 -p 10812 -x disk $IMG"
+$QRO 2> "$WORK/qemu-ro.log" & PID[qemu-ro]=$!; PIDS+=("$!")
+$QRW 2> "$WORK/qemu-rw.log" & PID[qemu-rw]=$!; PIDS+=("$!")
+KRO="nbdkit -f -r -i 127.0.0.1 -p 10813 file file=$IMG"
+KRW="nbdkit -f -i 127.0.0.1 -p 10814 file file=$IMG"
+$KRO 2> "$WORK/kit-ro.log" & PID[kit-ro]=$!; PIDS+=("$!")
+$KRW 2> "$WORK/kit-rw.log" & PID[kit-rw]=$!; PIDS+=("$!")
+# nbd-server forks a child per connection (-d would serve one client only),
+# so it runs as the daemon it is and is found by its pid file.
+cat > "$WORK/nbd-server.conf" <<CONF
+[generic]
+    listenaddr = 127.0.0.1
+    port = 10815
+[ro]
+    exportname = $IMG
+    readonly = true
+[rw]
+    exportname = $IMG
+CONF
+nbd-server -C "$WORK/nbd-server.conf" -p "$WORK/nbd-server.pid" 2> "$WORK/nbds.log"
+for i in $(seq 50); do [ -s "$WORK/nbd-server.pid" ] && break; sleep 0.1; done
+NBDS_PID=$(cat "$WORK/nbd-server.pid")
+PID[nbds-ro]=$NBDS_PID; PID[nbds-rw]=$NBDS_PID
+SRVCMD[qemu]="$QRO ; $QRW"
+SRVCMD[kit]="$KRO ; $KRW"
+SRVCMD[nbds]="nbd-server -C nbd-server.conf (port 10815; export ro: readonly = true, export rw: read-write; other options default)"
+NAME[qemu-ro]="qemu-nbd";    URI[qemu-ro]=nbd://127.0.0.1:10811/disk
+NAME[qemu-rw]="qemu-nbd";    URI[qemu-rw]=nbd://127.0.0.1:10812/disk
+NAME[kit-ro]="nbdkit file";  URI[kit-ro]=nbd://127.0.0.1:10813
+NAME[kit-rw]="nbdkit file";  URI[kit-rw]=nbd://127.0.0.1:10814
+NAME[nbds-ro]="nbd-server";  URI[nbds-ro]=nbd://127.0.0.1:10815/ro
+NAME[nbds-rw]="nbd-server";  URI[nbds-rw]=nbd://127.0.0.1:10815/rw
+READERS="bf-none bf-pers qemu-ro kit-ro nbds-ro"
+WRITERS="bf-pers qemu-rw kit-rw nbds-rw"
+declare -A MULTI
+for k in $READERS $WRITERS; do
+  up "$k"
+  MULTI[$k]=$(nbdinfo "${URI[$k]}" | awk '/can_multi_conn:/{print $2}')
+done
+
+# Every read-only export must hold the image, byte for byte (also warms
+# every server's page cache path alike).
+for k in $READERS; do
+  nbdcopy "${URI[$k]}" - | cmp -s - "$IMG" || { echo "bench-nbd.sh: ${NAME[$k]} serves other bytes than the image" >&2; exit 1; }
+done
+echo "== all exports serve the image"
+
+# ticks: CPU time of a server in clock ticks, its reaped children included
+# (nbd-server's per-connection children count once they exit).
+ticks() { awk '{sub(/.*\) /, ""); print $12+$13+$14+$15}' "/proc/$1/stat"; }
+# settle waits until nbd-server has reaped the children of the last run.
+settle() { local i; for i in $(seq 40); do [ -z "$(pgrep -P "$NBDS_PID" || true)" ] && return; sleep 0.05; done; }
+
+FIO="fio --ioengine=nbd --bs=4k --iodepth=32 --numjobs=1 --ramp_time=1 --runtime=$RUNTIME --time_based --output-format=terse"
+LFIO="fio --ioengine=psync --bs=4k --numjobs=1 --ramp_time=1 --runtime=$RUNTIME --time_based --output-format=terse --filename=$IMG"
+command_for() { # case key
+  case $1/$2 in
+    seq/ceil)      echo "dd if=$IMG of=/dev/null bs=1M" ;;
+    seq/ceil2)     echo "nbdcopy $IMG null:" ;;
+    seq/*)         echo "nbdcopy ${URI[$2]} null:" ;;
+    rr*/ceil)      echo "$LFIO --name=rr --rw=randread" ;;
+    rw/ceil)       echo "$LFIO --name=rw --rw=randwrite" ;;
+    rr*/*)         echo "$FIO --name=rr --uri=${URI[$2]} --rw=randread" ;;
+    rw/*)          echo "$FIO --name=rw --uri=${URI[$2]} --rw=randwrite" ;;
+  esac
+}
+RES=$WORK/results
+run() { # case key round: appends "case key round value cpu_ticks" to $RES
+  local c=$1 k=$2 r=$3 cmd v t0 t1 c0=0 c1=0 out
+  cmd=$(command_for "$c" "$k"); CMD[$c/$k]=$cmd
+  [ -n "${PID[$k]:-}" ] && c0=$(ticks "${PID[$k]}")
+  case $c in
+    seq)
+      t0=$(date +%s.%N)
+      if eval "$cmd" > /dev/null 2> "$WORK/stderr"; then
+        t1=$(date +%s.%N); v=$(awk -v a="$t0" -v b="$t1" -v n=$((IMG_MIB << 20)) 'BEGIN{printf "%.1f", n/(b-a)/1e6}')
+      else v=nan; fi ;;
+    *)
+      out=$(eval "$cmd" 2> "$WORK/stderr" || true)
+      v=$(echo "$out" | awk -F';' -v f="$([ "$c" = rw ] && echo 49 || echo 8)" '/^3;/{ if ($5 != 0 || $f == 0) print "nan"; else print $f; n++ } END{ if (!n) print "nan" }') ;;
+  esac
+  if [ "$v" = nan ]; then
+    { echo "$c ${NAME[$k]:-$k} failed (round $r): $cmd"; tail -3 "$WORK/stderr"; } | tee -a "$WORK/errors" >&2
+  fi
+  if [ -n "${PID[$k]:-}" ]; then [ "$k" = "${k#nbds}" ] || settle; c1=$(ticks "${PID[$k]}"); fi
+  echo "$c $k $r $v $((c1 - c0))" >> "$RES"
+}
+rotate() { # n words...: the words, starting at the n-th (mod count)
+  local n=$1; shift; local a=("$@"); local i
+  for i in $(seq 0 $(($# - 1))); do echo -n "${a[$(((i + n) % $#))]} "; done
+}
+NAME[ceil]="ceiling"; NAME[ceil2]="ceiling"
+
+# Phase 1, reads, with bootfleet's persistent overlay still empty (reads
+# fall through to the base). Phase 2, writes; after them, reads of the
+# persistent export again, now served from the filled overlay.
+T0=$(date +%s)
+for r in $(seq "$ROUNDS"); do
+  for k in $(rotate "$r" $READERS ceil ceil2); do run seq "$k" "$r"; done
+  for k in $(rotate "$r" $READERS ceil); do run rr "$k" "$r"; done
+  echo "== reads, round $r/$ROUNDS done ($(( $(date +%s) - T0 )) s)"
+done
+for r in $(seq "$ROUNDS"); do
+  for k in $(rotate "$r" $WRITERS ceil); do run rw "$k" "$r"; done
+  run rr-ovl bf-pers "$r"
+  echo "== writes, round $r/$ROUNDS done ($(( $(date +%s) - T0 )) s)"
+done
+ELAPSED=$(( $(date +%s) - T0 ))
+LOAD_AFTER=$(cut -d' ' -f1-3 /proc/loadavg)
+if [ -s "$WORK/bf.log" ]; then echo "== bootfleet logged (warn and above):"; head -20 "$WORK/bf.log"; fi
+
+# ---- report ----
+median() { # case key -> median value (nan if no run succeeded)
+  awk -v c="$1" -v k="$2" '$1==c && $2==k && $4!="nan"{print $4}' "$RES" | sort -g |
+    awk '{a[NR]=$1} END{ if (!NR) print "nan"; else print (NR%2) ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2 }'
+}
+runs() { awk -v c="$1" -v k="$2" '$1==c && $2==k{printf "%s%s", s, ($4=="nan" ? "failed" : sprintf("%.0f", $4)); s=", "}' "$RES"; }
+cpu() { # case key -> median server CPU seconds per run
+  awk -v c="$1" -v k="$2" -v t="$TICK" '$1==c && $2==k && $4!="nan"{print $5/t}' "$RES" | sort -g |
+    awk '{a[NR]=$1} END{ if (!NR) print "nan"; else print a[int((NR+1)/2)] }'
+}
+best_peer() { # case keys... -> "value name"
+  local c=$1 k v best=0 who=""; shift
+  for k in "$@"; do
+    case $k in bf-*) continue ;; esac
+    v=$(median "$c" "$k")
+    [ "$v" != nan ] && awk -v a="$v" -v b="$best" 'BEGIN{exit !(a>b)}' && { best=$v; who=${NAME[$k]}; }
+  done
+  echo "$best $who"
+}
+show() { awk -v v="$1" -v u="$2" 'BEGIN{ if (v=="nan") print "failed"; else if (u=="MB/s") printf "%.0f MB/s", v; else printf "%.0f IOPS", v }'; }
+# A table for one case: server, median, the ceiling beside it, share of the
+# best peer, server CPU per unit of work, the runs, the exact command.
+table() { # case unit ceiling-key keys...
+  local c=$1 u=$2 ck=$3 k m bp bv ceil cm; shift 3
+  read -r bv _ <<< "$(best_peer "$c" "$@")"
+  ceil=$(median "${c%-ovl}" "$ck")
+  echo "| server | median | ceiling (no NBD) | vs best peer | server CPU | runs | command |"
+  echo "|---|---:|---:|---:|---:|---|---|"
+  for k in "$@"; do
+    m=$(median "$c" "$k"); cm=$(cpu "$c" "$k")
+    awk -v n="${NAME[$k]}" -v m="$m" -v f="$(show "$m" "$u")" -v cf="$(show "$ceil" "$u")" -v bv="$bv" -v cm="$cm" -v u="$u" \
+        -v rt="$RUNTIME" -v mib="$IMG_MIB" -v runs="$(runs "$c" "$k")" -v cmd="${CMD[$c/$k]}" 'BEGIN{
+      vs = (m=="nan" || bv==0) ? "-" : sprintf("%.0f%%", m/bv*100)
+      # CPU per unit: seconds per GB moved, or microseconds per 4 KiB op.
+      if (cm=="nan" || m=="nan") cpu="-"
+      else if (u=="MB/s") cpu=sprintf("%.2f s/GB", cm/(mib*1048576/1e9))
+      else cpu=sprintf("%.1f us/op", cm*1e6/(m*rt))
+      printf "| %s | %s | %s | %s | %s | %s | `%s` |\n", n, f, cf, vs, cpu, runs, cmd }'
+  done
+}
+verdict() { # case unit keys...: one line per bootfleet row against the best peer
+  local c=$1 u=$2 k m bv who; shift 2
+  read -r bv who <<< "$(best_peer "$c" "$@")"
+  for k in "$@"; do
+    case $k in bf-*) ;; *) continue ;; esac
+    m=$(median "$c" "$k")
+    awk -v n="${NAME[$k]}" -v m="$m" -v bv="$bv" -v who="$who" -v f="$(show "$m" "$u")" -v bf="$(show "$bv" "$u")" 'BEGIN{
+      if (m=="nan") { printf "- %s: failed.\n", n; exit }
+      d=(m/bv-1)*100
+      printf "- %s: %s against %s (%s): %s by %.0f%%.\n", n, f, who, bf, (d>=0 ? "**ahead**" : "**behind**"), (d<0?-d:d) }'
+  done
+}
+sub_work() { sed "s|$WORK|\$WORK|g"; }
+{
+  echo "# NBD server performance: bootfleet against qemu-nbd, nbdkit and nbd-server"
+  echo
+  echo "Written by \`scripts/bench-nbd.sh\` (ROUNDS=$ROUNDS, RUNTIME=$RUNTIME) on $(date -u +%FT%TZ) in ${ELAPSED} s."
+  echo "Machine: $(nproc) CPUs ($(awk -F': ' '/model name/{print $2; exit}' /proc/cpuinfo)), shared with other work;"
+  echo "load average before: ${LOAD_BEFORE:-?}, after: $LOAD_AFTER. bootfleet $(git describe --always --dirty 2>/dev/null || echo '?');"
+  echo "$(qemu-nbd --version | head -1); $(nbdkit --version); nbd-server $(nbd-server -V 2>&1 | awk '/version/{print $NF; exit}'); $(fio --version); $(nbdcopy --version | head -1)."
+  echo
+  echo "Issue 5's target: bootfleet ahead of the best peer on every case."
+  echo
+  echo "## Summary"
+  echo
+  echo "Sequential read:"; verdict seq MB/s $READERS
+  echo; echo "4 KiB random read, queue depth 32:"; verdict rr IOPS $READERS
+  echo; echo "4 KiB random write, queue depth 32:"; verdict rw IOPS $WRITERS
+  echo
+  echo "## Setup and limits"
+  echo
+  echo "- One ${IMG_MIB} MiB image of random data on /dev/shm (tmpfs): **no disk limit**. bootfleet serves its imported copy"
+  echo "  (same bytes, also on tmpfs, in its data directory; overlays there too); the peers serve the file itself."
+  echo "  Every read-only export was compared byte for byte with the image before timing."
+  echo "- All traffic on the loopback of a private network namespace: **no link limit**. Client and server share the"
+  echo "  same $(nproc) CPUs, so CPU per request is the limit, and a server's CPU use takes CPU from its client."
+  echo "- Ceiling column: the same work on the local file without NBD: \`dd\` to /dev/null (memory copy out of tmpfs) for"
+  echo "  sequential read, \`fio\` psync on the file for random I/O. The practical ceiling for an NBD server here is the best"
+  echo "  peer, which the \"vs best peer\" column compares with."
+  echo "- Server CPU: user+system time of the server process (nbd-server: its reaped per-connection children), median,"
+  echo "  per GB moved or per 4 KiB operation (over the measured ${RUNTIME} s; the 1 s ramp adds a little)."
+  echo "- Medians of $ROUNDS runs; each round runs every server, starting with a different one. Reads run first, with"
+  echo "  bootfleet's persistent overlay empty, then writes. The fio runs use one connection, 4 KiB, queue depth 32,"
+  echo "  1 s ramp then ${RUNTIME} s; nbdcopy uses its defaults (4 connections when the server offers multi-conn, else 1)."
+  echo "- Noise: other work shares the CPUs, and the slowest and fastest run of one row differ by up to $(awk '$4!="nan" && $2 !~ /^ceil/{k=$1" "$2; if (!(k in lo) || $4<lo[k]) lo[k]=$4; if ($4>hi[k]) hi[k]=$4} END{for (k in lo) if (hi[k]/lo[k]>m) m=hi[k]/lo[k]; printf "%.1fx", m}' "$RES")"
+  echo "  in this run. Server CPU per unit of work moves much less between runs than throughput: compare it too."
+  echo
+  echo "## Sequential read, whole ${IMG_MIB} MiB export (nbdcopy to null:)"
+  echo
+  table seq MB/s ceil $READERS
+  echo
+  echo "nbdcopy reading the local file instead (client cost without NBD): $(show "$(median seq ceil2)" MB/s) (\`${CMD[seq/ceil2]}\`)."
+  echo "Multi-conn offered: $(for k in $READERS; do echo -n "${NAME[$k]}: ${MULTI[$k]}; "; done)"
+  echo
+  echo "## 4 KiB random read (fio nbd engine, queue depth 32)"
+  echo
+  table rr IOPS ceil $READERS
+  echo
+  echo "## 4 KiB random write (fio nbd engine, queue depth 32)"
+  echo
+  echo "bootfleet's writes go to the machine's persistent copy-on-write overlay (overlay: none refuses writes with EPERM,"
+  echo "so it has no row); the peers write into the image file."
+  echo
+  table rw IOPS ceil $WRITERS
+  echo
+  echo "## 4 KiB random read through a filled overlay"
+  echo
+  echo "The persistent export again, after the write case wrote into its overlay, so reads come from the overlay."
+  echo
+  table rr-ovl IOPS ceil bf-pers
+  echo
+  echo "## Server commands"
+  echo
+  echo "- bootfleet: \`${SRVCMD[bf]}\`"
+  echo "- qemu-nbd: \`${SRVCMD[qemu]}\`"
+  echo "- nbdkit: \`${SRVCMD[kit]}\`"
+  echo "- nbd-server: \`${SRVCMD[nbds]}\`"
+  if [ -s "$WORK/errors" ]; then
+    echo
+    echo "## Errors"
+    echo
+    echo '```'; sort -u "$WORK/errors" | head -30; echo '```'
+  fi
+} | sub_work > "$OUT"
+cat "$OUT"
