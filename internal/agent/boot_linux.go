@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -111,6 +112,7 @@ func (a *Agent) Boot(ctx context.Context) error {
 	conn.Close() // the kernel holds its own reference
 	dev := fmt.Sprintf("/dev/nbd%d", nbdIndex)
 	a.mark("BOOTFLEET-NBD: %s size=%d block=%d flags=%#x", dev, info.Size, info.KernelBlockSize(), uint16(info.Flags))
+	a.milestone(opts, "agent-nbd-connected")
 
 	if err := a.mountRoot(dev, opts); err != nil {
 		return err
@@ -121,6 +123,7 @@ func (a *Agent) Boot(ctx context.Context) error {
 	}
 	a.Log.Info("switching root", "init", opts.Init, "elapsed", time.Since(start).Round(time.Millisecond))
 	a.mark("BOOTFLEET-SWITCHROOT: %s", opts.Init)
+	a.milestone(opts, "agent-switch-root")
 	if err := moveMounts(); err != nil {
 		return err
 	}
@@ -297,4 +300,19 @@ func moveMounts() error {
 		}
 	}
 	return nil
+}
+
+// milestone tells the server the boot reached name. It is best effort:
+// a boot never waits more than two seconds on telemetry, nor fails for it.
+func (a *Agent) milestone(opts Options, name string) {
+	if opts.Milestones == "" {
+		return
+	}
+	c := http.Client{Timeout: 2 * time.Second}
+	resp, err := c.Get(opts.Milestones + "/" + name)
+	if err != nil {
+		a.Log.Warn("milestone not reported", "milestone", name, "err", err)
+		return
+	}
+	resp.Body.Close()
 }

@@ -47,6 +47,9 @@ type Options struct {
 	IOTimeout  time.Duration // bootfleet.nbd.timeout=SECONDS, 1..3600
 	Shell      bool          // bootfleet.shell: on failure, run /bin/sh instead of powering off
 	DeviceName string        // NBD device, always nbd0 for now
+	// Milestones is bootfleet.milestones=URL: the agent GETs URL/NAME at
+	// each step, so the server's boot record shows them. Empty: none sent.
+	Milestones string
 }
 
 // ErrNoRoot means the command line has no bootfleet.root=.
@@ -71,6 +74,11 @@ func ParseCmdline(cmdline string) (Options, error) {
 			o.ReadOnly = !hasValue || v == "1" || v == "true"
 		case "bootfleet.init":
 			o.Init = v
+		case "bootfleet.milestones":
+			if !strings.HasPrefix(v, "http://") {
+				return o, fmt.Errorf("bootfleet.milestones=%q: want an http:// URL", v)
+			}
+			o.Milestones = strings.TrimSuffix(v, "/")
 		case "bootfleet.shell":
 			o.Shell = !hasValue || v == "1" || v == "true"
 		case "bootfleet.nbd.dead":

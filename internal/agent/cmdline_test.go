@@ -69,6 +69,10 @@ func TestParseCmdline(t *testing.T) {
 			return o.IOTimeout == 7*time.Second && o.FSType == "xfs" && o.RootFlags == "noatime" && o.ReadOnly && o.Init == "/bin/sh" && o.DeadConn == 5*time.Second && o.Shell
 		}},
 		{name: "ro=0", in: "bootfleet.root=nbd:a:1:x bootfleet.ro=0", check: func(o Options) bool { return !o.ReadOnly }},
+		{name: "milestones", in: "bootfleet.root=nbd:a:1:x bootfleet.milestones=http://10.0.0.1:8080/milestone/52-54-00-00-00-01/", check: func(o Options) bool {
+			return o.Milestones == "http://10.0.0.1:8080/milestone/52-54-00-00-00-01"
+		}},
+		{name: "bad milestones", in: "bootfleet.root=nbd:a:1:x bootfleet.milestones=ftp://x", wantErr: "bootfleet.milestones"},
 		{name: "no root", in: "console=ttyS0 root=/dev/sda1", wantErr: "no bootfleet.root="},
 		{name: "bad root", in: "bootfleet.root=nfs:x", wantErr: "no nbd: scheme"},
 		{name: "bad dead", in: "bootfleet.root=nbd:a:1:x bootfleet.nbd.dead=-1", wantErr: "bootfleet.nbd.dead"},

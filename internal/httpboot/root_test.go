@@ -85,3 +85,35 @@ machines:
 		t.Fatalf("RootArg called %d times, want 3 (once per GET of a script of a profile with a root, never for HEAD)", roots.calls)
 	}
 }
+
+type noMilestones struct{}
+
+func (noMilestones) Milestone(net.HardwareAddr, string, string) {}
+
+// TestRootCmdlineMilestones: with telemetry on, the diskless agent is told
+// where to report its steps.
+func TestRootCmdlineMilestones(t *testing.T) {
+	c, err := config.Parse(strings.NewReader(`
+interface: br0
+dhcp: {mode: proxy}
+profiles:
+  auto: {kernel: /k, cmdline: "console=ttyS0", root: {image: debian}}
+machines:
+  - {mac: "52:54:00:00:00:01", profile: auto}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, _ := fleet.FromConfig(c)
+	srv := httptest.NewServer(New(Config{Fleet: v, Boots: noClock{}, BaseURL: "http://10.0.0.1:8080", Roots: &fakeRoots{}, Milestones: noMilestones{}}))
+	defer srv.Close()
+	resp, err := http.Get(srv.URL + "/ipxe/52-54-00-00-00-01")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if want := " bootfleet.milestones=http://10.0.0.1:8080/milestone/52-54-00-00-00-01 || goto failed"; !strings.Contains(string(b), want) {
+		t.Fatalf("script lacks %q:\n%s", want, b)
+	}
+}

@@ -184,6 +184,10 @@ func (s *server) render(ctx context.Context, t fleet.Target) (string, error) {
 	if vars.Root != "" && !strings.Contains(cmdline, vars.Root) {
 		cmdline = strings.TrimSpace(cmdline + " bootfleet.root=" + vars.Root)
 	}
+	if vars.Root != "" && s.Milestones != nil {
+		// The diskless agent reports its steps here, into the boot record.
+		cmdline += " bootfleet.milestones=" + s.BaseURL + "/milestone/" + mp
+	}
 	q := "?mac=" + mp
 	prof := s.BaseURL + "/profiles/" + url.PathEscape(t.Profile)
 	b := ipxe.Boot{Kernel: prof + "/kernel" + q, Cmdline: cmdline}

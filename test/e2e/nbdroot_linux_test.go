@@ -444,6 +444,22 @@ func TestNBDRootOverlays(t *testing.T) {
 			t.Errorf("%s: marker %q, want %q", s.what, got.marker, s.want)
 		}
 	}
+	// The agent reported its steps into the boot record (issue 6).
+	var boots []struct {
+		Milestones []struct{ Name string } `json:"milestones"`
+	}
+	cli.json(&boots, "boots", "--machine", persMAC)
+	seen := map[string]bool{}
+	for _, b := range boots {
+		for _, m := range b.Milestones {
+			seen[m.Name] = true
+		}
+	}
+	for _, want := range []string{"agent-nbd-connected", "agent-switch-root"} {
+		if !seen[want] {
+			t.Errorf("no %q milestone in %s's boot records: %+v", want, persMAC, boots)
+		}
+	}
 }
 
 // resetWhenDisconnected runs `machine reset` until the server has noticed
