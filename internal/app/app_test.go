@@ -20,16 +20,6 @@ import (
 // syncBuffer is shared with the other packages' tests.
 type syncBuffer = testutil.SyncBuffer
 
-func freePort(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().String()
-}
-
 func testConfig(t *testing.T, httpAddr string) *config.Config {
 	t.Helper()
 	dir := t.TempDir()
@@ -59,7 +49,7 @@ profiles:
 }
 
 func TestRunServesAndStopsCleanly(t *testing.T) {
-	addr := freePort(t)
+	addr := testutil.FreeAddr(t)
 	c := testConfig(t, addr)
 	logs := &syncBuffer{}
 	ctx, cancel := context.WithCancel(context.Background())
@@ -139,7 +129,7 @@ func TestRunFailsFastWithClearErrors(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			c := testConfig(t, freePort(t))
+			c := testConfig(t, testutil.FreeAddr(t))
 			tt.mutate(c)
 			done := make(chan error, 1)
 			go func() { done <- Run(context.Background(), c, slog.New(slog.DiscardHandler)) }()
@@ -160,7 +150,7 @@ func TestRunFailsFastWithClearErrors(t *testing.T) {
 func TestTelemetryOff(t *testing.T) {
 	for _, mode := range []string{"on", "off"} {
 		t.Run(mode, func(t *testing.T) {
-			addr := freePort(t)
+			addr := testutil.FreeAddr(t)
 			c := testConfig(t, addr)
 			c.Telemetry = mode
 			c.API.OpenReads = true

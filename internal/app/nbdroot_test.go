@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/bootfleet/bootfleet/internal/api"
+	"github.com/bootfleet/bootfleet/internal/testutil"
 )
 
 // needTool skips without the tool, except in CI (BOOTFLEET_CI=1), where
@@ -39,7 +40,7 @@ var rootArgRE = regexp.MustCompile(`bootfleet\.root=nbd:([0-9.]+):([0-9]+):(m-[0
 func TestDisklessRootOverNBD(t *testing.T) {
 	needTool(t, "nbdinfo")
 	needTool(t, "nbdcopy")
-	addr := freePort(t)
+	addr := testutil.FreeAddr(t)
 	c := testConfig(t, addr)
 	p := c.Profiles["linux"]
 	p.Root.Image, p.Root.Overlay = "debian", "ephemeral"

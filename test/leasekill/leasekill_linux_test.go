@@ -8,7 +8,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"sort"
 	"strings"
 	"sync"
@@ -17,6 +16,7 @@ import (
 	"time"
 
 	"github.com/bootfleet/bootfleet/internal/inventory/sqlite"
+	"github.com/bootfleet/bootfleet/internal/testutil"
 )
 
 // The network of the test: a /24 whose pool (151 addresses) holds every MAC
@@ -32,8 +32,6 @@ const (
 	workers    = 8  // DORA exchanges in flight
 )
 
-var ciMode = os.Getenv("BOOTFLEET_CI") == "1"
-
 // TestKill9DuringDORABurst is issue 4's proof that leases are durable: a
 // lease is committed before its ACK goes out, so SIGKILL at any moment loses
 // no ACKed lease, and the restarted server never hands an ACKed address to a
@@ -44,7 +42,7 @@ var ciMode = os.Getenv("BOOTFLEET_CI") == "1"
 // durability rests on SQLite's synchronous=FULL (see internal/inventory/sqlite).
 func TestKill9DuringDORABurst(t *testing.T) {
 	needRoot(t)
-	bin := bootfleetBinary(t)
+	bin := testutil.BootfleetBinary(t)
 	sns, cns, sdev, cdev := newLink(t)
 
 	dir := t.TempDir()
@@ -354,30 +352,7 @@ func needRoot(t *testing.T) {
 	if why == "" {
 		return
 	}
-	if ciMode {
-		t.Fatalf("BOOTFLEET_CI=1 but %s; run the tests as root after scripts/deps.sh", why)
-	}
-	t.Skipf("%s (BOOTFLEET_CI=1 turns this skip into a failure)", why)
-}
-
-// bootfleetBinary is $BOOTFLEET_BIN or a fresh build of this tree.
-func bootfleetBinary(t *testing.T) string {
-	t.Helper()
-	if b := os.Getenv("BOOTFLEET_BIN"); b != "" {
-		return b
-	}
-	gobin, err := exec.LookPath("go")
-	if err != nil {
-		gobin = filepath.Join(runtime.GOROOT(), "bin", "go")
-	}
-	bin := filepath.Join(t.TempDir(), "bootfleet")
-	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, gobin, "build", "-o", bin, "github.com/bootfleet/bootfleet/cmd/bootfleet")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("go build bootfleet: %v\n%s", err, out)
-	}
-	return bin
+	testutil.SkipUnlessCI(t, why)
 }
 
 // newLink makes a server and a client namespace joined by a veth pair, both

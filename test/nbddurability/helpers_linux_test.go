@@ -6,17 +6,17 @@ import (
 	"crypto/rand"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
-	"runtime"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/bootfleet/bootfleet/internal/testutil"
 )
 
 // server is one `bootfleet serve` child; start may be called again after
@@ -33,8 +33,8 @@ type server struct {
 
 func newServer(t *testing.T, dir string) *server {
 	t.Helper()
-	s := &server{t: t, bin: bootfleetBinary(t), dir: dir, data: filepath.Join(dir, "data"),
-		http: freePort(t), nbd: freePort(t)}
+	s := &server{t: t, bin: testutil.BootfleetBinary(t), dir: dir, data: filepath.Join(dir, "data"),
+		http: testutil.FreeAddr(t), nbd: testutil.FreeAddr(t)}
 	ipxe := filepath.Join(dir, "ipxe")
 	os.Mkdir(ipxe, 0o755)
 	for _, f := range []string{"ipxe.efi", "undionly.kpxe", "vmlinuz"} {
@@ -350,38 +350,5 @@ func prereqs(t *testing.T) {
 	if why == "" {
 		return
 	}
-	if ciMode {
-		t.Fatalf("BOOTFLEET_CI=1 but %s", why)
-	}
-	t.Skipf("%s (BOOTFLEET_CI=1 turns this skip into a failure)", why)
-}
-
-// bootfleetBinary is $BOOTFLEET_BIN or a fresh build of this tree.
-func bootfleetBinary(t *testing.T) string {
-	t.Helper()
-	if b := os.Getenv("BOOTFLEET_BIN"); b != "" {
-		return b
-	}
-	gobin, err := exec.LookPath("go")
-	if err != nil {
-		gobin = filepath.Join(runtime.GOROOT(), "bin", "go")
-	}
-	bin := filepath.Join(t.TempDir(), "bootfleet")
-	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, gobin, "build", "-o", bin, "github.com/bootfleet/bootfleet/cmd/bootfleet")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("go build bootfleet: %v\n%s", err, out)
-	}
-	return bin
-}
-
-func freePort(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().String()
+	testutil.SkipUnlessCI(t, why)
 }

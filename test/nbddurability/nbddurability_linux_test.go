@@ -3,7 +3,6 @@ package nbddurability
 import (
 	"bytes"
 	"fmt"
-	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -16,8 +15,6 @@ const (
 	kib       = 1 << 10
 	mib       = 1 << 20
 )
-
-var ciMode = os.Getenv("BOOTFLEET_CI") == "1"
 
 // region is a range the client wrote with one byte pattern.
 type region struct {
