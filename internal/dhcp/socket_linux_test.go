@@ -193,9 +193,18 @@ func TestSocketFullMode(t *testing.T) {
 			t.Errorf("server log lacks %s:\n%s", want, logs.String())
 		}
 	}
-	repliesMu.Lock()
-	defer repliesMu.Unlock()
-	if got := strings.Join(replies, " "); got != "DISCOVER>OFFER REQUEST>ACK" {
+	// OnReply runs after the send, so the client can hold the ACK before
+	// the server's goroutine has reported it: wait a little for it.
+	var got string
+	for deadline := time.Now().Add(2 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		repliesMu.Lock()
+		got = strings.Join(replies, " ")
+		repliesMu.Unlock()
+		if got == "DISCOVER>OFFER REQUEST>ACK" || time.Now().After(deadline) {
+			break
+		}
+	}
+	if got != "DISCOVER>OFFER REQUEST>ACK" {
 		t.Errorf("OnReply saw %q, want DISCOVER>OFFER REQUEST>ACK", got)
 	}
 }
