@@ -1,7 +1,6 @@
 package leasekill
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"net"
@@ -11,7 +10,6 @@ import (
 	"sort"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -65,9 +63,9 @@ func TestKill9DuringDORABurst(t *testing.T) {
 	done1 := make(chan int, 1)
 	go func() { done1 <- cl.burst(ctx1, macRange(0, phase1MACs), workers, rec.add(1)) }()
 	if !rec.waitFor(killAfter, 20*time.Second) {
-		t.Fatalf("phase 1: only %d ACKs in 20 s, want %d before the kill; is the server answering?\n%s", rec.count(), killAfter, srv.logTail())
+		t.Fatalf("phase 1: only %d ACKs in 20 s, want %d before the kill; is the server answering?\n%s", rec.count(), killAfter, srv.LogTail(30))
 	}
-	srv.kill9()
+	srv.Kill9()
 	atKill := rec.count()
 	// ACKs already on the wire still arrive; they were sent, so they count.
 	time.Sleep(300 * time.Millisecond)
@@ -86,9 +84,9 @@ func TestKill9DuringDORABurst(t *testing.T) {
 	ctx2, cancel2 := context.WithTimeout(context.Background(), 40*time.Second)
 	defer cancel2()
 	failed := cl.burst(ctx2, phase2(), workers, rec.add(2))
-	srv.kill9()
+	srv.Kill9()
 	if n := returning + newMACs; failed > n/10 {
-		t.Fatalf("phase 2: %d of %d DORAs got no ACK; the test needs nearly all to mean anything\n%s", failed, n, srv.logTail())
+		t.Fatalf("phase 2: %d of %d DORAs got no ACK; the test needs nearly all to mean anything\n%s", failed, n, srv.LogTail(30))
 	}
 	t.Logf("lifetime 2: %d DORAs, %d without ACK, then SIGKILL", returning+newMACs, failed)
 	if n := rec.inBoth(); n < 10 {
@@ -98,7 +96,7 @@ func TestKill9DuringDORABurst(t *testing.T) {
 	checkAcks(t, rec.all())
 	checkStore(t, data, rec.lastByMAC(), "after SIGKILL #2")
 	if t.Failed() {
-		t.Log(srv.logTail())
+		t.Log(srv.LogTail(30))
 	}
 }
 
@@ -275,70 +273,28 @@ type server struct {
 	bin, ns  string
 	cfg, dir string
 	n        int // lifetimes started
-	cmd      *exec.Cmd
-	exited   chan struct{} // closed when cmd has been waited for
-	log      string        // this lifetime's log file
+	*testutil.Process
 }
 
 func (s *server) start() {
 	t := s.t
 	t.Helper()
 	s.n++
-	s.log = filepath.Join(s.dir, fmt.Sprintf("serve-%d.log", s.n))
-	f, err := os.Create(s.log)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	cmd := exec.Command("ip", "netns", "exec", s.ns, s.bin, "serve", "--config", s.cfg)
-	cmd.Stdout, cmd.Stderr = f, f
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	if err := cmd.Start(); err != nil {
-		t.Fatalf("start bootfleet: %v", err)
-	}
-	exited := make(chan struct{})
-	s.cmd, s.exited = cmd, exited
-	go func() { cmd.Wait(); close(exited) }()
-	t.Cleanup(func() {
-		syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-		<-exited
-	})
+	s.Process = testutil.StartProcess(t, filepath.Join(s.dir, fmt.Sprintf("serve-%d.log", s.n)),
+		"ip", "netns", "exec", s.ns, s.bin, "serve", "--config", s.cfg)
 	deadline := time.Now().Add(20 * time.Second)
 	for time.Now().Before(deadline) {
-		b, _ := os.ReadFile(s.log)
-		if bytes.Contains(b, []byte("dhcp serving")) {
+		b := s.LogText()
+		if strings.Contains(b, "dhcp serving") {
 			return
 		}
 		select {
-		case <-exited:
+		case <-s.Exited:
 			t.Fatalf("bootfleet (lifetime %d) exited before serving DHCP:\n%s", s.n, b)
 		case <-time.After(50 * time.Millisecond):
 		}
 	}
-	t.Fatalf("bootfleet (lifetime %d) did not log \"dhcp serving\" in 20 s:\n%s", s.n, s.logTail())
-}
-
-// kill9 sends SIGKILL and waits for the process to be gone, so the next
-// start sees exactly what the kernel had when it died.
-func (s *server) kill9() {
-	s.t.Helper()
-	if err := syscall.Kill(-s.cmd.Process.Pid, syscall.SIGKILL); err != nil {
-		s.t.Fatalf("kill -9 bootfleet: %v", err)
-	}
-	select {
-	case <-s.exited:
-	case <-time.After(10 * time.Second):
-		s.t.Fatalf("bootfleet (lifetime %d) still running 10 s after SIGKILL", s.n)
-	}
-}
-
-func (s *server) logTail() string {
-	b, _ := os.ReadFile(s.log)
-	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
-	if len(lines) > 30 {
-		lines = lines[len(lines)-30:]
-	}
-	return "--- " + s.log + " (tail) ---\n" + strings.Join(lines, "\n")
+	t.Fatalf("bootfleet (lifetime %d) did not log \"dhcp serving\" in 20 s:\n%s", s.n, s.LogTail(30))
 }
 
 func needRoot(t *testing.T) {

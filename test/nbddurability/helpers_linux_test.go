@@ -12,7 +12,6 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -26,9 +25,7 @@ type server struct {
 	bin, dir, data string
 	cfg, http, nbd string
 	n              int
-	cmd            *exec.Cmd
-	exited         chan struct{}
-	log            string
+	*testutil.Process
 }
 
 func newServer(t *testing.T, dir string) *server {
@@ -66,25 +63,7 @@ func (s *server) start() {
 	t := s.t
 	t.Helper()
 	s.n++
-	s.log = filepath.Join(s.dir, fmt.Sprintf("serve-%d.log", s.n))
-	f, err := os.Create(s.log)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	cmd := exec.Command(s.bin, "serve", "--config", s.cfg)
-	cmd.Stdout, cmd.Stderr = f, f
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	if err := cmd.Start(); err != nil {
-		t.Fatalf("start bootfleet: %v", err)
-	}
-	exited := make(chan struct{})
-	s.cmd, s.exited = cmd, exited
-	go func() { cmd.Wait(); close(exited) }()
-	t.Cleanup(func() {
-		syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-		<-exited
-	})
+	s.Process = testutil.StartProcess(t, filepath.Join(s.dir, fmt.Sprintf("serve-%d.log", s.n)), s.bin, "serve", "--config", s.cfg)
 	deadline := time.Now().Add(20 * time.Second)
 	for time.Now().Before(deadline) {
 		resp, err := http.Get("http://" + s.http + "/api/v1/openapi.json")
@@ -93,31 +72,17 @@ func (s *server) start() {
 			return
 		}
 		select {
-		case <-exited:
-			t.Fatalf("bootfleet (lifetime %d) exited at start:\n%s", s.n, s.logTail())
+		case <-s.Exited:
+			t.Fatalf("bootfleet (lifetime %d) exited at start:\n%s", s.n, s.LogTail(40))
 		case <-time.After(50 * time.Millisecond):
 		}
 	}
-	t.Fatalf("bootfleet (lifetime %d) did not answer HTTP in 20 s:\n%s", s.n, s.logTail())
-}
-
-// kill9 sends SIGKILL and waits until the process is gone, so the next
-// start sees exactly what the kernel had when it died.
-func (s *server) kill9() {
-	s.t.Helper()
-	if err := syscall.Kill(-s.cmd.Process.Pid, syscall.SIGKILL); err != nil {
-		s.t.Fatalf("kill -9 bootfleet: %v", err)
-	}
-	select {
-	case <-s.exited:
-	case <-time.After(10 * time.Second):
-		s.t.Fatalf("bootfleet (lifetime %d) still running 10 s after SIGKILL", s.n)
-	}
+	t.Fatalf("bootfleet (lifetime %d) did not answer HTTP in 20 s:\n%s", s.n, s.LogTail(40))
 }
 
 func (s *server) alive() bool {
 	select {
-	case <-s.exited:
+	case <-s.Exited:
 		return false
 	default:
 	}
@@ -129,19 +94,6 @@ func (s *server) alive() bool {
 	return true
 }
 
-func (s *server) logText() string {
-	b, _ := os.ReadFile(s.log)
-	return string(b)
-}
-
-func (s *server) logTail() string {
-	lines := strings.Split(strings.TrimRight(s.logText(), "\n"), "\n")
-	if len(lines) > 40 {
-		lines = lines[len(lines)-40:]
-	}
-	return "--- " + s.log + " (tail) ---\n" + strings.Join(lines, "\n")
-}
-
 // cli runs a bootfleet client command against the server.
 func (s *server) cli(args ...string) string {
 	s.t.Helper()
@@ -150,7 +102,7 @@ func (s *server) cli(args ...string) string {
 	args = append(args, "--server", "http://"+s.http, "--data", s.data)
 	out, err := exec.CommandContext(ctx, s.bin, args...).CombinedOutput()
 	if err != nil {
-		s.t.Fatalf("bootfleet %s: %v\n%s\n%s", strings.Join(args, " "), err, out, s.logTail())
+		s.t.Fatalf("bootfleet %s: %v\n%s\n%s", strings.Join(args, " "), err, out, s.LogTail(40))
 	}
 	return string(out)
 }
@@ -183,7 +135,7 @@ func (s *server) export(mac string) string {
 	b, _ := io.ReadAll(resp.Body)
 	m := rootArgRE.FindSubmatch(b)
 	if resp.StatusCode != http.StatusOK || m == nil {
-		s.t.Fatalf("GET /ipxe/%s = %d, want a script with bootfleet.root=nbd:IP:PORT:EXPORT:\n%s\n%s", mac, resp.StatusCode, b, s.logTail())
+		s.t.Fatalf("GET /ipxe/%s = %d, want a script with bootfleet.root=nbd:IP:PORT:EXPORT:\n%s\n%s", mac, resp.StatusCode, b, s.LogTail(40))
 	}
 	return fmt.Sprintf("nbd://%s:%s/%s", m[1], m[2], m[3])
 }
@@ -198,7 +150,7 @@ func (s *server) readAll(mac string) []byte {
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
 	if err != nil {
-		s.t.Fatalf("nbdcopy of %s's export: %v\n%s\n%s", mac, err, stderr.Bytes(), s.logTail())
+		s.t.Fatalf("nbdcopy of %s's export: %v\n%s\n%s", mac, err, stderr.Bytes(), s.LogTail(40))
 	}
 	return out
 }

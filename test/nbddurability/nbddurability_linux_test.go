@@ -71,7 +71,7 @@ func TestFlushedWritesSurviveKill9(t *testing.T) {
 	for _, r := range durable[4:6] {
 		q.mustWrite("-f", r)
 	}
-	s.kill9()
+	s.Kill9()
 	q.close()
 
 	// Lifetime 2: everything flushed is there, the base everywhere else.
@@ -87,7 +87,7 @@ func TestFlushedWritesSurviveKill9(t *testing.T) {
 	for _, r := range fresh {
 		q.mustWrite("", r)
 	}
-	s.kill9()
+	s.Kill9()
 	q.close()
 
 	// Lifetime 3: the unflushed changes may or may not be there, but each
@@ -97,7 +97,7 @@ func TestFlushedWritesSurviveKill9(t *testing.T) {
 	zeroed := region{4 * mib, 64 * kib, 0}
 	compare(t, "after SIGKILL #2", got, want, append(fresh, zeroed))
 	if t.Failed() {
-		t.Log(s.logTail())
+		t.Log(s.LogTail(40))
 	}
 }
 
@@ -124,7 +124,7 @@ func TestFullDiskGetsENOSPC(t *testing.T) {
 	failed := region{1 * mib, 6 * mib, 0x62}
 	out := q.run(fmt.Sprintf("write -P 0x%02x %d %d", failed.pat, failed.off, failed.n))
 	if !strings.Contains(out, "write failed: No space left on device") {
-		t.Fatalf("writing 6 MiB into a 1 MiB overlay: qemu-io said %q, want \"write failed: No space left on device\"\n%s", out, s.logTail())
+		t.Fatalf("writing 6 MiB into a 1 MiB overlay: qemu-io said %q, want \"write failed: No space left on device\"\n%s", out, s.LogTail(40))
 	}
 	// Blocks the overlay already holds take writes without new space.
 	after := region{4 * kib, 4 * kib, 0x63}
@@ -133,11 +133,11 @@ func TestFullDiskGetsENOSPC(t *testing.T) {
 	q.close()
 
 	if !s.alive() {
-		t.Fatalf("server exited after ENOSPC:\n%s", s.logTail())
+		t.Fatalf("server exited after ENOSPC:\n%s", s.LogTail(40))
 	}
 	enospc := regexp.MustCompile(`(?i)(ENOSPC|no space left)`)
 	logged := false
-	for _, l := range strings.Split(s.logText(), "\n") {
+	for _, l := range strings.Split(s.LogText(), "\n") {
 		if enospc.MatchString(l) && (strings.Contains(l, mac) || strings.Contains(l, strings.ReplaceAll(mac, ":", "-"))) {
 			logged = true
 			t.Logf("server logged: %s", l)
@@ -145,7 +145,7 @@ func TestFullDiskGetsENOSPC(t *testing.T) {
 		}
 	}
 	if !logged {
-		t.Errorf("no log line names ENOSPC and machine %s:\n%s", mac, s.logTail())
+		t.Errorf("no log line names ENOSPC and machine %s:\n%s", mac, s.LogTail(40))
 	}
 
 	want := apply(base, append(before, after))
@@ -157,11 +157,11 @@ func TestFullDiskGetsENOSPC(t *testing.T) {
 	q.close()
 	want = apply(want, []region{last})
 
-	s.kill9()
+	s.Kill9()
 	s.start()
 	compare(t, "after ENOSPC and SIGKILL", s.readAll(mac), want, []region{failed})
 	if t.Failed() {
-		t.Log(s.logTail())
+		t.Log(s.LogTail(40))
 	}
 }
 
