@@ -11,6 +11,8 @@ import (
 	"sort"
 	"sync"
 	"time"
+
+	"github.com/bootfleet/bootfleet/internal/durable"
 )
 
 // Lease binds an address to a MAC until Expiry.
@@ -138,33 +140,8 @@ func (s *fileStore) write() error {
 	if err != nil {
 		return err
 	}
-	dir := filepath.Dir(s.path)
-	tmp, err := os.CreateTemp(dir, "."+filepath.Base(s.path)+".tmp*")
-	if err != nil {
-		return fmt.Errorf("write lease file: %w; make sure the data directory %s exists and is writable", err, dir)
-	}
-	defer os.Remove(tmp.Name()) // no-op after a successful rename
-	if _, err := tmp.Write(append(b, '\n')); err != nil {
-		tmp.Close()
-		return fmt.Errorf("write lease file: %w", err)
-	}
-	if err := tmp.Sync(); err != nil {
-		tmp.Close()
-		return fmt.Errorf("fsync lease file: %w", err)
-	}
-	if err := tmp.Close(); err != nil {
-		return fmt.Errorf("write lease file: %w", err)
-	}
-	if err := os.Rename(tmp.Name(), s.path); err != nil {
-		return fmt.Errorf("replace lease file: %w", err)
-	}
-	d, err := os.Open(dir)
-	if err != nil {
-		return fmt.Errorf("fsync data directory: %w", err)
-	}
-	defer d.Close()
-	if err := d.Sync(); err != nil {
-		return fmt.Errorf("fsync data directory %s: %w", dir, err)
+	if err := durable.WriteFile(s.path, append(b, '\n'), 0o600); err != nil {
+		return fmt.Errorf("lease file: %w; make sure the data directory %s exists and is writable", err, filepath.Dir(s.path))
 	}
 	return nil
 }

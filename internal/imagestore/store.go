@@ -9,6 +9,8 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+
+	"github.com/bootfleet/bootfleet/internal/durable"
 )
 
 // Store is the image directory of one data directory. It is safe for
@@ -102,8 +104,8 @@ func (s *Store) Import(r io.Reader) (sum string, size int64, err error) {
 	if err = os.Rename(f.Name(), dst); err != nil {
 		return "", size, fmt.Errorf("imagestore: store image: %w", err)
 	}
-	if err = syncDir(s.blobDir()); err != nil {
-		return "", size, err
+	if err = durable.SyncDir(s.blobDir()); err != nil {
+		return "", size, fmt.Errorf("imagestore: store image: %w", err)
 	}
 	return sum, size, nil
 }
@@ -119,18 +121,6 @@ func (s *Store) Remove(hex string) error {
 	}
 	if err := os.Remove(p); err != nil && !errors.Is(err, os.ErrNotExist) {
 		return fmt.Errorf("imagestore: %w", err)
-	}
-	return nil
-}
-
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return fmt.Errorf("imagestore: %w", err)
-	}
-	defer d.Close()
-	if err := d.Sync(); err != nil {
-		return fmt.Errorf("imagestore: sync %s: %w", dir, err)
 	}
 	return nil
 }
