@@ -3,6 +3,7 @@ package blockstore
 import (
 	"fmt"
 	"io"
+	"os"
 	"syscall"
 )
 
@@ -52,6 +53,13 @@ type Disk interface {
 	Trim(off, n int64) error
 	WriteZeroes(off, n int64, noHole bool) error
 	ReadOnly() bool
+	// FileSpan is nbd.FileSpanner: ok when the range reads straight from
+	// the immutable base image's file.
+	FileSpan(off, n int64) (f *os.File, fileOff int64, ok bool)
+	// ReadCached is nbd.CachedReader: ReadAt when the data is in memory.
+	ReadCached(p []byte, off int64) bool
+	// WriteCached is nbd.CachedWriter: WriteAt when it need not wait.
+	WriteCached(p []byte, off int64) bool
 }
 
 // Open returns the Disk for mode: base itself, read-only, for None; an
@@ -79,3 +87,11 @@ func (readOnly) WriteZeroes(int64, int64, bool) error { return errReadOnly("writ
 func (readOnly) Flush() error                         { return nil }
 func (readOnly) ReadOnly() bool                       { return true }
 func (readOnly) Close() error                         { return nil }
+func (readOnly) WriteCached([]byte, int64) bool       { return false }
+
+func (r readOnly) FileSpan(off, n int64) (*os.File, int64, bool) {
+	if fs, ok := r.Image.(fileSpanner); ok {
+		return fs.FileSpan(off, n)
+	}
+	return nil, 0, false
+}

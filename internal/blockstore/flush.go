@@ -7,6 +7,8 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+
+	"github.com/bootfleet/bootfleet/internal/durable"
 )
 
 // Flush makes every write that returned before it durable. Order:
@@ -140,17 +142,8 @@ func RemoveOverlay(dir string) error {
 			return fmt.Errorf("blockstore: remove overlay: %w", err)
 		}
 	}
-	return syncDir(dir)
-}
-
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return fmt.Errorf("blockstore: open overlay dir for sync: %w", err)
-	}
-	defer d.Close()
-	if err := d.Sync(); err != nil {
-		return fmt.Errorf("blockstore: sync overlay dir: %w", err)
+	if err := durable.SyncDir(dir); err != nil {
+		return fmt.Errorf("blockstore: overlay: %w", err)
 	}
 	return nil
 }

@@ -13,11 +13,17 @@ type Image interface {
 	Size() int64
 }
 
+// fileSpanner is the nbd.FileSpanner upgrade, which File has.
+type fileSpanner interface {
+	FileSpan(off, n int64) (*os.File, int64, bool)
+}
+
 // File is a base image file opened read-only. It is safe for concurrent
 // use; every reader shares the kernel page cache of the one file.
 type File struct {
 	f    *os.File
 	size int64
+	res  residency
 }
 
 // OpenImage opens the base image at path read-only. Images are immutable:
@@ -37,10 +43,16 @@ func OpenImage(path string) (*File, error) {
 		f.Close()
 		return nil, fmt.Errorf("blockstore: base image %s is a %v, want a regular file", path, st.Mode().Type())
 	}
-	return &File{f: f, size: st.Size()}, nil
+	return &File{f: f, size: st.Size(), res: probeResidency(f)}, nil
 }
 
 func (b *File) ReadAt(p []byte, off int64) (int, error) { return b.f.ReadAt(p, off) }
+
+// FileSpan says that [off, off+n) of the image is the same range of its
+// file. Images are immutable, so the server may send it with sendfile.
+func (b *File) FileSpan(off, n int64) (*os.File, int64, bool) {
+	return b.f, off, off >= 0 && n >= 0 && off <= b.size && n <= b.size-off
+}
 
 // Size is the image size in bytes.
 func (b *File) Size() int64 { return b.size }

@@ -8,7 +8,10 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"syscall"
+
+	"github.com/bootfleet/bootfleet/internal/durable"
 )
 
 // Options tune an Overlay.
@@ -40,21 +43,24 @@ type file interface {
 // overlay blocks. It is safe for concurrent use: reads run in parallel,
 // writes are serialized.
 type Overlay struct {
-	base     Image
-	dir      string
-	mode     Mode
-	bs       int64
-	size     int64
-	mapf     *os.File
-	data     file
-	flushMu  sync.Mutex // one Flush at a time
-	mu       sync.RWMutex
-	entries  []uint32
-	dirty    map[int64]struct{} // map pages changed since the last Flush
-	free     []uint32           // slots no entry on disk or in memory uses
-	pending  []uint32           // slots released since the last Flush
-	nextSlot uint32             // first slot never used
-	unlock   func()
+	base    Image
+	dir     string
+	mode    Mode
+	bs      int64
+	size    int64
+	mapf    *os.File
+	data    file
+	dataRes residency
+	// nowaitWrites is cleared once the data file refuses RWF_NOWAIT writes.
+	nowaitWrites atomic.Bool
+	flushMu      sync.Mutex // one Flush at a time
+	mu           sync.RWMutex
+	entries      []uint32
+	dirty        map[int64]struct{} // map pages changed since the last Flush
+	free         []uint32           // slots no entry on disk or in memory uses
+	pending      []uint32           // slots released since the last Flush
+	nextSlot     uint32             // first slot never used
+	unlock       func()
 }
 
 // OpenOverlay opens the overlay of base in dir (created if needed) for
@@ -111,6 +117,8 @@ func (o *Overlay) load(opts Options) error {
 		return fmt.Errorf("blockstore: open overlay data: %w", err)
 	}
 	o.data = df
+	o.dataRes = probeResidency(df)
+	o.nowaitWrites.Store(true)
 	n := numBlocks(o.size, int(o.bs))
 	if fresh {
 		o.entries = make([]uint32, n)
@@ -171,7 +179,10 @@ func (o *Overlay) create(h mapHeader) error {
 	if err := o.mapf.Sync(); err != nil {
 		return fmt.Errorf("blockstore: sync overlay map: %w", err)
 	}
-	return syncDir(o.dir)
+	if err := durable.SyncDir(o.dir); err != nil {
+		return fmt.Errorf("blockstore: overlay: %w", err)
+	}
+	return nil
 }
 
 // Size is the virtual disk size, the base's size.
@@ -215,6 +226,24 @@ func (o *Overlay) ReadAt(p []byte, off int64) (int, error) {
 	return done, eof
 }
 
+// FileSpan is ok when every block of the range still reads from the base
+// and the base is a file: a base block never changes, and a write after
+// this returns does not touch it (it goes to an overlay block).
+func (o *Overlay) FileSpan(off, n int64) (*os.File, int64, bool) {
+	fs, ok := o.base.(fileSpanner)
+	if !ok || n <= 0 || o.checkRange("read", off, n) != nil {
+		return nil, 0, false
+	}
+	o.mu.RLock()
+	defer o.mu.RUnlock()
+	for blk := off / o.bs; blk <= (off+n-1)/o.bs; blk++ {
+		if o.entries[blk] != entryBase {
+			return nil, 0, false
+		}
+	}
+	return fs.FileSpan(off, n)
+}
+
 // readBlock fills p from one block whose map entry is e; in is the offset
 // inside the block, pos the disk offset.
 func (o *Overlay) readBlock(p []byte, e uint32, in, pos int64) error {
@@ -246,12 +275,37 @@ func (o *Overlay) WriteAt(p []byte, off int64) (int, error) {
 	if err := o.checkRange("write", off, int64(len(p))); err != nil {
 		return 0, err
 	}
+	// Writes into blocks the overlay already holds change no entry, so
+	// they run in parallel under the read lock; only allocation needs the
+	// write lock.
+	o.mu.RLock()
+	if o.holds(off, int64(len(p))) {
+		n, err := o.write(p, off)
+		o.mu.RUnlock()
+		return n, err
+	}
+	o.mu.RUnlock()
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	return o.write(p, off)
 }
 
-// write is WriteAt with mu held. A nil p writes zeroes.
+// holds reports whether every block of [off, off+n) has an overlay slot;
+// mu held.
+func (o *Overlay) holds(off, n int64) bool {
+	if n <= 0 {
+		return true
+	}
+	for blk := off / o.bs; blk <= (off+n-1)/o.bs; blk++ {
+		if e := o.entries[blk]; e == entryBase || e == entryZero {
+			return false
+		}
+	}
+	return true
+}
+
+// write is WriteAt with mu held (the read lock will do when holds says
+// so). A nil p writes zeroes.
 func (o *Overlay) write(p []byte, off int64) (int, error) {
 	done := 0
 	for done < len(p) {

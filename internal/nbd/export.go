@@ -4,6 +4,7 @@ import (
 	"errors"
 	"io"
 	"net"
+	"os"
 	"syscall"
 	"time"
 )
@@ -47,6 +48,42 @@ type (
 	// Describer supplies NBD_INFO_DESCRIPTION, a human-readable text.
 	Describer interface {
 		Description() string
+	}
+	// FileSpanner lets the server send a READ's data with sendfile(2),
+	// from the page cache to the socket without a copy through a buffer.
+	// FileSpan returns the file that holds [off, off+n) contiguously from
+	// fileOff, or ok false to have the server call ReadAt. The bytes must
+	// stay as they are until the reply has been sent, after FileSpan
+	// returns and without any lock held: only immutable data (a base
+	// image) qualifies. The file must stay open until the session ends.
+	FileSpanner interface {
+		FileSpan(off, n int64) (f *os.File, fileOff int64, ok bool)
+	}
+	// CachedReader lets the server answer a READ on its request loop, with
+	// no hand-off to a worker goroutine, when the data is already in
+	// memory; replies answered so are sent together. ReadCached fills p
+	// from off and returns true only if it could without waiting for
+	// storage (preadv2 with RWF_NOWAIT, or a file on tmpfs); false sends
+	// the request to a worker's ReadAt, so errors are reported there.
+	CachedReader interface {
+		ReadCached(p []byte, off int64) bool
+	}
+	// CachedWriter is CachedReader's twin for WRITE without FUA:
+	// WriteCached writes p at off and returns true only if it could
+	// without waiting (no allocation, no I/O). False sends the request to a
+	// worker's WriteAt with the same bytes, which also completes a write
+	// WriteCached left half done.
+	CachedWriter interface {
+		WriteCached(p []byte, off int64) bool
+	}
+	// MultiConner lets a writable export be advertised with
+	// NBD_FLAG_CAN_MULTI_CONN, so clients may spread I/O over several
+	// connections. Return true only if every connection to the export name
+	// reaches one storage object: a write that completed on one connection
+	// is seen by reads on all, and a Flush on any makes every completed
+	// write durable (proto.md). Read-only exports get the flag anyway.
+	MultiConner interface {
+		MultiConn() bool
 	}
 	// BlockSizer supplies NBD_INFO_BLOCK_SIZE. min must be a power of two
 	// from 1 to 64 KiB, preferred a power of two >= max(min, 512), max a

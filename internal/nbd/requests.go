@@ -2,27 +2,47 @@ package nbd
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
-	"net"
 	"sync"
+	"sync/atomic"
 
 	"golang.org/x/sync/semaphore"
 )
 
 // transmit is the request loop. One goroutine reads requests in order (a
-// WRITE's payload must be consumed before the next header); each request
-// then runs on its own goroutine, bounded by MaxInFlight and
-// MaxBufferBytes, and replies go out under wmu in completion order, which
-// proto.md allows.
+// WRITE's payload must be consumed before the next header) and hands them
+// to up to MaxInFlight workers, started as load needs them and kept for the
+// session, so a request costs a channel hand-off instead of a new
+// goroutine with a stack to grow. Replies go out in completion order,
+// which proto.md allows. Every request holds a share of MaxBufferBytes
+// from before its payload is read until its reply has been written, so a
+// client that sends without reading replies stalls instead of making the
+// server buffer without bound.
 func (ss *session) transmit(ctx context.Context) error {
-	slots := make(chan struct{}, ss.srv.cfg.MaxInFlight)
-	budget := semaphore.NewWeighted(ss.srv.cfg.MaxBufferBytes)
+	ss.budget = semaphore.NewWeighted(ss.srv.cfg.MaxBufferBytes)
+	ss.out = newWire(ss.conn)
+	if fs, ok := ss.export.(FileSpanner); ok && ss.out.sendsFiles() {
+		ss.files = fs
+	}
+	ss.cached, _ = ss.export.(CachedReader)
+	ss.cachedW, _ = ss.export.(CachedWriter)
+	jobs := make(chan job)
+	var idle atomic.Int32
+	workers := 0
 	var wg sync.WaitGroup
-	defer wg.Wait() // DISC, errors and shutdown all let in-flight requests finish
+	defer func() {
+		ss.flush()
+		close(jobs)
+		wg.Wait() // DISC, errors and shutdown all let in-flight requests finish
+	}()
 	var hdr [RequestLen]byte
 	for {
+		// Requests already read are answered; their replies leave now,
+		// before a read that may wait for the client.
+		if ss.r.Buffered() < RequestLen {
+			ss.flush()
+		}
 		if _, err := io.ReadFull(ss.r, hdr[:]); err != nil {
 			return ss.readErr(ctx, "transmission", err)
 		}
@@ -34,45 +54,116 @@ func (ss *session) transmit(ctx context.Context) error {
 			return nil
 		}
 		ss.ops.Add(1)
-		weight := int64(0)
-		if req.Type == CmdRead || req.Type == CmdWrite {
-			weight = int64(req.Length)
-		}
 		if req.Type == CmdWrite && req.Length > ss.maxBlock {
 			return violation("WRITE of %d bytes exceeds the maximum block size %d", req.Length, ss.maxBlock)
 		}
-		if weight > int64(ss.maxBlock) { // an oversized READ gets EINVAL below, no buffer
-			weight = 0
+		weight := int64(minWeight)
+		if (req.Type == CmdRead || req.Type == CmdWrite) && req.Length <= ss.maxBlock { // an oversized READ gets EINVAL, no buffer
+			weight = max(weight, int64(req.Length))
 		}
-		// Acquire before reading the payload so a client cannot make the
-		// server buffer more than the budget. The context is not the
-		// shutdown context: in-flight work always completes.
-		budget.Acquire(context.Background(), weight)
+		if !ss.budget.TryAcquire(weight) {
+			ss.flush() // the budget comes back as replies leave
+			// The context is not the shutdown context: in-flight work
+			// always completes.
+			ss.budget.Acquire(context.Background(), weight)
+		}
 		var payload []byte
 		if req.Type == CmdWrite {
+			if ss.r.Buffered() < int(req.Length) {
+				ss.flush()
+			}
 			payload = getBuf(int(req.Length))
 			if _, err := io.ReadFull(ss.r, payload); err != nil {
 				putBuf(payload)
-				budget.Release(weight)
+				ss.budget.Release(weight)
 				return ss.readErr(ctx, "WRITE payload", err)
 			}
 			ss.bytesWritten.Add(int64(req.Length))
 		}
 		if e, msg := ss.check(req); e != 0 {
 			putBuf(payload)
-			budget.Release(weight)
-			ss.replyError(req, e, msg)
+			ss.replyError(req, e, msg, weight)
 			continue
 		}
-		slots <- struct{}{}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			ss.handle(req, payload)
-			putBuf(payload)
-			budget.Release(weight)
-			<-slots
-		}()
+		if req.Type == CmdRead && ss.readCached(req, weight) {
+			continue
+		}
+		if req.Type == CmdWrite && ss.writeCached(req, payload, weight) {
+			continue
+		}
+		if idle.Load() == 0 && workers < ss.srv.cfg.MaxInFlight {
+			workers++
+			wg.Add(1)
+			go ss.work(jobs, &idle, &wg)
+		}
+		j := job{req: req, payload: payload, weight: weight}
+		select {
+		case jobs <- j:
+		default:
+			ss.flush()
+			jobs <- j
+		}
+	}
+}
+
+// readCached answers a READ on the request loop when the data is in
+// memory, holding its reply back to go out with the others of the batch.
+func (ss *session) readCached(req Request, weight int64) bool {
+	n := int(req.Length)
+	if ss.cached == nil || n == 0 || (ss.files != nil && n >= minSendfile) {
+		return false
+	}
+	buf := getBuf(n)
+	if !ss.cached.ReadCached(buf, int64(req.Offset)) {
+		putBuf(buf)
+		return false
+	}
+	ss.hold()
+	ss.bytesRead.Add(int64(n))
+	ss.replyData(req, buf, weight)
+	return true
+}
+
+// writeCached is readCached for a WRITE the export can take into memory
+// at once. FUA needs a Flush, which waits, so it goes to a worker.
+func (ss *session) writeCached(req Request, payload []byte, weight int64) bool {
+	if ss.cachedW == nil || len(payload) == 0 || req.Flags&CmdFlagFUA != 0 || !ss.cachedW.WriteCached(payload, int64(req.Offset)) {
+		return false
+	}
+	putBuf(payload)
+	ss.hold()
+	ss.replyOK(req, weight)
+	return true
+}
+
+// minSendfile is the smallest READ sent with sendfile. Below it, a pread
+// into a buffer costs less than the extra system call: buffered replies
+// of one batch leave in one sendmsg, while each file span needs its own
+// sendfile.
+const minSendfile = 64 << 10
+
+// minWeight is the budget share of a request without a data buffer: it
+// bounds the replies a client can leave unread.
+const minWeight = 4096
+
+// job is one valid request for a worker.
+type job struct {
+	req     Request
+	payload []byte
+	weight  int64
+}
+
+func (ss *session) work(jobs <-chan job, idle *atomic.Int32, wg *sync.WaitGroup) {
+	defer wg.Done()
+	for {
+		idle.Add(1)
+		j, ok := <-jobs
+		idle.Add(-1)
+		if !ok {
+			return
+		}
+		ss.handle(j.req, j.payload, j.weight)
+		putBuf(j.payload)
 	}
 }
 
@@ -126,15 +217,22 @@ func (ss *session) check(req Request) (Errno, string) {
 	return 0, ""
 }
 
-// handle runs one valid request against the export and replies.
-func (ss *session) handle(req Request, payload []byte) {
+// handle runs one valid request against the export and sends its reply,
+// which carries the request's budget weight.
+func (ss *session) handle(req Request, payload []byte, weight int64) {
 	e := ss.export
 	off, n := int64(req.Offset), int64(req.Length)
 	var err error
 	switch req.Type {
 	case CmdRead:
+		if ss.files != nil && n >= minSendfile {
+			if f, foff, ok := ss.files.FileSpan(off, n); ok {
+				ss.bytesRead.Add(n)
+				ss.replyFile(req, f, foff, weight)
+				return
+			}
+		}
 		buf := getBuf(int(n))
-		defer putBuf(buf)
 		var got int
 		got, err = e.ReadAt(buf, off)
 		if got == len(buf) {
@@ -143,10 +241,11 @@ func (ss *session) handle(req Request, payload []byte) {
 			err = io.ErrUnexpectedEOF
 		}
 		if err == nil {
-			ss.replyData(req, buf)
 			ss.bytesRead.Add(n)
+			ss.replyData(req, buf, weight)
 			return
 		}
+		putBuf(buf)
 	case CmdWrite:
 		_, err = e.WriteAt(payload, off)
 	case CmdFlush:
@@ -162,10 +261,10 @@ func (ss *session) handle(req Request, payload []byte) {
 	if err != nil {
 		errno := errnoOf(err)
 		ss.log.Warn("nbd request failed", "cmd", req.Type.String(), "offset", off, "length", n, "errno", errno.String(), "err", err)
-		ss.replyError(req, errno, fmt.Sprintf("%v failed: %s", req.Type, errno))
+		ss.replyError(req, errno, fmt.Sprintf("%v failed: %s", req.Type, errno), weight)
 		return
 	}
-	ss.replyOK(req)
+	ss.replyOK(req, weight)
 }
 
 // zeroBuf is shared read-only by every writeZeroes fallback.
@@ -183,72 +282,4 @@ func writeZeroes(e Export, off, n int64, noHole bool) error {
 		off, n = off+c, n-c
 	}
 	return nil
-}
-
-func (ss *session) send(bufs ...[]byte) {
-	ss.wmu.Lock()
-	defer ss.wmu.Unlock()
-	if ss.werr != nil {
-		return
-	}
-	nb := net.Buffers(bufs)
-	if _, err := nb.WriteTo(ss.conn); err != nil {
-		ss.werr = err
-		// Wake the reader so the session ends instead of reading requests
-		// it can no longer answer.
-		ss.conn.Close()
-		if !errors.Is(err, net.ErrClosed) {
-			ss.log.Info("nbd reply failed; closing", "err", err)
-		}
-	}
-}
-
-func (ss *session) replyOK(req Request) {
-	ss.send(AppendSimpleReply(make([]byte, 0, SimpleReplyLen), req.Handle, 0))
-}
-
-func (ss *session) replyData(req Request, data []byte) {
-	var hdr []byte
-	if ss.structured {
-		if len(data) == 0 { // OFFSET_DATA must carry at least one byte
-			ss.send(AppendNoneChunk(nil, req.Handle))
-			return
-		}
-		hdr = AppendOffsetDataHeader(make([]byte, 0, ChunkHeaderLen+offsetDataExtra), req.Handle, req.Offset, uint32(len(data)), true)
-	} else {
-		hdr = AppendSimpleReply(make([]byte, 0, SimpleReplyLen), req.Handle, 0)
-	}
-	ss.send(hdr, data)
-}
-
-// replyError sends an error. With structured replies it carries msg for the
-// client's user; a simple READ error reply carries no data, as proto.md
-// requires when the server keeps the connection.
-func (ss *session) replyError(req Request, e Errno, msg string) {
-	if ss.structured {
-		ss.send(AppendErrorChunk(nil, req.Handle, e, msg))
-		return
-	}
-	ss.send(AppendSimpleReply(nil, req.Handle, e))
-}
-
-// Buffers up to poolBufLen are recycled; reads and writes from the kernel
-// client are at most 128 KiB by default.
-const poolBufLen = 128 << 10
-
-var bufPool = sync.Pool{New: func() any { b := make([]byte, poolBufLen); return &b }}
-
-func getBuf(n int) []byte {
-	if n > poolBufLen {
-		return make([]byte, n)
-	}
-	return (*bufPool.Get().(*[]byte))[:n]
-}
-
-func putBuf(b []byte) {
-	if cap(b) != poolBufLen {
-		return
-	}
-	b = b[:poolBufLen]
-	bufPool.Put(&b)
 }

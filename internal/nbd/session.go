@@ -8,9 +8,10 @@ import (
 	"io"
 	"log/slog"
 	"net"
-	"sync"
 	"sync/atomic"
 	"time"
+
+	"golang.org/x/sync/semaphore"
 )
 
 // maxOptions bounds option requests per connection; a client still haggling
@@ -40,8 +41,13 @@ type session struct {
 	minBlock   uint32
 	maxBlock   uint32
 
-	wmu  sync.Mutex // serializes replies on conn
-	werr error      // first reply write error; guarded by wmu
+	// Set when transmission starts.
+	budget  *semaphore.Weighted // MaxBufferBytes, shared by requests until their replies leave
+	out     wire
+	replies replyQueue
+	files   FileSpanner // the export's, if it has one and out can send files
+	cached  CachedReader
+	cachedW CachedWriter
 
 	bytesRead, bytesWritten, ops atomic.Int64
 }
@@ -278,6 +284,9 @@ func (ss *session) transmissionFlags(e Export) TransmissionFlags {
 		f |= FlagReadOnly | FlagCanMultiConn
 	} else {
 		f |= FlagSendTrim | FlagSendWriteZeroes
+		if mc, ok := e.(MultiConner); ok && mc.MultiConn() {
+			f |= FlagCanMultiConn
+		}
 	}
 	if ss.structured {
 		// Every READ is answered with one data chunk anyway.

@@ -1,0 +1,95 @@
+package blockstore
+
+import "os"
+
+// residency is how a file's bytes can be had without waiting for storage,
+// which lets the NBD server answer a READ on its request loop instead of
+// handing it to a worker goroutine (nbd.CachedReader).
+type residency uint8
+
+const (
+	mayWait  residency = iota // no way to tell: always use ReadAt
+	noWait                    // preadv2(RWF_NOWAIT) says when data is not in the page cache
+	inMemory                  // tmpfs or ramfs: every read is a memory copy
+)
+
+// cachedReader is the nbd.CachedReader upgrade.
+type cachedReader interface {
+	ReadCached(p []byte, off int64) bool
+}
+
+// ReadCached fills p from off and returns true when the data is in memory;
+// false means it read nothing useful and ReadAt must be used.
+func (b *File) ReadCached(p []byte, off int64) bool {
+	if off < 0 || int64(len(p)) > b.size-off {
+		return false
+	}
+	return readCached(b.f, b.res, p, off)
+}
+
+func (r readOnly) ReadCached(p []byte, off int64) bool {
+	cr, ok := r.Image.(cachedReader)
+	return ok && cr.ReadCached(p, off)
+}
+
+// ReadCached is ReadAt for data in memory: base blocks through the base's
+// ReadCached, overlay blocks from the data file's page cache.
+func (o *Overlay) ReadCached(p []byte, off int64) bool {
+	if off < 0 || int64(len(p)) > o.size-off {
+		return false
+	}
+	base, _ := o.base.(cachedReader)
+	o.mu.RLock()
+	defer o.mu.RUnlock()
+	for done := 0; done < len(p); {
+		pos := off + int64(done)
+		blk, in := pos/o.bs, pos%o.bs
+		c := int(min(o.bs-in, int64(len(p)-done)))
+		q := p[done : done+c]
+		switch e := o.entries[blk]; e {
+		case entryZero:
+			clear(q)
+		case entryBase:
+			if base == nil || !base.ReadCached(q, pos) {
+				return false
+			}
+		default:
+			df, ok := o.data.(*os.File)
+			if !ok || !readCached(df, o.dataRes, q, int64(e-1)*o.bs+in) {
+				return false
+			}
+		}
+		done += c
+	}
+	return true
+}
+
+// WriteCached writes p at off and returns true when it could without
+// waiting: every block it touches is already in the overlay (no copy from
+// the base, no map change) and the data file takes the write into memory.
+// False means the write must go through WriteAt; part of p may have been
+// written already, which a WriteAt of the same bytes then completes.
+func (o *Overlay) WriteCached(p []byte, off int64) bool {
+	if off < 0 || int64(len(p)) > o.size-off {
+		return false
+	}
+	df, ok := o.data.(*os.File)
+	if !ok || o.dataRes == mayWait {
+		return false
+	}
+	o.mu.RLock()
+	defer o.mu.RUnlock()
+	if !o.holds(off, int64(len(p))) {
+		return false
+	}
+	for done := 0; done < len(p); {
+		pos := off + int64(done)
+		blk, in := pos/o.bs, pos%o.bs
+		c := int(min(o.bs-in, int64(len(p)-done)))
+		if !writeCached(df, o.dataRes, &o.nowaitWrites, p[done:done+c], int64(o.entries[blk]-1)*o.bs+in) {
+			return false
+		}
+		done += c
+	}
+	return true
+}

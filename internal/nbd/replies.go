@@ -1,0 +1,204 @@
+package nbd
+
+import (
+	"errors"
+	"math/bits"
+	"net"
+	"os"
+	"sync"
+	"sync/atomic"
+)
+
+// reply is one message for the client: head, then body, or then fileLen
+// bytes of file from fileOff, sent with sendfile(2) straight from the page
+// cache. weight is the share of the session's buffer budget the request
+// holds until its reply has left (or been dropped), and pooled says body
+// goes back to the buffer pool then.
+type reply struct {
+	head    []byte
+	body    []byte
+	pooled  bool
+	file    *os.File
+	fileOff int64
+	fileLen int64
+	weight  int64
+}
+
+// replyQueue lets the request workers send without a writer goroutine:
+// the first worker to find the socket idle becomes the writer and sends
+// every reply queued meanwhile in one batch, in one system call where it
+// can. Under load that turns tens of replies into one writev; when idle
+// it costs one uncontended lock.
+type replyQueue struct {
+	mu      sync.Mutex
+	queue   []reply
+	spare   []reply
+	writing bool  // someone has the writer's role
+	held    bool  // the request loop has it and is not writing yet
+	err     error // first write error; later replies are dropped
+}
+
+// send queues r and, unless another worker is writing or the request
+// loop holds the queue, writes the queue until it is empty.
+func (ss *session) send(r reply) {
+	q := &ss.replies
+	q.mu.Lock()
+	if q.err != nil {
+		q.mu.Unlock()
+		ss.release(r)
+		return
+	}
+	q.queue = append(q.queue, r)
+	if q.writing {
+		q.mu.Unlock()
+		return
+	}
+	q.writing = true
+	ss.drain()
+}
+
+// hold makes the caller the queue's writer, if nobody is, without writing
+// yet: the request loop holds the queue while it answers the requests it
+// has already read, then writes all their replies at once with flush. It
+// must flush before anything that can block.
+func (ss *session) hold() {
+	q := &ss.replies
+	q.mu.Lock()
+	if !q.writing {
+		q.writing, q.held = true, true
+	}
+	q.mu.Unlock()
+}
+
+// flush writes what hold kept back.
+func (ss *session) flush() {
+	q := &ss.replies
+	q.mu.Lock()
+	if !q.held {
+		q.mu.Unlock()
+		return
+	}
+	q.held = false
+	ss.drain()
+}
+
+// drain writes the queue until it is empty, then gives up the writer's
+// role; it is called with q.mu held and the role taken, and unlocks.
+func (ss *session) drain() {
+	q := &ss.replies
+	for len(q.queue) > 0 {
+		batch := q.queue
+		q.queue = q.spare[:0]
+		q.mu.Unlock()
+		var err error
+		if q.err == nil {
+			err = ss.out.write(batch)
+		}
+		for i := range batch {
+			ss.release(batch[i])
+			batch[i] = reply{}
+		}
+		q.mu.Lock()
+		q.spare = batch[:0]
+		if err != nil && q.err == nil {
+			q.err = err
+			// Wake the reader so the session ends instead of reading
+			// requests it can no longer answer.
+			ss.conn.Close()
+			if !errors.Is(err, net.ErrClosed) {
+				ss.log.Info("nbd reply failed; closing", "err", err)
+			}
+		}
+	}
+	q.writing = false
+	q.mu.Unlock()
+}
+
+func (ss *session) release(r reply) {
+	if r.pooled {
+		putBuf(r.body)
+	}
+	if r.weight > 0 {
+		ss.budget.Release(r.weight)
+	}
+}
+
+func (ss *session) replyOK(req Request, weight int64) {
+	ss.send(reply{head: AppendSimpleReply(make([]byte, 0, SimpleReplyLen), req.Handle, 0), weight: weight})
+}
+
+// dataHead is the header in front of a successful READ's n bytes.
+func (ss *session) dataHead(req Request, n int) []byte {
+	if ss.structured {
+		return AppendOffsetDataHeader(make([]byte, 0, ChunkHeaderLen+offsetDataExtra), req.Handle, req.Offset, uint32(n), true)
+	}
+	return AppendSimpleReply(make([]byte, 0, SimpleReplyLen), req.Handle, 0)
+}
+
+// replyData sends a READ's data from a pooled buffer, which the reply
+// owns from here on.
+func (ss *session) replyData(req Request, data []byte, weight int64) {
+	if ss.structured && len(data) == 0 { // OFFSET_DATA must carry at least one byte
+		putBuf(data)
+		ss.send(reply{head: AppendNoneChunk(nil, req.Handle), weight: weight})
+		return
+	}
+	ss.send(reply{head: ss.dataHead(req, len(data)), body: data, pooled: true, weight: weight})
+}
+
+// replyFile sends a READ's data straight from f.
+func (ss *session) replyFile(req Request, f *os.File, off int64, weight int64) {
+	ss.send(reply{head: ss.dataHead(req, int(req.Length)), file: f, fileOff: off, fileLen: int64(req.Length), weight: weight})
+}
+
+// replyError sends an error. With structured replies it carries msg for the
+// client's user; a simple READ error reply carries no data, as proto.md
+// requires when the server keeps the connection.
+func (ss *session) replyError(req Request, e Errno, msg string, weight int64) {
+	if ss.structured {
+		ss.send(reply{head: AppendErrorChunk(nil, req.Handle, e, msg), weight: weight})
+		return
+	}
+	ss.send(reply{head: AppendSimpleReply(nil, req.Handle, e), weight: weight})
+}
+
+// Data buffers come from one pool per power-of-two size from 4 KiB to
+// MaxPayload, so a client's usual request size is recycled instead of
+// allocated and cleared per request.
+const (
+	minPoolShift = 12
+	maxPoolShift = 25 // MaxPayload
+)
+
+var bufPools [maxPoolShift - minPoolShift + 1]sync.Pool
+
+func poolIndex(n int) int {
+	if n <= 1<<minPoolShift {
+		return 0
+	}
+	return bits.Len(uint(n-1)) - minPoolShift
+}
+
+func getBuf(n int) []byte {
+	if n > MaxPayload {
+		return make([]byte, n)
+	}
+	i := poolIndex(n)
+	if b, ok := bufPools[i].Get().(*[]byte); ok {
+		return (*b)[:n]
+	}
+	return make([]byte, n, 1<<(i+minPoolShift))
+}
+
+func putBuf(b []byte) {
+	c := cap(b)
+	if c < 1<<minPoolShift || c > MaxPayload || c&(c-1) != 0 {
+		return
+	}
+	b = b[:c]
+	bufPools[poolIndex(c)].Put(&b)
+}
+
+var dbgBatches, dbgReplies atomic.Int64
+
+func DebugBatches() (int64, int64) { return dbgBatches.Load(), dbgReplies.Load() }
