@@ -78,7 +78,11 @@ func New(cfg Config) (*Manager, error) {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	return &Manager{cfg: cfg, log: cfg.Logger, boot: map[string]*boot{}, att: map[string]*attachment{}}, nil
+	m := &Manager{cfg: cfg, log: cfg.Logger, boot: map[string]*boot{}, att: map[string]*attachment{}}
+	if err := m.loadBoots(); err != nil {
+		return nil, err
+	}
+	return m, nil
 }
 
 // SetAddr sets the SERVER_IP:PORT that scripts send clients to.
@@ -151,6 +155,9 @@ func (m *Manager) Issue(mac net.HardwareAddr, img inventory.Image, overlay strin
 		}
 	}
 	b := &boot{secret: newSecret(), image: img.Name, sha: sha, mode: mode, issued: m.cfg.Now()}
+	if err := m.saveBoot(mac, b); err != nil {
+		return "", err
+	}
 	m.boot[key] = b
 	return "nbd:" + m.addr + ":" + ExportName(mac, b.secret), nil
 }
@@ -185,7 +192,7 @@ func (m *Manager) Lookup(name string, remote net.Addr) (nbd.Export, error) {
 	b := m.boot[key]
 	m.mu.Unlock()
 	if b == nil {
-		return refuse("no boot issued for this machine since the server started; reboot it so its script names a fresh export")
+		return refuse("no boot issued for this machine (or it was reset); reboot it so its script names a fresh export")
 	}
 	if subtle.ConstantTimeCompare([]byte(secret), []byte(b.secret)) != 1 {
 		return refuse("wrong secret: not the export of this machine's latest boot script")
@@ -278,6 +285,12 @@ func (e *export) Close() error {
 	return err
 }
 
+// MultiConn is true: every session of a machine shares its attachment's
+// one Disk (Lookup refuses a session of another image or mode), and a
+// Disk's Flush covers every write that completed before it, whichever
+// session made it.
+func (e *export) MultiConn() bool { return true }
+
 var _ io.Closer = (*export)(nil)
 
 // Sessions is the number of open NBD sessions of mac.
@@ -309,6 +322,9 @@ func (m *Manager) Reset(mac net.HardwareAddr, force bool) error {
 		}
 		os.Remove(filepath.Join(m.OverlayDir(mac), baseFile))
 		delete(m.boot, key)
+		if err := m.forgetBoot(mac); err != nil {
+			return err
+		}
 		m.log.Warn("overlay discarded under a connected machine; it must reboot", "mac", key, "sessions", a.refs)
 		return nil
 	}

@@ -301,3 +301,104 @@ func TestIssueErrors(t *testing.T) {
 		t.Fatalf("NBD off: %v", err)
 	}
 }
+
+// TestSessionsShareOneDisk is what NBD_FLAG_CAN_MULTI_CONN promises: two
+// open sessions of one machine reach the same disk, so a write on one is
+// read on the other, and both advertise multi-conn.
+func TestSessionsShareOneDisk(t *testing.T) {
+	for _, mode := range []string{"ephemeral", "persistent"} {
+		t.Run(mode, func(t *testing.T) {
+			f := newFixture(t)
+			ex := f.issue(t, "52:54:00:00:00:01", mode)
+			a, err := f.m.Lookup(ex, tcp("10.0.0.9"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer a.(io.Closer).Close()
+			b, err := f.m.Lookup(ex, tcp("10.0.0.9"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer b.(io.Closer).Close()
+			for _, e := range []nbd.Export{a, b} {
+				if mc, ok := e.(nbd.MultiConner); !ok || !mc.MultiConn() {
+					t.Fatal("a machine's export does not offer multi-conn")
+				}
+			}
+			if _, err := a.WriteAt([]byte("shared"), 8192); err != nil {
+				t.Fatal(err)
+			}
+			if err := b.Flush(); err != nil {
+				t.Fatal(err)
+			}
+			got := make([]byte, 6)
+			if _, err := b.ReadAt(got, 8192); err != nil || string(got) != "shared" {
+				t.Fatalf("other session read %q, %v; want the first session's write", got, err)
+			}
+		})
+	}
+}
+
+// TestRestartKeepsExports: a machine whose NBD connection drops while the
+// server restarts reconnects to the export its script named, with the data
+// it flushed; a forced reset or a damaged record voids the export.
+func TestRestartKeepsExports(t *testing.T) {
+	f := newFixture(t)
+	restart := func() *Manager {
+		t.Helper()
+		m, err := New(f.m.cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m.SetAddr("10.0.0.1", 10809)
+		return m
+	}
+	ex := f.issue(t, "52:54:00:00:00:01", "ephemeral")
+	e, err := f.m.Lookup(ex, tcp("10.0.0.9"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.WriteAt([]byte("flushed"), 4096); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	e.(io.Closer).Close() // the connection dropped; the server goes down
+
+	f.m = restart()
+	e, err = f.m.Lookup(ex, tcp("10.0.0.9"))
+	if err != nil {
+		t.Fatalf("reconnect after a restart: %v", err)
+	}
+	got := make([]byte, 7)
+	if _, err := e.ReadAt(got, 4096); err != nil || string(got) != "flushed" {
+		t.Fatalf("after restart read %q, %v; want the flushed write", got, err)
+	}
+	wrong := ex[:len(ex)-1] + map[bool]string{true: "1", false: "0"}[strings.HasSuffix(ex, "0")]
+	if _, err := f.m.Lookup(wrong, tcp("10.0.0.9")); !errors.Is(err, nbd.ErrRefused) {
+		t.Fatalf("wrong secret after restart: %v, want refused", err)
+	}
+	st, err := os.Stat(f.m.bootPath(mustMAC("52:54:00:00:00:01")))
+	if err != nil || st.Mode().Perm() != 0o600 {
+		t.Fatalf("boot record: %v, mode %v; want 0600 (it holds the secret)", err, st.Mode().Perm())
+	}
+
+	if err := f.m.Reset(mustMAC("52:54:00:00:00:01"), true); err != nil {
+		t.Fatal(err)
+	}
+	e.(io.Closer).Close()
+	f.m = restart()
+	if _, err := f.m.Lookup(ex, tcp("10.0.0.9")); !errors.Is(err, nbd.ErrRefused) {
+		t.Fatalf("export after a forced reset and a restart: %v, want refused", err)
+	}
+
+	ex2 := f.issue(t, "52:54:00:00:00:03", "persistent")
+	if err := os.WriteFile(f.m.bootPath(mustMAC("52:54:00:00:00:03")), []byte("{not json"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	f.m = restart()
+	if _, err := f.m.Lookup(ex2, tcp("10.0.0.3")); !errors.Is(err, nbd.ErrRefused) {
+		t.Fatalf("export with a damaged record: %v, want refused", err)
+	}
+}
