@@ -9,12 +9,16 @@ import (
 	"sync/atomic"
 )
 
-// reply is one message for the client: head, then body, or then fileLen
+// reply is one message for the client: its header, then body, or then fileLen
 // bytes of file from fileOff, sent with sendfile(2) straight from the page
 // cache. weight is the share of the session's buffer budget the request
 // holds until its reply has left (or been dropped), and pooled says body
 // goes back to the buffer pool then.
 type reply struct {
+	// The header is hdr[:hdrLen] (fixed-size headers, no allocation per
+	// reply), or head when longer (error chunks with a message).
+	hdr     [ChunkHeaderLen + offsetDataExtra]byte
+	hdrLen  uint8
 	head    []byte
 	body    []byte
 	pooled  bool
@@ -114,6 +118,17 @@ func (ss *session) drain() {
 	q.mu.Unlock()
 }
 
+// header returns the bytes in front of the body.
+func (r *reply) header() []byte {
+	if r.head != nil {
+		return r.head
+	}
+	return r.hdr[:r.hdrLen]
+}
+
+// setHeader records that the header was appended into r.hdr.
+func (r *reply) setHeader(h []byte) { r.hdrLen = uint8(len(h)) }
+
 func (ss *session) release(r reply) {
 	if r.pooled {
 		putBuf(r.body)
@@ -124,15 +139,20 @@ func (ss *session) release(r reply) {
 }
 
 func (ss *session) replyOK(req Request, weight int64) {
-	ss.send(reply{head: AppendSimpleReply(make([]byte, 0, SimpleReplyLen), req.Handle, 0), weight: weight})
+	r := reply{weight: weight}
+	r.setHeader(AppendSimpleReply(r.hdr[:0], req.Handle, 0))
+	ss.send(r)
 }
 
-// dataHead is the header in front of a successful READ's n bytes.
-func (ss *session) dataHead(req Request, n int) []byte {
+// dataReply is a successful READ's reply for n bytes, without the bytes.
+func (ss *session) dataReply(req Request, n int, weight int64) reply {
+	r := reply{weight: weight}
 	if ss.structured {
-		return AppendOffsetDataHeader(make([]byte, 0, ChunkHeaderLen+offsetDataExtra), req.Handle, req.Offset, uint32(n), true)
+		r.setHeader(AppendOffsetDataHeader(r.hdr[:0], req.Handle, req.Offset, uint32(n), true))
+	} else {
+		r.setHeader(AppendSimpleReply(r.hdr[:0], req.Handle, 0))
 	}
-	return AppendSimpleReply(make([]byte, 0, SimpleReplyLen), req.Handle, 0)
+	return r
 }
 
 // replyData sends a READ's data from a pooled buffer, which the reply
@@ -140,15 +160,21 @@ func (ss *session) dataHead(req Request, n int) []byte {
 func (ss *session) replyData(req Request, data []byte, weight int64) {
 	if ss.structured && len(data) == 0 { // OFFSET_DATA must carry at least one byte
 		putBuf(data)
-		ss.send(reply{head: AppendNoneChunk(nil, req.Handle), weight: weight})
+		r := reply{weight: weight}
+		r.setHeader(AppendNoneChunk(r.hdr[:0], req.Handle))
+		ss.send(r)
 		return
 	}
-	ss.send(reply{head: ss.dataHead(req, len(data)), body: data, pooled: true, weight: weight})
+	r := ss.dataReply(req, len(data), weight)
+	r.body, r.pooled = data, true
+	ss.send(r)
 }
 
 // replyFile sends a READ's data straight from f.
 func (ss *session) replyFile(req Request, f *os.File, off int64, weight int64) {
-	ss.send(reply{head: ss.dataHead(req, int(req.Length)), file: f, fileOff: off, fileLen: int64(req.Length), weight: weight})
+	r := ss.dataReply(req, int(req.Length), weight)
+	r.file, r.fileOff, r.fileLen = f, off, int64(req.Length)
+	ss.send(r)
 }
 
 // replyError sends an error. With structured replies it carries msg for the

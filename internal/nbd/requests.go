@@ -67,6 +67,9 @@ func (ss *session) transmit(ctx context.Context) error {
 			// always completes.
 			ss.budget.Acquire(context.Background(), weight)
 		}
+		if req.Type == CmdWrite && ss.writeBuffered(req, weight) {
+			continue
+		}
 		var payload []byte
 		if req.Type == CmdWrite {
 			if ss.r.Buffered() < int(req.Length) {
@@ -89,6 +92,7 @@ func (ss *session) transmit(ctx context.Context) error {
 			continue
 		}
 		if req.Type == CmdWrite && ss.writeCached(req, payload, weight) {
+			putBuf(payload)
 			continue
 		}
 		if idle.Load() == 0 && workers < ss.srv.cfg.MaxInFlight {
@@ -125,14 +129,35 @@ func (ss *session) readCached(req Request, weight int64) bool {
 }
 
 // writeCached is readCached for a WRITE the export can take into memory
-// at once. FUA needs a Flush, which waits, so it goes to a worker.
+// at once. FUA needs a Flush, which waits, so it goes to a worker. It
+// does not keep payload.
 func (ss *session) writeCached(req Request, payload []byte, weight int64) bool {
 	if ss.cachedW == nil || len(payload) == 0 || req.Flags&CmdFlagFUA != 0 || !ss.cachedW.WriteCached(payload, int64(req.Offset)) {
 		return false
 	}
-	putBuf(payload)
 	ss.hold()
 	ss.replyOK(req, weight)
+	return true
+}
+
+// writeBuffered is writeCached straight from the read buffer, when the
+// whole payload is in it: no copy into a payload buffer. On false nothing
+// was consumed and the request takes the usual path (which also answers
+// an invalid one).
+func (ss *session) writeBuffered(req Request, weight int64) bool {
+	n := int(req.Length)
+	if ss.cachedW == nil || ss.r.Buffered() < n {
+		return false
+	}
+	if e, _ := ss.check(req); e != 0 {
+		return false
+	}
+	p, err := ss.r.Peek(n)
+	if err != nil || !ss.writeCached(req, p, weight) {
+		return false
+	}
+	ss.r.Discard(n)
+	ss.bytesWritten.Add(int64(n))
 	return true
 }
 

@@ -34,11 +34,12 @@ func (bufferWire) sendsFiles() bool { return false }
 
 func (w bufferWire) write(batch []reply) error {
 	nb := make(net.Buffers, 0, 2*len(batch))
-	for _, r := range batch {
+	for i := range batch {
+		r := &batch[i]
 		if r.file != nil {
 			return fmt.Errorf("nbd: internal error: file span on a connection without sendfile")
 		}
-		nb = append(nb, r.head)
+		nb = append(nb, r.header())
 		if len(r.body) > 0 {
 			nb = append(nb, r.body)
 		}

@@ -31,7 +31,7 @@ func (w *socketWire) write(batch []reply) error {
 	iov := w.iov[:0]
 	for i := range batch {
 		r := &batch[i]
-		iov = append(iov, r.head)
+		iov = append(iov, r.header())
 		if len(r.body) > 0 {
 			iov = append(iov, r.body)
 		}
