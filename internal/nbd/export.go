@@ -85,6 +85,14 @@ type (
 	MultiConner interface {
 		MultiConn() bool
 	}
+	// Revoker lets the policy take an export away from connected clients:
+	// once Revoked's channel is closed, the server stops reading requests
+	// on the export's sessions, finishes the ones in flight and closes the
+	// connections (bootfleet's forced machine reset, which must not leave
+	// a running machine writing into a discarded disk).
+	Revoker interface {
+		Revoked() <-chan struct{}
+	}
 	// BlockSizer supplies NBD_INFO_BLOCK_SIZE. min must be a power of two
 	// from 1 to 64 KiB, preferred a power of two >= max(min, 512), max a
 	// multiple of min. Requests not aligned to min, or longer than max, get

@@ -49,11 +49,16 @@ type session struct {
 	cached  CachedReader
 	cachedW CachedWriter
 
+	revoked                      atomic.Bool
 	bytesRead, bytesWritten, ops atomic.Int64
 }
 
-// errAbort ends a session the client closed with NBD_OPT_ABORT.
-var errAbort = errors.New("client sent NBD_OPT_ABORT")
+var (
+	// errAbort ends a session the client closed with NBD_OPT_ABORT.
+	errAbort = errors.New("client sent NBD_OPT_ABORT")
+	// ErrRevoked ends the sessions of an export whose Revoker fired.
+	ErrRevoked = errors.New("the export was revoked (forced machine reset); connection closed")
+)
 
 func (ss *session) run(ctx context.Context) error {
 	ss.conn.SetDeadline(time.Now().Add(ss.srv.cfg.HandshakeTimeout))
@@ -70,6 +75,19 @@ func (ss *session) run(ctx context.Context) error {
 	}
 	ss.log.Info("nbd client attached", "size", ss.size,
 		"read_only", ss.export.ReadOnly(), "structured_replies", ss.structured)
+	if rv, ok := ss.export.(Revoker); ok {
+		done := make(chan struct{})
+		defer close(done)
+		go func() {
+			select {
+			case <-rv.Revoked():
+				// Stop reading, like shutdown: in-flight requests finish.
+				ss.revoked.Store(true)
+				ss.conn.SetReadDeadline(time.Now())
+			case <-done:
+			}
+		}()
+	}
 	return ss.transmit(ctx)
 }
 
@@ -78,6 +96,8 @@ func (ss *session) run(ctx context.Context) error {
 func (ss *session) readErr(ctx context.Context, phase string, err error) error {
 	var perr *protocolError
 	switch {
+	case ss.revoked.Load():
+		return ErrRevoked
 	case errors.As(err, &perr):
 		return err
 	case ctx.Err() != nil:

@@ -60,11 +60,12 @@ type boot struct {
 
 // attachment is a machine's open disk, shared by its NBD sessions.
 type attachment struct {
-	sha  string
-	mode blockstore.Mode
-	base *blockstore.File
-	disk blockstore.Disk
-	refs int
+	sha     string
+	mode    blockstore.Mode
+	base    *blockstore.File
+	disk    blockstore.Disk
+	refs    int
+	revoked chan struct{} // closed by a forced reset: its sessions end
 }
 
 // New returns a Manager. Call SetAddr once the NBD server listens.
@@ -251,7 +252,7 @@ func (m *Manager) open(mac net.HardwareAddr, b *boot) (*attachment, error) {
 			return nil, fmt.Errorf("rootdisk: record overlay base: %w", err)
 		}
 	}
-	return &attachment{sha: b.sha, mode: b.mode, base: base, disk: disk}, nil
+	return &attachment{sha: b.sha, mode: b.mode, base: base, disk: disk, revoked: make(chan struct{})}, nil
 }
 
 // detach ends one session; the last one closes the disk.
@@ -291,6 +292,10 @@ func (e *export) Close() error {
 // session made it.
 func (e *export) MultiConn() bool { return true }
 
+// Revoked is closed when a forced reset takes the disk away: the NBD
+// server then ends the machine's sessions.
+func (e *export) Revoked() <-chan struct{} { return e.a.revoked }
+
 var _ io.Closer = (*export)(nil)
 
 // Sessions is the number of open NBD sessions of mac.
@@ -305,8 +310,8 @@ func (m *Manager) Sessions(mac net.HardwareAddr) int {
 
 // Reset discards mac's overlay: its next boot reads the pristine image. It
 // refuses (inventory.ErrConflict) while the machine has an open NBD
-// session, unless force: then the overlay is emptied under the running
-// machine and its export is voided, so it must reboot.
+// session, unless force: then the overlay is emptied, the export is voided
+// and the machine's NBD sessions are closed, so it must reboot.
 func (m *Manager) Reset(mac net.HardwareAddr, force bool) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -322,10 +327,15 @@ func (m *Manager) Reset(mac net.HardwareAddr, force bool) error {
 		}
 		os.Remove(filepath.Join(m.OverlayDir(mac), baseFile))
 		delete(m.boot, key)
+		select {
+		case <-a.revoked:
+		default:
+			close(a.revoked)
+		}
 		if err := m.forgetBoot(mac); err != nil {
 			return err
 		}
-		m.log.Warn("overlay discarded under a connected machine; it must reboot", "mac", key, "sessions", a.refs)
+		m.log.Warn("overlay discarded under a connected machine; its NBD sessions are closed and it must reboot", "mac", key, "sessions", a.refs)
 		return nil
 	}
 	if err := removeOverlay(m.OverlayDir(mac)); err != nil {

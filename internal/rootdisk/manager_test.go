@@ -109,6 +109,15 @@ func (f *fixture) issue(t *testing.T, mac, overlay string) string {
 	return strings.TrimPrefix(arg, prefix)
 }
 
+// wrongSecret changes the last hex digit of an export name's secret.
+func wrongSecret(export string) string {
+	last := "0"
+	if strings.HasSuffix(export, "0") {
+		last = "1"
+	}
+	return export[:len(export)-1] + last
+}
+
 func TestLookupAccess(t *testing.T) {
 	f := newFixture(t)
 	pc1 := f.issue(t, "52:54:00:00:00:01", "")
@@ -123,7 +132,7 @@ func TestLookupAccess(t *testing.T) {
 		{"own export", pc1, "10.0.0.9", nil},
 		{"own export from the leased address", pc2, "10.0.0.2", nil},
 		{"leased machine from another address", pc2, "10.0.0.9", nbd.ErrRefused},
-		{"wrong secret", pc1[:len(pc1)-1] + "0", "10.0.0.9", nbd.ErrRefused},
+		{"wrong secret", wrongSecret(pc1), "10.0.0.9", nbd.ErrRefused},
 		{"another machine's secret", "m-52-54-00-00-00-01-" + sec2, "10.0.0.2", nbd.ErrRefused},
 		{"secret of a previous boot", stale, "10.0.0.9", nbd.ErrRefused},
 		{"machine never booted", "m-52-54-00-00-00-09-" + sec2, "10.0.0.9", nbd.ErrRefused},
@@ -235,8 +244,22 @@ func TestResetRefusesConnected(t *testing.T) {
 	if err := f.m.Reset(mac, false); !errors.Is(err, inventory.ErrConflict) {
 		t.Fatalf("reset of a connected machine: %v, want ErrConflict", err)
 	}
+	rv, ok := e.(nbd.Revoker)
+	if !ok {
+		t.Fatal("a machine's export cannot be revoked")
+	}
+	select {
+	case <-rv.Revoked():
+		t.Fatal("export revoked before any reset")
+	default:
+	}
 	if err := f.m.Reset(mac, true); err != nil {
 		t.Fatalf("forced reset: %v", err)
+	}
+	select {
+	case <-rv.Revoked():
+	default:
+		t.Fatal("forced reset left the machine's sessions open")
 	}
 	buf := make([]byte, 5)
 	e.ReadAt(buf, 0)
@@ -375,8 +398,7 @@ func TestRestartKeepsExports(t *testing.T) {
 	if _, err := e.ReadAt(got, 4096); err != nil || string(got) != "flushed" {
 		t.Fatalf("after restart read %q, %v; want the flushed write", got, err)
 	}
-	wrong := ex[:len(ex)-1] + map[bool]string{true: "1", false: "0"}[strings.HasSuffix(ex, "0")]
-	if _, err := f.m.Lookup(wrong, tcp("10.0.0.9")); !errors.Is(err, nbd.ErrRefused) {
+	if _, err := f.m.Lookup(wrongSecret(ex), tcp("10.0.0.9")); !errors.Is(err, nbd.ErrRefused) {
 		t.Fatalf("wrong secret after restart: %v, want refused", err)
 	}
 	st, err := os.Stat(f.m.bootPath(mustMAC("52:54:00:00:00:01")))
