@@ -6,7 +6,6 @@ import (
 	"net"
 	"os"
 	"sync"
-	"sync/atomic"
 )
 
 // reply is one message for the client: its header, then body, or then fileLen
@@ -224,7 +223,3 @@ func putBuf(b []byte) {
 	b = b[:c]
 	bufPools[poolIndex(c)].Put(&b)
 }
-
-var dbgBatches, dbgReplies atomic.Int64
-
-func DebugBatches() (int64, int64) { return dbgBatches.Load(), dbgReplies.Load() }
