@@ -36,6 +36,10 @@ type Config struct {
 	ExportLabel func(name string) string
 	// Hook, if set, receives the statistics of every finished session.
 	Hook Hook
+	// ShutdownGrace is how long, once Serve's context is done, in-flight
+	// replies may wait for a client that does not read them before the
+	// connection is cut. Default 5 s.
+	ShutdownGrace time.Duration
 }
 
 // MaxPayload is the largest READ or WRITE the server accepts (32 MiB, the
@@ -67,6 +71,9 @@ func NewServer(exports Exports, cfg Config) *Server {
 	cfg.MaxBufferBytes = max(cfg.MaxBufferBytes, MaxPayload)
 	if cfg.HandshakeTimeout <= 0 {
 		cfg.HandshakeTimeout = 30 * time.Second
+	}
+	if cfg.ShutdownGrace <= 0 {
+		cfg.ShutdownGrace = 5 * time.Second
 	}
 	return &Server{exports: exports, cfg: cfg, log: cfg.Logger}
 }
@@ -127,8 +134,14 @@ func (s *Server) serveConn(ctx context.Context, conn net.Conn) {
 	}
 	ss.log = s.log.With("remote", addrString(ss.remote))
 	// On shutdown, stop reading: the loops see the deadline error, wait for
-	// in-flight requests, and close.
-	stop := context.AfterFunc(ctx, func() { conn.SetReadDeadline(time.Now()) })
+	// in-flight requests, and close. Replies get ShutdownGrace to leave;
+	// a client that does not read them would otherwise hold shutdown until
+	// the dead-peer timeout.
+	stop := context.AfterFunc(ctx, func() {
+		conn.SetReadDeadline(time.Now())
+		// Harmless if the session has ended and conn is closed by then.
+		time.AfterFunc(s.cfg.ShutdownGrace, func() { conn.SetWriteDeadline(time.Now()) })
+	})
 	err := ss.run(ctx)
 	stop()
 	conn.Close()

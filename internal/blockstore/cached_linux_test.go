@@ -1,0 +1,148 @@
+package blockstore
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"path/filepath"
+	"testing"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/bootfleet/bootfleet/internal/testutil"
+)
+
+// fsResidency is what probeResidency must say for a file in dir, from the
+// file system's type; ok is false for a type this test does not know.
+func fsResidency(t *testing.T, dir string) (res residency, fsType int64, ok bool) {
+	t.Helper()
+	var st unix.Statfs_t
+	if err := unix.Statfs(dir, &st); err != nil {
+		t.Fatal(err)
+	}
+	switch st.Type {
+	case unix.TMPFS_MAGIC, unix.RAMFS_MAGIC:
+		return inMemory, st.Type, true
+	case unix.EXT4_SUPER_MAGIC, unix.XFS_SUPER_MAGIC, unix.BTRFS_SUPER_MAGIC:
+		return noWait, st.Type, true // buffered reads take RWF_NOWAIT
+	}
+	return mayWait, st.Type, false
+}
+
+func shmDir(t *testing.T) string {
+	t.Helper()
+	dir, err := os.MkdirTemp("/dev/shm", "bf-residency-test-")
+	if err != nil {
+		testutil.SkipUnlessCI(t, "no /dev/shm: "+err.Error())
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	return dir
+}
+
+func TestProbeResidency(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		dir  func(*testing.T) string
+	}{
+		{"/dev/shm", shmDir},
+		{"test temp dir", (*testing.T).TempDir},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := tc.dir(t)
+			want, fsType, known := fsResidency(t, dir)
+			if tc.name == "/dev/shm" && want != inMemory {
+				t.Fatalf("/dev/shm is file system %#x, not tmpfs", fsType)
+			}
+			mem := randomBase(64<<10, 70)
+			img := fileImage(t, dir, mem.b)
+			if !known {
+				// Whatever the probe says, image and overlay data in the
+				// same file system must agree.
+				t.Logf("%s is on file system %#x, which this test has no expectation for; probe says %v", dir, fsType, img.res)
+				want = img.res
+			}
+			if img.res != want {
+				t.Fatalf("image on file system %#x: residency %v, want %v", fsType, img.res, want)
+			}
+			o := mustOpen(t, img, filepath.Join(dir, "overlay"), Ephemeral, Options{BlockSize: 4096})
+			defer o.Close()
+			if o.dataRes != want {
+				t.Fatalf("overlay data on file system %#x: residency %v, want %v", fsType, o.dataRes, want)
+			}
+			// Data just written is in memory either way.
+			p := make([]byte, 8192)
+			if ok := img.ReadCached(p, 4096); ok != (want != mayWait) || (ok && !bytes.Equal(p, mem.b[4096:4096+8192])) {
+				t.Fatalf("ReadCached of a freshly written image = %v, want %v with its bytes", ok, want != mayWait)
+			}
+		})
+	}
+}
+
+// TestReadCachedNotResident drops an image's pages from the page cache.
+// ReadCached then says no, or yes with the right bytes: RWF_NOWAIT is
+// best effort, and on Linux 6.18/ext4/virtio a preadv2 of dropped pages
+// was seen to succeed in anywhere from 0 to 10 of 10 rounds, after
+// doing the I/O itself (~0.5 ms). So only correctness is asserted, and
+// that data a ReadAt brought back is always served.
+func TestReadCachedNotResident(t *testing.T) {
+	dir := t.TempDir()
+	if res, fsType, _ := fsResidency(t, dir); res != noWait {
+		testutil.SkipUnlessCI(t, fmt.Sprintf("%s is on file system %#x: no page cache to drop", dir, fsType))
+	}
+	mem := randomBase(1<<20, 80)
+	img := fileImage(t, dir, mem.b)
+	if err := img.f.Sync(); err != nil { // only clean pages can be dropped
+		t.Fatal(err)
+	}
+	const rounds, n = 10, 64 << 10
+	p := make([]byte, n)
+	refused := 0
+	for i := range int64(rounds) {
+		off := i * n
+		// DONTNEED skips pages the kernel holds a moment longer (per-CPU
+		// LRU batches), so drop until mincore agrees they are gone.
+		for try := 0; resident(t, img.f, off, n); try++ {
+			if try == 50 {
+				t.Fatalf("pages still in the page cache after %d FADV_DONTNEED", try)
+			}
+			if err := unix.Fadvise(int(img.f.Fd()), 0, 0, unix.FADV_DONTNEED); err != nil {
+				t.Fatal(err)
+			}
+		}
+		clear(p)
+		if !img.ReadCached(p, off) {
+			refused++
+		} else if !bytes.Equal(p, mem.b[off:off+n]) {
+			t.Fatalf("round %d: ReadCached of dropped pages said yes with the wrong bytes", i)
+		}
+		if _, err := img.ReadAt(p, off); err != nil {
+			t.Fatal(err)
+		}
+		clear(p)
+		if !img.ReadCached(p, off) || !bytes.Equal(p, mem.b[off:off+n]) {
+			t.Fatalf("round %d: ReadCached after ReadAt brought the data back: not ok, or wrong bytes", i)
+		}
+	}
+	t.Logf("ReadCached refused dropped pages in %d of %d rounds", refused, rounds)
+}
+
+// resident says whether any page of [off, off+n) of f is in the page cache.
+func resident(t *testing.T, f *os.File, off, n int64) bool {
+	t.Helper()
+	m, err := unix.Mmap(int(f.Fd()), off, int(n), unix.PROT_READ, unix.MAP_SHARED)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Munmap(m)
+	vec := make([]byte, (n+int64(os.Getpagesize())-1)/int64(os.Getpagesize()))
+	if _, _, e := unix.Syscall(unix.SYS_MINCORE, uintptr(unsafe.Pointer(&m[0])), uintptr(len(m)), uintptr(unsafe.Pointer(&vec[0]))); e != 0 {
+		t.Fatal(e)
+	}
+	for _, v := range vec {
+		if v&1 != 0 {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,46 @@
+package nbd
+
+import (
+	"context"
+	"net"
+	"testing"
+	"time"
+)
+
+// TestShutdownWithUnreadReplies: a client that stops reading replies holds
+// shutdown for ShutdownGrace, not until the dead-peer timeout.
+func TestShutdownWithUnreadReplies(t *testing.T) {
+	const n = 1 << 20
+	x := &memExport{b: pattern(4 << 20)}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		done <- NewServer(revokeExports{x}, Config{MaxBufferBytes: MaxPayload, ShutdownGrace: 200 * time.Millisecond}).Serve(ctx, ln)
+	}()
+	c := dial(t, ln.Addr().String(), ClientFixedNewstyle|ClientNoZeroes)
+	if err := c.c.(*net.TCPConn).SetReadBuffer(64 << 10); err != nil {
+		t.Fatal(err)
+	}
+	c.open("disk", false)
+	var batch []byte
+	for h := range uint64(200) { // 200 MiB of replies: far more than budget and socket buffers hold
+		batch = AppendRequest(batch, Request{Type: CmdRead, Handle: h, Offset: h % 4 * n, Length: n})
+	}
+	c.write(batch)
+	time.Sleep(300 * time.Millisecond) // the server fills its budget and stalls on the socket
+	start := time.Now()
+	cancel()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("Serve: %v", err)
+		}
+		t.Logf("Serve returned %v after cancel", time.Since(start).Round(time.Millisecond))
+	case <-time.After(5 * time.Second):
+		t.Fatal("Serve still waits 5 s after cancel for a client that reads no replies")
+	}
+}
