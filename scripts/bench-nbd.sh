@@ -15,9 +15,15 @@
 # is no link and no disk limit, so CPU is the only one. The ceilings printed
 # beside the figures are the same operations on the local file without NBD.
 #
+# One more case, concurrent readers: 1, 10 and 50 clients read a 128 MiB
+# image at once (nbdcopy, one connection each; bootfleet: one machine each,
+# overlay ephemeral as in a lab), from a file on the real disk whose page
+# cache is dropped before each run. It reports the aggregate MB/s and the
+# bytes the disk read, which must not grow with the reader count.
+#
 # Usage: scripts/bench-nbd.sh   (root, repo root, after `make build`)
 # Env: ROUNDS (default 3), RUNTIME seconds per fio run (default 4, plus 1 s ramp).
-# A full run takes about 4 minutes.
+# A full run takes about 7 minutes.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROUNDS=${ROUNDS:-3}
@@ -62,7 +68,7 @@ cleanup() {
     kill "$NBDS_PID" 2>/dev/null || true
   fi
   wait 2>/dev/null || true
-  rm -rf "$WORK"
+  rm -rf "$WORK" "${DISK:-}"
 }
 trap cleanup EXIT
 trap 'exit 130' INT TERM
@@ -71,10 +77,10 @@ declare -A URI PID NAME CMD SRVCMD
 TICK=$(getconf CLK_TCK)
 
 # up waits until an export answers with the image's size.
-up() { # key
+up() { # key [MiB]
   local i
   for i in $(seq 100); do
-    [ "$(nbdinfo --size "${URI[$1]}" 2>/dev/null)" = $((IMG_MIB << 20)) ] && return 0
+    [ "$(nbdinfo --size "${URI[$1]}" 2>/dev/null)" = $((${2:-$IMG_MIB} << 20)) ] && return 0
     sleep 0.1
   done
   echo "bench-nbd.sh: ${NAME[$1]} does not serve ${URI[$1]} within 10 s" >&2
@@ -84,6 +90,13 @@ up() { # key
 
 echo "== image: $IMG_MIB MiB of random data on /dev/shm"
 head -c $((IMG_MIB << 20)) /dev/urandom > "$IMG"
+# The concurrent-readers case reads from the real disk.
+DISK=$(mktemp -d /var/tmp/bf-nbdbench.XXXXXX)
+SMALL=$DISK/small.img
+SMALL_MIB=128
+head -c $((SMALL_MIB << 20)) /dev/urandom > "$SMALL"
+DEV=$(basename "$(df --output=source "$DISK" | tail -1)")
+[ -r "/sys/class/block/$DEV/stat" ] || { echo "bench-nbd.sh: no block statistics for $DEV (the disk under $DISK)" >&2; exit 1; }
 
 # bootfleet: one server, two machines whose profiles root the same image
 # with overlay none and persistent. telemetry and the rest stay at their
@@ -108,18 +121,40 @@ machines:
   - {mac: "52:54:00:bf:00:01", name: bench-none, profile: ro}
   - {mac: "52:54:00:bf:00:02", name: bench-persistent, profile: rw}
 YAML
-"$BIN" serve -c "$WORK/bootfleet.yaml" 2> "$WORK/bf.log" &
-BF=$!; PIDS+=("$BF")
-for i in $(seq 100); do
-  curl -s -o /dev/null http://127.0.0.1:8080/api/v1/openapi.json && break
-  kill -0 "$BF" 2>/dev/null || { echo "bench-nbd.sh: bootfleet serve exited:" >&2; cat "$WORK/bf.log" >&2; exit 1; }
-  sleep 0.1
-done
-"$BIN" image import --server http://127.0.0.1:8080 --data "$WORK/data" bench "$IMG" > "$WORK/import.log" 2>&1 </dev/null ||
-  { echo "bench-nbd.sh: bootfleet image import failed:" >&2; cat "$WORK/import.log" "$WORK/bf.log" >&2; exit 1; }
+# start_bf: serve config in the background, wait for its API on port, and
+# import image file as name; sets LAST_PID.
+start_bf() { # config log port data name file
+  local i pid
+  "$BIN" serve -c "$1" 2> "$2" &
+  pid=$!; PIDS+=("$pid"); LAST_PID=$pid
+  for i in $(seq 100); do
+    curl -s -o /dev/null "http://127.0.0.1:$3/api/v1/openapi.json" && break
+    kill -0 "$pid" 2>/dev/null || { echo "bench-nbd.sh: bootfleet serve -c $1 exited:" >&2; cat "$2" >&2; exit 1; }
+    sleep 0.1
+  done
+  "$BIN" image import --server "http://127.0.0.1:$3" --data "$4" "$5" "$6" > "$2.import" 2>&1 </dev/null ||
+    { echo "bench-nbd.sh: bootfleet image import failed:" >&2; cat "$2.import" "$2" >&2; exit 1; }
+}
+start_bf "$WORK/bootfleet.yaml" "$WORK/bf.log" 8080 "$WORK/data" bench "$IMG"
+BF=$LAST_PID
 export_of() { # mac: the export the machine's boot script names
   curl -s "http://127.0.0.1:8080/ipxe/$1" | grep -o 'bootfleet\.root=nbd:[^ ]*' | awk -F: '{print "nbd://"$2":"$3"/"$4}'
 }
+# A second bootfleet with its data directory on the disk and one machine
+# per concurrent reader.
+READERS_MAX=50
+{
+  sed -e "s|^data: .*|data: $DISK/data|" -e 's|127.0.0.1:8080|127.0.0.1:8081|' -e 's|127.0.0.1:10809|127.0.0.1:10819|' \
+    -e '/^profiles:/,$d' "$WORK/bootfleet.yaml"
+  echo "profiles:"
+  echo "  lab: {kernel: $WORK/vmlinuz, root: {image: small, overlay: ephemeral}}"
+  echo "machines:"
+  for i in $(seq "$READERS_MAX"); do printf '  - {mac: "52:54:00:bf:01:%02x", name: lab-%02d, profile: lab}\n' "$i" "$i"; done
+} > "$WORK/bootfleet-disk.yaml"
+start_bf "$WORK/bootfleet-disk.yaml" "$WORK/bf2.log" 8081 "$DISK/data" small "$SMALL"
+BF2=$LAST_PID
+BLOB=$(find "$DISK/data" -type f -size "$((SMALL_MIB << 10))k" | head -1)
+[ -n "$BLOB" ] || { echo "bench-nbd.sh: cannot find bootfleet's stored copy of the small image" >&2; exit 1; }
 SRVCMD[bf]="bin/bootfleet serve -c bootfleet.yaml (nbd.listen 127.0.0.1:10809, log.level warn) + bin/bootfleet image import bench disk.img; export from GET /ipxe/{mac}"
 NAME[bf-none]="bootfleet, overlay: none";             URI[bf-none]=$(export_of 52-54-00-bf-00-01);       PID[bf-none]=$BF
 NAME[bf-pers]="bootfleet, overlay: persistent";       URI[bf-pers]=$(export_of 52-54-00-bf-00-02);       PID[bf-pers]=$BF
@@ -136,6 +171,10 @@ KRO="nbdkit -f -r -i 127.0.0.1 -p 10813 file file=$IMG"
 KRW="nbdkit -f -i 127.0.0.1 -p 10814 file file=$IMG"
 $KRO 2> "$WORK/kit-ro.log" & PID[kit-ro]=$!; PIDS+=("$!")
 $KRW 2> "$WORK/kit-rw.log" & PID[kit-rw]=$!; PIDS+=("$!")
+QSM="qemu-nbd --image-opts -r -t -e 0 -b 127.0.0.1 -p 10821 -x disk driver=raw,file.driver=file,file.filename=$SMALL,file.locking=off"
+KSM="nbdkit -f -r -i 127.0.0.1 -p 10823 file file=$SMALL"
+$QSM 2> "$WORK/qemu-sm.log" & PID[qemu-sm]=$!; PIDS+=("$!")
+$KSM 2> "$WORK/kit-sm.log" & PID[kit-sm]=$!; PIDS+=("$!")
 # nbd-server forks a child per connection (-d would serve one client only),
 # so it runs as the daemon it is and is found by its pid file.
 cat > "$WORK/nbd-server.conf" <<CONF
@@ -147,13 +186,16 @@ cat > "$WORK/nbd-server.conf" <<CONF
     readonly = true
 [rw]
     exportname = $IMG
+[small]
+    exportname = $SMALL
+    readonly = true
 CONF
 nbd-server -C "$WORK/nbd-server.conf" -p "$WORK/nbd-server.pid" 2> "$WORK/nbds.log"
 for i in $(seq 50); do [ -s "$WORK/nbd-server.pid" ] && break; sleep 0.1; done
 NBDS_PID=$(cat "$WORK/nbd-server.pid")
 PID[nbds-ro]=$NBDS_PID; PID[nbds-rw]=$NBDS_PID
-SRVCMD[qemu]="$QRO ; $QRW"
-SRVCMD[kit]="$KRO ; $KRW"
+SRVCMD[qemu]="$QRO ; $QRW ; $QSM"
+SRVCMD[kit]="$KRO ; $KRW ; $KSM"
 SRVCMD[nbds]="nbd-server -C nbd-server.conf (port 10815; export ro: readonly = true, export rw: read-write; other options default)"
 NAME[qemu-ro]="qemu-nbd";    URI[qemu-ro]=nbd://127.0.0.1:10811/disk
 NAME[qemu-rw]="qemu-nbd";    URI[qemu-rw]=nbd://127.0.0.1:10812/disk
@@ -161,6 +203,18 @@ NAME[kit-ro]="nbdkit file";  URI[kit-ro]=nbd://127.0.0.1:10813
 NAME[kit-rw]="nbdkit file";  URI[kit-rw]=nbd://127.0.0.1:10814
 NAME[nbds-ro]="nbd-server";  URI[nbds-ro]=nbd://127.0.0.1:10815/ro
 NAME[nbds-rw]="nbd-server";  URI[nbds-rw]=nbd://127.0.0.1:10815/rw
+NAME[bf-sm]="bootfleet, overlay: ephemeral"; PID[bf-sm]=$BF2
+NAME[qemu-sm]="qemu-nbd";    URI[qemu-sm]=nbd://127.0.0.1:10821/disk
+NAME[kit-sm]="nbdkit file";  URI[kit-sm]=nbd://127.0.0.1:10823
+NAME[nbds-sm]="nbd-server";  URI[nbds-sm]=nbd://127.0.0.1:10815/small; PID[nbds-sm]=$NBDS_PID
+# bootfleet's readers are machines, each with its own export.
+declare -a BFURI
+for i in $(seq "$READERS_MAX"); do
+  BFURI[$i]=$(curl -s "http://127.0.0.1:8081/ipxe/52-54-00-bf-01-$(printf %02x "$i")" | grep -o 'bootfleet\.root=nbd:[^ ]*' | awk -F: '{print "nbd://"$2":"$3"/"$4}')
+  [ -n "${BFURI[$i]}" ] || { echo "bench-nbd.sh: no export in machine $i's boot script" >&2; exit 1; }
+done
+URI[bf-sm]=${BFURI[1]}
+SMALLS="bf-sm qemu-sm kit-sm nbds-sm"
 READERS="bf-none bf-pers qemu-ro kit-ro nbds-ro"
 WRITERS="bf-pers qemu-rw kit-rw nbds-rw"
 declare -A MULTI
@@ -173,6 +227,13 @@ done
 # every server's page cache path alike).
 for k in $READERS; do
   nbdcopy "${URI[$k]}" - | cmp -s - "$IMG" || { echo "bench-nbd.sh: ${NAME[$k]} serves other bytes than the image" >&2; exit 1; }
+done
+for k in $SMALLS; do
+  up "$k" "$SMALL_MIB"
+  nbdcopy "${URI[$k]}" - | cmp -s - "$SMALL" || { echo "bench-nbd.sh: ${NAME[$k]} serves other bytes than the small image" >&2; exit 1; }
+done
+for i in $(seq "$READERS_MAX"); do
+  [ "$(nbdinfo --size "${BFURI[$i]}")" = $((SMALL_MIB << 20)) ] || { echo "bench-nbd.sh: machine $i's export does not answer" >&2; exit 1; }
 done
 echo "== all exports serve the image"
 
@@ -222,6 +283,34 @@ rotate() { # n words...: the words, starting at the n-th (mod count)
 }
 NAME[ceil]="ceiling"; NAME[ceil2]="ceiling"
 
+# readers: n clients read the whole small image at once, one connection
+# each, starting from a cold page cache for the served file. Appends
+# "readersN key round MB/s cpu_ticks disk_MiB" to $RES.
+sectors() { awk '{print $3}' "/sys/class/block/$DEV/stat"; }
+readers() { # key n round
+  local k=$1 n=$2 r=$3 f=$SMALL i uri t0 t1 s0 s1 c0 c1 fails=0 pids=()
+  [ "$k" = bf-sm ] && f=$BLOB
+  sync "$f"; dd if="$f" iflag=nocache count=0 status=none
+  s0=$(sectors); c0=$(ticks "${PID[$k]}"); t0=$(date +%s.%N)
+  for i in $(seq "$n"); do
+    uri=${URI[$k]}; [ "$k" = bf-sm ] && uri=${BFURI[$i]}
+    nbdcopy --connections=1 "$uri" null: 2>> "$WORK/stderr" & pids+=("$!")
+  done
+  for i in "${pids[@]}"; do wait "$i" || fails=$((fails + 1)); done
+  t1=$(date +%s.%N)
+  [ "$k" = "${k#nbds}" ] || settle
+  s1=$(sectors); c1=$(ticks "${PID[$k]}")
+  CMD[readers/$k]="$n x nbdcopy --connections=1 ${URI[$k]} null: (at once)"
+  [ "$k" = bf-sm ] && CMD[readers/$k]="$n x nbdcopy --connections=1 nbd://127.0.0.1:10819/<machine i's export> null: (at once)"
+  if [ "$fails" -gt 0 ]; then
+    echo "readers$n ${NAME[$k]} failed (round $r): $fails of $n readers" | tee -a "$WORK/errors" >&2
+    echo "readers$n $k $r nan 0 0" >> "$RES"; return
+  fi
+  awk -v c="readers$n" -v k="$k" -v r="$r" -v n="$n" -v b=$((SMALL_MIB << 20)) -v a="$t0" -v z="$t1" -v t=$((c1 - c0)) -v d=$((s1 - s0)) \
+    'BEGIN{printf "%s %s %s %.1f %d %.1f\n", c, k, r, n*b/(z-a)/1e6, t, d*512/1048576}' >> "$RES"
+}
+READER_COUNTS="1 10 $READERS_MAX"
+
 # Phase 1, reads, with bootfleet's persistent overlay still empty (reads
 # fall through to the base). Phase 2, writes; after them, reads of the
 # persistent export again, now served from the filled overlay.
@@ -236,9 +325,16 @@ for r in $(seq "$ROUNDS"); do
   run rr-ovl bf-pers "$r"
   echo "== writes, round $r/$ROUNDS done ($(( $(date +%s) - T0 )) s)"
 done
+for r in $(seq "$ROUNDS"); do
+  for n in $READER_COUNTS; do
+    for k in $(rotate "$r" $SMALLS); do readers "$k" "$n" "$r"; done
+  done
+  echo "== concurrent readers, round $r/$ROUNDS done ($(( $(date +%s) - T0 )) s)"
+done
 ELAPSED=$(( $(date +%s) - T0 ))
 LOAD_AFTER=$(cut -d' ' -f1-3 /proc/loadavg)
 if [ -s "$WORK/bf.log" ]; then echo "== bootfleet logged (warn and above):"; head -20 "$WORK/bf.log"; fi
+if [ -s "$WORK/bf2.log" ]; then echo "== second bootfleet logged (warn and above):"; head -20 "$WORK/bf2.log"; fi
 
 # ---- report ----
 median() { # case key -> median value (nan if no run succeeded)
@@ -292,6 +388,26 @@ verdict() { # case unit keys...: one line per bootfleet row against the best pee
       printf "- %s: %s against %s (%s): %s by %.0f%%.\n", n, f, who, bf, (d>=0 ? "**ahead**" : "**behind**"), (d<0?-d:d) }'
   done
 }
+disk() { # case key -> median MiB read from the disk
+  awk -v c="$1" -v k="$2" '$1==c && $2==k && $4!="nan"{print $6}' "$RES" | sort -g |
+    awk '{a[NR]=$1} END{ if (!NR) print "nan"; else printf "%.0f", a[int((NR+1)/2)] }'
+}
+readers_table() {
+  local n k m bv cm
+  echo "| readers | server | aggregate | vs best peer | read from disk | server CPU | runs |"
+  echo "|---:|---|---:|---:|---:|---:|---|"
+  for n in $READER_COUNTS; do
+    read -r bv _ <<< "$(best_peer "readers$n" $SMALLS)"
+    for k in $SMALLS; do
+      m=$(median "readers$n" "$k"); cm=$(cpu "readers$n" "$k")
+      awk -v n="$n" -v s="${NAME[$k]}" -v m="$m" -v f="$(show "$m" MB/s)" -v bv="$bv" -v d="$(disk "readers$n" "$k")" -v cm="$cm" \
+          -v gb="$(awk -v n="$n" -v b=$((SMALL_MIB << 20)) 'BEGIN{print n*b/1e9}')" -v runs="$(runs "readers$n" "$k")" 'BEGIN{
+        vs = (m=="nan" || bv==0) ? "-" : sprintf("%.0f%%", m/bv*100)
+        cpu = (cm=="nan" || m=="nan") ? "-" : sprintf("%.2f s/GB", cm/gb)
+        printf "| %s | %s | %s | %s | %s MiB | %s | %s |\n", n, s, f, vs, d, cpu, runs }'
+    done
+  done
+}
 sub_work() { sed "s|$WORK|\$WORK|g"; }
 {
   echo "# NBD server performance: bootfleet against qemu-nbd, nbdkit and nbd-server"
@@ -308,6 +424,11 @@ sub_work() { sed "s|$WORK|\$WORK|g"; }
   echo "Sequential read:"; verdict seq MB/s $READERS
   echo; echo "4 KiB random read, queue depth 32:"; verdict rr IOPS $READERS
   echo; echo "4 KiB random write, queue depth 32:"; verdict rw IOPS $WRITERS
+  for n in $READER_COUNTS; do
+    echo; echo "$n concurrent readers of one ${SMALL_MIB} MiB image, cold page cache (aggregate):"; verdict "readers$n" MB/s $SMALLS
+  done
+  echo
+  echo "Disk reads with 1, 10, $READERS_MAX readers (MiB, median): $(for k in $SMALLS; do echo -n "${NAME[$k]}: "; for n in $READER_COUNTS; do echo -n "$(disk "readers$n" "$k") "; done; echo -n "; "; done)"
   echo
   echo "## Setup and limits"
   echo
@@ -341,7 +462,10 @@ sub_work() { sed "s|$WORK|\$WORK|g"; }
   echo "## 4 KiB random write (fio nbd engine, queue depth 32)"
   echo
   echo "bootfleet's writes go to the machine's persistent copy-on-write overlay (overlay: none refuses writes with EPERM,"
-  echo "so it has no row); the peers write into the image file."
+  echo "so it has no row); the peers write into the image file. Round 1 is the overlay's first touch of each 64 KiB"
+  echo "block (copy from the base, then write); later rounds write into blocks it holds. A write into a held block is"
+  echo "taken on the request loop when the overlay's file system accepts RWF_NOWAIT writes (tmpfs here, or XFS);"
+  echo "ext4 refuses them, so on ext4 writes go through worker goroutines, a slower path this table does not show."
   echo
   table rw IOPS ceil $WRITERS
   echo
@@ -350,6 +474,20 @@ sub_work() { sed "s|$WORK|\$WORK|g"; }
   echo "The persistent export again, after the write case wrote into its overlay, so reads come from the overlay."
   echo
   table rr-ovl IOPS ceil bf-pers
+  echo
+  echo "## Concurrent readers of one image, from the disk"
+  echo
+  echo "A ${SMALL_MIB} MiB image of random data on the real disk (/dev/$DEV, $(df --output=fstype "$DISK" | tail -1)); before each run its page cache"
+  echo "is dropped (\`dd iflag=nocache count=0\`), so the first reader's pages come from the disk and the others should share"
+  echo "them. n clients then read the whole image at once, one connection each; bootfleet serves each reader as its own"
+  echo "machine (overlay: ephemeral, the lab setting), the peers serve the file. \"Read from disk\" is the sectors /dev/$DEV read"
+  echo "during the run (the whole machine's, so other work adds a little): the image is ${SMALL_MIB} MiB, and a server that reads"
+  echo "it once per reader would show n times that. bootfleet's copy is its imported blob under the data directory."
+  echo
+  readers_table
+  echo
+  echo "Commands: bootfleet: \`${CMD[readers/bf-sm]:-}\`; peers: \`n x nbdcopy --connections=1 URI null:\` with URI"
+  echo "$(for k in qemu-sm kit-sm nbds-sm; do echo -n "${NAME[$k]} ${URI[$k]}; "; done)"
   echo
   echo "## Server commands"
   echo
