@@ -37,6 +37,7 @@ func Run(t *testing.T, b Backend) {
 		{"ProfileErrors", testProfileErrors},
 		{"Leases", testLeases},
 		{"LeaseAddressNeverTwice", testLeaseRace},
+		{"LeaseBatch", testLeaseBatch},
 		{"Events", testEvents},
 		{"Images", testImages},
 		{"Durable", testDurable},
@@ -332,6 +333,58 @@ func testLeases(t *testing.T, b Backend) {
 	want := map[string]string{"52:54:00:00:00:01": "10.0.0.101", "52:54:00:00:00:03": "10.0.0.3", "52:54:00:00:00:04": "10.0.0.20"}
 	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("leases = %v, want %v", got, want)
+	}
+}
+
+// testLeaseBatch: PutLeases (DHCP's group commit) keeps PutLease's rules
+// per lease, within the batch too, and what it commits is durable.
+func testLeaseBatch(t *testing.T, b Backend) {
+	s := b.New(t)
+	lb, ok := s.(inventory.LeaseBatcher)
+	if !ok {
+		t.Fatalf("%T does not implement inventory.LeaseBatcher; DHCP would fsync once per lease", s)
+	}
+	c := ctx(t)
+	exp := time.Date(2026, 5, 1, 10, 0, 0, 0, time.UTC)
+	lease := func(m string, last byte) inventory.Lease {
+		return inventory.Lease{MAC: mac(m), IP: net.IPv4(10, 0, 0, last), Expiry: exp}
+	}
+	if err := s.PutLease(c, lease("52:54:00:00:00:09", 9)); err != nil {
+		t.Fatal(err)
+	}
+	batch := []inventory.Lease{
+		lease("52:54:00:00:00:01", 1),
+		lease("52:54:00:00:00:02", 9), // held by :09 before the batch
+		{MAC: mac("52:54:00:00:00:03"), IP: net.ParseIP("fe80::1"), Expiry: exp},
+		lease("52:54:00:00:00:04", 1), // taken by :01 earlier in this batch
+		lease("52:54:00:00:00:05", 5),
+		lease("52:54:00:00:00:01", 11), // :01 moves within the batch
+	}
+	want := []struct{ err error }{{nil}, {inventory.ErrConflict}, {inventory.ErrInvalid}, {inventory.ErrConflict}, {nil}, {nil}}
+	errs, err := lb.PutLeases(c, batch)
+	if err != nil {
+		t.Fatalf("PutLeases: %v", err)
+	}
+	if len(errs) != len(batch) {
+		t.Fatalf("PutLeases returned %d errors for %d leases", len(errs), len(batch))
+	}
+	for i, w := range want {
+		if (w.err == nil) != (errs[i] == nil) || (w.err != nil && !errors.Is(errs[i], w.err)) {
+			t.Errorf("lease %d (%s %v): got %v, want %v", i, batch[i].MAC, batch[i].IP, errs[i], w.err)
+		}
+	}
+	s = b.Reopen(t, s)
+	lb = s.(inventory.LeaseBatcher)
+	got := map[string]string{}
+	for _, l := range must[[]inventory.Lease](t)(s.ListLeases(c)) {
+		got[l.MAC.String()] = l.IP.String()
+	}
+	wantLeases := map[string]string{"52:54:00:00:00:01": "10.0.0.11", "52:54:00:00:00:05": "10.0.0.5", "52:54:00:00:00:09": "10.0.0.9"}
+	if !reflect.DeepEqual(got, wantLeases) {
+		t.Fatalf("after the batch and a reopen, leases = %v, want %v", got, wantLeases)
+	}
+	if errs, err := lb.PutLeases(c, nil); err != nil || len(errs) != 0 {
+		t.Fatalf("empty batch: %v %v", errs, err)
 	}
 }
 
