@@ -147,21 +147,28 @@ func startServer(t *testing.T, cfg Config) *harness {
 		logs:     &testutil.SyncBuffer{},
 		sessions: make(chan SessionStats, 16),
 	}
-	cfg.Logger = slog.New(slog.NewTextHandler(h.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	cfg.Hook = hookFunc(func(s SessionStats) {
 		select {
 		case h.sessions <- s:
 		default: // tests that do not read stats must not block the server
 		}
 	})
+	h.addr = serve(t, cfg, h.exports, h.logs)
+	return h
+}
+
+// serve runs a server for exports on a loopback port until the test ends,
+// logging into logs, which it prints if the test failed.
+func serve(t *testing.T, cfg Config, exports Exports, logs *testutil.SyncBuffer) string {
+	t.Helper()
+	cfg.Logger = slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	h.addr = ln.Addr().String()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	srv := NewServer(h.exports, cfg)
+	srv := NewServer(exports, cfg)
 	go func() { done <- srv.Serve(ctx, ln) }()
 	t.Cleanup(func() {
 		cancel()
@@ -174,10 +181,10 @@ func startServer(t *testing.T, cfg Config) *harness {
 			t.Error("Serve did not return within 5 s of cancel")
 		}
 		if t.Failed() {
-			t.Logf("server log:\n%s", h.logs.String())
+			t.Logf("server log:\n%s", logs.String())
 		}
 	})
-	return h
+	return ln.Addr().String()
 }
 
 // client is a minimal NBD client for tests, strict about what it reads.

@@ -2,16 +2,13 @@ package nbd
 
 import (
 	"bytes"
-	"context"
 	"encoding/binary"
-	"log/slog"
 	"math/rand/v2"
 	"net"
 	"os"
 	"strconv"
 	"sync/atomic"
 	"testing"
-	"time"
 
 	"github.com/bootfleet/bootfleet/internal/testutil"
 )
@@ -117,30 +114,7 @@ func (o oneExport) Lookup(string, net.Addr) (Export, error) { return o.e, nil }
 // ends, and prints the server's log if the test failed.
 func serveExport(t *testing.T, cfg Config, e Export) string {
 	t.Helper()
-	logs := &testutil.SyncBuffer{}
-	cfg.Logger = slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- NewServer(oneExport{e}, cfg).Serve(ctx, ln) }()
-	t.Cleanup(func() {
-		cancel()
-		select {
-		case err := <-done:
-			if err != nil {
-				t.Errorf("Serve: %v", err)
-			}
-		case <-time.After(5 * time.Second):
-			t.Error("Serve did not return within 5 s of cancel")
-		}
-		if t.Failed() {
-			t.Logf("server log:\n%s", logs.String())
-		}
-	})
-	return ln.Addr().String()
+	return serve(t, cfg, oneExport{e}, &testutil.SyncBuffer{})
 }
 
 // anyReply reads the next reply, whatever request it answers. Simple

@@ -3,7 +3,6 @@ package nbd
 import (
 	"bytes"
 	"errors"
-	"net"
 	"testing"
 	"time"
 )
@@ -15,23 +14,13 @@ type revocableExport struct {
 
 func (r revocableExport) Revoked() <-chan struct{} { return r.revoked }
 
-type revokeExports struct{ x Export }
-
-func (e revokeExports) Lookup(string, net.Addr) (Export, error) { return e.x, nil }
-
 // TestRevokeEndsSession: closing an export's Revoked channel ends a live
 // session promptly, over TCP, with ErrRevoked in its statistics; requests
 // before it are answered.
 func TestRevokeEndsSession(t *testing.T) {
 	x := revocableExport{&memExport{b: pattern(64 << 10)}, make(chan struct{})}
 	stats := make(chan SessionStats, 1)
-	srv := NewServer(revokeExports{x}, Config{Hook: hookFunc(func(s SessionStats) { stats <- s })})
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	go srv.Serve(t.Context(), ln)
-	c := dial(t, ln.Addr().String(), ClientFixedNewstyle|ClientNoZeroes)
+	c := dial(t, serveExport(t, Config{Hook: hookFunc(func(s SessionStats) { stats <- s })}, x), ClientFixedNewstyle|ClientNoZeroes)
 	c.open("any", false)
 	c.send(Request{Type: CmdRead, Handle: 1, Offset: 4096, Length: 512}, nil)
 	if h, e, data := c.reply(512); h != 1 || e != 0 || !bytes.Equal(data, x.b[4096:4608]) {

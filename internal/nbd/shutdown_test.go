@@ -19,7 +19,7 @@ func TestShutdownWithUnreadReplies(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() {
-		done <- NewServer(revokeExports{x}, Config{MaxBufferBytes: MaxPayload, ShutdownGrace: 200 * time.Millisecond}).Serve(ctx, ln)
+		done <- NewServer(oneExport{x}, Config{MaxBufferBytes: MaxPayload, ShutdownGrace: 200 * time.Millisecond}).Serve(ctx, ln)
 	}()
 	c := dial(t, ln.Addr().String(), ClientFixedNewstyle|ClientNoZeroes)
 	if err := c.c.(*net.TCPConn).SetReadBuffer(64 << 10); err != nil {
