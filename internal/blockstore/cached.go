@@ -1,6 +1,9 @@
 package blockstore
 
-import "os"
+import (
+	"errors"
+	"os"
+)
 
 // residency is how a file's bytes can be had without waiting for storage,
 // which lets the NBD server answer a READ on its request loop instead of
@@ -39,30 +42,29 @@ func (o *Overlay) ReadCached(p []byte, off int64) bool {
 		return false
 	}
 	base, _ := o.base.(cachedReader)
+	df, _ := o.data.(*os.File)
 	o.mu.RLock()
 	defer o.mu.RUnlock()
-	for done := 0; done < len(p); {
-		pos := off + int64(done)
-		blk, in := pos/o.bs, pos%o.bs
-		c := int(min(o.bs-in, int64(len(p)-done)))
-		q := p[done : done+c]
+	_, err := o.eachBlock(p, off, func(q []byte, blk, in, pos int64) error {
 		switch e := o.entries[blk]; e {
 		case entryZero:
 			clear(q)
 		case entryBase:
 			if base == nil || !base.ReadCached(q, pos) {
-				return false
+				return errNotCached
 			}
 		default:
-			df, ok := o.data.(*os.File)
-			if !ok || !readCached(df, o.dataRes, q, int64(e-1)*o.bs+in) {
-				return false
+			if df == nil || !readCached(df, o.dataRes, q, int64(e-1)*o.bs+in) {
+				return errNotCached
 			}
 		}
-		done += c
-	}
-	return true
+		return nil
+	})
+	return err == nil
 }
+
+// errNotCached stops eachBlock in ReadCached and WriteCached.
+var errNotCached = errors.New("blockstore: would wait for storage")
 
 // WriteCached writes p at off and returns true when it could without
 // waiting: every block it touches is already in the overlay (no copy from
@@ -82,14 +84,11 @@ func (o *Overlay) WriteCached(p []byte, off int64) bool {
 	if !o.holds(off, int64(len(p))) {
 		return false
 	}
-	for done := 0; done < len(p); {
-		pos := off + int64(done)
-		blk, in := pos/o.bs, pos%o.bs
-		c := int(min(o.bs-in, int64(len(p)-done)))
-		if !writeCached(df, o.dataRes, &o.nowaitWrites, p[done:done+c], int64(o.entries[blk]-1)*o.bs+in) {
-			return false
+	_, err := o.eachBlock(p, off, func(q []byte, blk, in, _ int64) error {
+		if !writeCached(df, o.dataRes, &o.nowaitWrites, q, int64(o.entries[blk]-1)*o.bs+in) {
+			return errNotCached
 		}
-		done += c
-	}
-	return true
+		return nil
+	})
+	return err == nil
 }

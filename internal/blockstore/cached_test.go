@@ -250,15 +250,7 @@ func TestOverlayWriteCached(t *testing.T) {
 				}
 				// Cached writes go to the same data file: Flush makes
 				// them durable like any other.
-				dir := o.dir
-				if err := o.Close(); err != nil {
-					t.Fatal(err)
-				}
-				o2 := mustOpen(t, img, dir, Persistent, Options{})
-				defer o2.Close()
-				if !bytes.Equal(readAll(t, o2, o2.Size()), model) {
-					t.Fatal("after Close and reopen the disk differs")
-				}
+				closeReopenEquals(t, o, img, model)
 			})
 		}
 	}

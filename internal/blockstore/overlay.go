@@ -213,17 +213,31 @@ func (o *Overlay) ReadAt(p []byte, off int64) (int, error) {
 	}
 	o.mu.RLock()
 	defer o.mu.RUnlock()
+	done, err := o.eachBlock(p, off, func(q []byte, blk, in, pos int64) error {
+		return o.readBlock(q, o.entries[blk], in, pos)
+	})
+	if err != nil {
+		return done, err
+	}
+	return done, eof
+}
+
+// eachBlock calls fn, in order, with the part q of p that falls in each
+// block of [off, off+len(p)): blk is the block, in the offset of q inside
+// it, pos the disk offset of q. It stops at fn's first error and returns
+// the bytes of p done before it.
+func (o *Overlay) eachBlock(p []byte, off int64, fn func(q []byte, blk, in, pos int64) error) (int, error) {
 	done := 0
 	for done < len(p) {
 		pos := off + int64(done)
 		blk, in := pos/o.bs, pos%o.bs
 		c := int(min(o.bs-in, int64(len(p)-done)))
-		if err := o.readBlock(p[done:done+c], o.entries[blk], in, pos); err != nil {
+		if err := fn(p[done:done+c], blk, in, pos); err != nil {
 			return done, err
 		}
 		done += c
 	}
-	return done, eof
+	return done, nil
 }
 
 // FileSpan is ok when every block of the range still reads from the base
@@ -307,17 +321,7 @@ func (o *Overlay) holds(off, n int64) bool {
 // write is WriteAt with mu held (the read lock will do when holds says
 // so). A nil p writes zeroes.
 func (o *Overlay) write(p []byte, off int64) (int, error) {
-	done := 0
-	for done < len(p) {
-		pos := off + int64(done)
-		blk, in := pos/o.bs, pos%o.bs
-		c := int(min(o.bs-in, int64(len(p)-done)))
-		if err := o.writeBlock(blk, in, p[done:done+c]); err != nil {
-			return done, err
-		}
-		done += c
-	}
-	return done, nil
+	return o.eachBlock(p, off, func(q []byte, blk, in, _ int64) error { return o.writeBlock(blk, in, q) })
 }
 
 func (o *Overlay) writeBlock(blk, in int64, p []byte) error {

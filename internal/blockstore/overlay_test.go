@@ -37,6 +37,21 @@ func mustOpen(t *testing.T, base Image, dir string, mode Mode, opts Options) *Ov
 	return o
 }
 
+// closeReopenEquals closes o, opens its persistent overlay again on base
+// and checks that the disk reads as model.
+func closeReopenEquals(t *testing.T, o *Overlay, base Image, model []byte) {
+	t.Helper()
+	dir := o.dir
+	if err := o.Close(); err != nil {
+		t.Fatal(err)
+	}
+	o2 := mustOpen(t, base, dir, Persistent, Options{})
+	defer o2.Close()
+	if !bytes.Equal(readAll(t, o2, o2.Size()), model) {
+		t.Fatal("after Close and reopen the disk differs from the model")
+	}
+}
+
 func readAll(t *testing.T, d io.ReaderAt, size int64) []byte {
 	t.Helper()
 	b := make([]byte, size)
@@ -113,15 +128,7 @@ func TestOverlayModel(t *testing.T) {
 				t.Fatal("final disk differs from the model")
 			}
 			// What was flushed on Close comes back on reopen.
-			dir := o.dir
-			if err := o.Close(); err != nil {
-				t.Fatal(err)
-			}
-			o2 := mustOpen(t, base, dir, Persistent, Options{})
-			defer o2.Close()
-			if !bytes.Equal(readAll(t, o2, o2.Size()), model) {
-				t.Fatal("reopened disk differs from the model")
-			}
+			closeReopenEquals(t, o, base, model)
 		})
 	}
 }

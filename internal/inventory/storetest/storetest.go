@@ -326,14 +326,21 @@ func testLeases(t *testing.T, b Backend) {
 	}
 	wantErr(t, s.PutLease(c, inventory.Lease{MAC: mac("52:54:00:00:00:05"), IP: net.ParseIP("::1"), Expiry: exp}), inventory.ErrInvalid, "ip")
 	wantErr(t, s.PutLease(c, inventory.Lease{MAC: mac("52:54:00:00:00:05"), IP: net.IPv4(10, 0, 0, 9)}), inventory.ErrInvalid, "expiry")
-	got := map[string]string{}
-	for _, l := range must[[]inventory.Lease](t)(s.ListLeases(c)) {
-		got[l.MAC.String()] = l.IP.String()
-	}
+	got := leaseMap(t, c, s)
 	want := map[string]string{"52:54:00:00:00:01": "10.0.0.101", "52:54:00:00:00:03": "10.0.0.3", "52:54:00:00:00:04": "10.0.0.20"}
 	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("leases = %v, want %v", got, want)
 	}
+}
+
+// leaseMap lists s's leases as MAC to address.
+func leaseMap(t *testing.T, c context.Context, s inventory.Store) map[string]string {
+	t.Helper()
+	m := map[string]string{}
+	for _, l := range must[[]inventory.Lease](t)(s.ListLeases(c)) {
+		m[l.MAC.String()] = l.IP.String()
+	}
+	return m
 }
 
 // testLeaseBatch: PutLeases (DHCP's group commit) keeps PutLease's rules
@@ -375,10 +382,7 @@ func testLeaseBatch(t *testing.T, b Backend) {
 	}
 	s = b.Reopen(t, s)
 	lb = s.(inventory.LeaseBatcher)
-	got := map[string]string{}
-	for _, l := range must[[]inventory.Lease](t)(s.ListLeases(c)) {
-		got[l.MAC.String()] = l.IP.String()
-	}
+	got := leaseMap(t, c, s)
 	wantLeases := map[string]string{"52:54:00:00:00:01": "10.0.0.11", "52:54:00:00:00:05": "10.0.0.5", "52:54:00:00:00:09": "10.0.0.9"}
 	if !reflect.DeepEqual(got, wantLeases) {
 		t.Fatalf("after the batch and a reopen, leases = %v, want %v", got, wantLeases)
