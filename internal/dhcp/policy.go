@@ -196,10 +196,23 @@ func (s *Server) fullReply(r request, t dhcpv4.MessageType, yiaddr net.IP, lease
 			// the offer as BINL and ask again on port 4011. Without it, an
 			// offer with a boot file is a "DHCP only" offer it boots from.
 			s.bootOptions(m, p)
+			if r.client.IPXE {
+				m.UpdateOption(dhcpv4.OptGeneric(dhcpv4.GenericOptionCode(pxe.OptionIPXEEncap), ipxeNoProxyWait))
+			}
 		}
 	}
 	return m
 }
+
+// ipxeNoProxyWait is option 175 holding sub-option 176 (no-pxedhcp) = 1.
+// In full mode our offer carries both the address and the script URL, so
+// there is no ProxyDHCP offer to wait for; without it iPXE waits 2-3 s for
+// one at every boot. It is sent only with boot options: a machine that is
+// not ours to boot may be meant for another ProxyDHCP server. Proxy mode
+// never sends it: iPXE reads the flag only from the offer it takes its
+// address from (a DHCPOFFER with a yiaddr from port 67), which in proxy
+// mode is the site server's, so there it would do nothing.
+var ipxeNoProxyWait = []byte{pxe.IPXENoPXEDHCP, 1, 1}
 
 func (s *Server) nak(r request, msg string) *dhcpv4.DHCPv4 {
 	m := newReply(r.msg, dhcpv4.MessageTypeNak, s.cfg.ServerIP)

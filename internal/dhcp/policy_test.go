@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/insomniacslk/dhcp/dhcpv4"
+
+	"github.com/bootfleet/bootfleet/internal/pxe"
 )
 
 // want describes the expected reply; typ None means "no reply".
@@ -18,6 +20,7 @@ type want struct {
 	vendor   string // option 60; "" means absent
 	pxeOpts  bool   // option 43 present
 	lease    bool   // option 51 present
+	noProxy  bool   // option 175 is exactly sub-option 176 (no-pxedhcp) = 1; else absent
 }
 
 func check(t *testing.T, r reply, why string, w want) {
@@ -67,6 +70,13 @@ func check(t *testing.T, r reply, why string, w want) {
 	if got := m.Options.Has(dhcpv4.OptionIPAddressLeaseTime); got != w.lease {
 		t.Errorf("option 51 present %v, want %v", got, w.lease)
 	}
+	enc := m.Options.Get(dhcpv4.GenericOptionCode(pxe.OptionIPXEEncap))
+	if w.noProxy && !bytes.Equal(enc, []byte{176, 1, 1}) {
+		t.Errorf("option 175 %x, want b00101 (no-pxedhcp = 1)", enc)
+	}
+	if !w.noProxy && m.Options.Has(dhcpv4.GenericOptionCode(pxe.OptionIPXEEncap)) {
+		t.Errorf("option 175 %x present, want absent", enc)
+	}
 	if !bytes.Equal(m.ClientHWAddr, m.ClientHWAddr) || m.OpCode != dhcpv4.OpcodeBootReply {
 		t.Errorf("reply header wrong: %v", m)
 	}
@@ -100,9 +110,27 @@ func TestFullPolicy(t *testing.T) {
 			cfg:  []func(*Config){func(c *Config) { c.Plan.EFIx64File = "snponly.efi" }},
 			req:  func(t *testing.T) *dhcpv4.DHCPv4 { return discover(t, macA, fwOVMF) },
 			want: want{typ: dhcpv4.MessageTypeOffer, yiaddr: "10.0.0.100", dest: bcast, bootFile: "snponly.efi", lease: true}},
-		{name: "ipxe gets its script, never ipxe.efi",
+		{name: "ipxe gets its script, never ipxe.efi, and is told not to wait for proxydhcp",
 			req:  func(t *testing.T) *dhcpv4.DHCPv4 { return discover(t, macA, fwIPXE) },
-			want: want{typ: dhcpv4.MessageTypeOffer, yiaddr: "10.0.0.100", dest: bcast, bootFile: script, lease: true}},
+			want: want{typ: dhcpv4.MessageTypeOffer, yiaddr: "10.0.0.100", dest: bcast, bootFile: script, lease: true, noProxy: true}},
+		{name: "ipxe known only by option 175 is told not to wait for proxydhcp",
+			req: func(t *testing.T) *dhcpv4.DHCPv4 {
+				return discover(t, macA, fwOVMF, dhcpv4.WithGeneric(dhcpv4.GenericOptionCode(pxe.OptionIPXEEncap), []byte{19, 1, 1}))
+			},
+			want: want{typ: dhcpv4.MessageTypeOffer, yiaddr: "10.0.0.100", dest: bcast, bootFile: script, lease: true, noProxy: true}},
+		{name: "ipxe ack also says no proxydhcp",
+			req: func(t *testing.T) *dhcpv4.DHCPv4 {
+				return msg(t, dhcpv4.MessageTypeRequest, macA, fwIPXE, requested(ip4("10.0.0.101")), serverID(serverIP))
+			},
+			want: want{typ: dhcpv4.MessageTypeAck, yiaddr: "10.0.0.101", dest: bcast, bootFile: script, lease: true, noProxy: true}},
+		{name: "ipxe machine not to boot gets address only, may wait for another proxydhcp",
+			cfg:  []func(*Config){reserveA("10.0.0.50", false)},
+			req:  func(t *testing.T) *dhcpv4.DHCPv4 { return discover(t, macA, fwIPXE) },
+			want: want{typ: dhcpv4.MessageTypeOffer, yiaddr: "10.0.0.50", dest: bcast, lease: true}},
+		{name: "ipxe without an http base gets address only",
+			cfg:  []func(*Config){func(c *Config) { c.Plan.HTTPBase = "" }},
+			req:  func(t *testing.T) *dhcpv4.DHCPv4 { return discover(t, macA, fwIPXE) },
+			want: want{typ: dhcpv4.MessageTypeOffer, yiaddr: "10.0.0.100", dest: bcast, lease: true}},
 		{name: "uefi http boot echoes HTTPClient",
 			req: func(t *testing.T) *dhcpv4.DHCPv4 { return discover(t, macA, fwHTTP) },
 			want: want{typ: dhcpv4.MessageTypeOffer, yiaddr: "10.0.0.100", dest: bcast,

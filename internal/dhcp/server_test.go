@@ -106,7 +106,7 @@ func TestProxyPolicy(t *testing.T) {
 		{name: "bios discover",
 			req:  func(t *testing.T) *dhcpv4.DHCPv4 { return discover(t, macA, fwBIOS) },
 			want: want{typ: dhcpv4.MessageTypeOffer, dest: bcast, bootFile: "undionly.kpxe", vendor: "PXEClient", pxeOpts: true}},
-		{name: "ipxe discover gets script",
+		{name: "ipxe discover gets script, no option 175 (iPXE reads no-pxedhcp only from its address offer)",
 			req:  func(t *testing.T) *dhcpv4.DHCPv4 { return discover(t, macA, fwIPXE) },
 			want: want{typ: dhcpv4.MessageTypeOffer, dest: bcast, bootFile: script, vendor: "PXEClient", pxeOpts: true}},
 		{name: "http boot discover",

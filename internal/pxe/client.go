@@ -63,6 +63,13 @@ const (
 // sends it, so its presence identifies iPXE even when option 77 is missing.
 const OptionIPXEEncap = 175
 
+// IPXENoPXEDHCP is the option 175 sub-option (iPXE's DHCP_EB_NO_PXEDHCP,
+// dnsmasq's "dhcp-option=175,176,1b") that, set to 1 in the DHCPOFFER iPXE
+// selects, tells iPXE not to wait for ProxyDHCP offers. Without it iPXE
+// waits up to its ProxyDHCP timeout (about 2-3 s per boot) for offers that
+// never come when one server does both address and boot file.
+const IPXENoPXEDHCP = 176
+
 // Client is what a DHCP request says about the firmware that sent it.
 // The zero value is a plain DHCP client (an OS), not a boot client.
 type Client struct {
