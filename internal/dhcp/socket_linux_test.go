@@ -2,144 +2,61 @@ package dhcp
 
 import (
 	"context"
-	"fmt"
 	"log/slog"
 	"net"
 	"os"
-	"os/exec"
-	"runtime"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
-	"github.com/bootfleet/bootfleet/internal/testutil"
-
 	"github.com/insomniacslk/dhcp/dhcpv4"
 	"github.com/insomniacslk/dhcp/dhcpv4/nclient4"
-	"golang.org/x/sys/unix"
 
 	"github.com/bootfleet/bootfleet/internal/pxe"
+	"github.com/bootfleet/bootfleet/internal/testutil"
 )
 
 // These tests run the real server on real sockets: a private network
 // namespace with a veth pair, the server bound to one end, insomniacslk's
 // nclient4 (a raw-socket DHCP client) on the other.
 
-func needRoot(t *testing.T) {
-	t.Helper()
-	why := ""
-	if os.Geteuid() != 0 {
-		why = "needs root for network namespaces"
-	} else if _, err := exec.LookPath("ip"); err != nil {
-		why = "needs iproute2's ip"
-	}
-	if why == "" {
-		return
-	}
-	if os.Getenv("BOOTFLEET_CI") == "1" {
-		t.Fatal(why)
-	}
-	t.Skip(why)
-}
+func needRoot(t *testing.T) { testutil.NeedNetns(t) }
 
-// testNetns creates two namespaces joined by a veth pair: the server's, with
-// bfs0 (10.99.0.1/24), and the client's, with bfc0 (clientIP if set). Two,
-// because within one namespace traffic between local addresses takes lo and
-// never reaches the interface the server is bound to. Both are removed when
-// the test ends.
+// testNetns creates the server's namespace, with bfs0 (10.99.0.1/24), and
+// the client's, with bfc0 (clientIP if set), joined by a veth pair.
 func testNetns(t *testing.T, clientIP string) (srv, cli string) {
 	t.Helper()
-	base := fmt.Sprintf("bf-dhcpt-%d-%d", os.Getpid(), time.Now().UnixNano()%100000)
-	srv, cli = base+"s", base+"c"
-	run := func(args ...string) {
-		t.Helper()
-		if out, err := exec.Command("ip", args...).CombinedOutput(); err != nil {
-			t.Fatalf("ip %s: %v\n%s", strings.Join(args, " "), err, out)
+	return testutil.VethPair(t, "dhcpt", "bfs0", "bfc0", func(srv, cli string) {
+		testutil.IP(t, "-n", srv, "addr", "add", "10.99.0.1/24", "dev", "bfs0")
+		if clientIP != "" {
+			testutil.IP(t, "-n", cli, "addr", "add", clientIP+"/24", "dev", "bfc0")
 		}
-	}
-	for _, ns := range []string{srv, cli} {
-		run("netns", "add", ns)
-		t.Cleanup(func() { exec.Command("ip", "netns", "del", ns).Run() })
-		run("-n", ns, "link", "set", "lo", "up")
-	}
-	run("-n", srv, "link", "add", "bfs0", "type", "veth", "peer", "name", "bfc0", "netns", cli)
-	run("-n", srv, "addr", "add", "10.99.0.1/24", "dev", "bfs0")
-	if clientIP != "" {
-		run("-n", cli, "addr", "add", clientIP+"/24", "dev", "bfc0")
-	}
-	run("-n", srv, "link", "set", "bfs0", "up")
-	run("-n", cli, "link", "set", "bfc0", "up")
-	return srv, cli
+	})
 }
 
-// inNetns runs fn on an OS thread moved into ns. The thread is never moved
-// back: the goroutine exits still locked, so Go discards the thread.
-// Sockets fn creates stay in ns whichever thread later uses them.
-func inNetns(t *testing.T, ns string, fn func()) {
-	t.Helper()
-	if err := <-goNetns(ns, fn); err != nil {
-		t.Fatal(err)
-	}
-}
-
-// goNetns starts fn in ns and reports setup errors, or nil once fn returns.
-func goNetns(ns string, fn func()) <-chan error {
-	errc := make(chan error, 1)
-	go func() {
-		runtime.LockOSThread()
-		f, err := os.Open("/run/netns/" + ns)
-		if err != nil {
-			errc <- err
-			return
-		}
-		defer f.Close()
-		if err := unix.Setns(int(f.Fd()), unix.CLONE_NEWNET); err != nil {
-			errc <- fmt.Errorf("setns: %w", err)
-			return
-		}
-		fn()
-		errc <- nil
-	}()
-	return errc
-}
+func inNetns(t *testing.T, ns string, fn func()) { testutil.InNetns(t, ns, fn) }
 
 // startServer runs a server in ns until the test ends.
 func startServer(t *testing.T, ns string, cfg Config) {
 	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
 	ready := make(chan error, 1)
-	nsErr := goNetns(ns, func() {
+	nsErr := testutil.ServeInNetns(t, ns, func(ctx context.Context) error {
 		s, err := New(cfg)
+		ready <- err
 		if err != nil {
-			ready <- err
-			return
+			return nil
 		}
-		ready <- nil
-		done <- s.Run(ctx) // sockets are opened on this thread, inside ns
+		return s.Run(ctx) // sockets are opened on this thread, inside ns
 	})
 	select {
 	case err := <-ready:
 		if err != nil {
-			cancel()
 			t.Fatalf("New: %v", err)
 		}
 	case err := <-nsErr:
-		cancel()
 		t.Fatalf("entering %s: %v", ns, err)
 	}
-	t.Cleanup(func() {
-		cancel()
-		select {
-		case err := <-done:
-			if err != nil {
-				t.Errorf("Run: %v", err)
-			}
-		case <-time.After(5 * time.Second):
-			t.Error("Run did not return after cancel")
-		}
-	})
 	time.Sleep(200 * time.Millisecond) // let Run bind
 }
 
