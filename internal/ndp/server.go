@@ -73,16 +73,28 @@ func New(cfg Config) (*Server, error) {
 }
 
 // Run answers solicitations until ctx is done. Answering is an optional
-// speed-up, so Run never fails: without IPv6, a link-local address or the
-// right to open a raw socket it logs one warning and returns nil, and the
-// boots only take longer.
+// speed-up, so Run never fails. Without IPv6, a link-local address or the
+// right to open a raw socket it logs one warning and tries again with
+// growing pauses (up to reopenMax): a bridge has no link-local address
+// until its first port has carrier, which may be after bootfleet starts.
 func (s *Server) Run(ctx context.Context) error {
-	l, err := s.open(ctx)
-	if err != nil {
-		s.log.Warn("ipv6 ra: not answering router solicitations; iPXE will wait about 13 s for an IPv6 router at every boot",
-			"interface", s.cfg.Interface, "err", err,
-			"fix", "enable IPv6 on the interface (sysctl net.ipv6.conf."+s.cfg.Interface+".disable_ipv6=0) and run as root, or set ipv6_ra: off to silence this")
-		return nil
+	var l *link
+	for wait, warned := time.Second, false; ; wait = min(2*wait, reopenMax) {
+		var err error
+		if l, err = s.open(ctx); err == nil {
+			break
+		}
+		if !warned {
+			warned = true
+			s.log.Warn("ipv6 ra: not answering router solicitations yet; iPXE waits about 13 s for an IPv6 router at every boot until this works",
+				"interface", s.cfg.Interface, "err", err, "retry_every_up_to", reopenMax.String(),
+				"fix", "enable IPv6 on the interface (sysctl net.ipv6.conf."+s.cfg.Interface+".disable_ipv6=0) and run as root, or set ipv6_ra: off to silence this")
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(wait):
+		}
 	}
 	stop := context.AfterFunc(ctx, func() { l.conn.Close() })
 	defer stop()
@@ -101,6 +113,9 @@ func (s *Server) Run(ctx context.Context) error {
 		s.handle(l, buf[:n], cm, src)
 	}
 }
+
+// reopenMax is the longest pause between attempts to open the socket.
+const reopenMax = 30 * time.Second
 
 // open finds the interface's link-local address and opens the socket.
 func (s *Server) open(ctx context.Context) (*link, error) {

@@ -23,22 +23,30 @@ import (
 // ndpNetns makes the pair with duplicate address detection off (so the
 // link-local addresses are usable at once) and the client kernel's own
 // solicitations off (so every solicitation the server sees is the test's).
-func ndpNetns(t *testing.T) (srv, cli string) {
+// With serverIPv6 false the server's end starts with IPv6 disabled.
+func ndpNetns(t *testing.T, serverIPv6 bool) (srv, cli string) {
 	t.Helper()
 	testutil.NeedNetns(t)
-	sysctl := func(ns, kv string) {
-		if out, err := exec.Command("ip", "netns", "exec", ns, "sysctl", "-qw", kv).CombinedOutput(); err != nil {
-			t.Fatalf("sysctl %s in %s: %v\n%s", kv, ns, err, out)
-		}
-	}
 	srv, cli = testutil.VethPair(t, "ndpt", "bfs0", "bfc0", func(srv, cli string) {
-		sysctl(srv, "net.ipv6.conf.bfs0.accept_dad=0")
-		sysctl(cli, "net.ipv6.conf.bfc0.accept_dad=0")
-		sysctl(cli, "net.ipv6.conf.bfc0.router_solicitations=0")
+		sysctl(t, srv, "net.ipv6.conf.bfs0.accept_dad=0")
+		sysctl(t, cli, "net.ipv6.conf.bfc0.accept_dad=0")
+		sysctl(t, cli, "net.ipv6.conf.bfc0.router_solicitations=0")
+		if !serverIPv6 {
+			sysctl(t, srv, "net.ipv6.conf.bfs0.disable_ipv6=1")
+		}
 	})
-	waitLinkLocal(t, srv, "bfs0")
+	if serverIPv6 {
+		waitLinkLocal(t, srv, "bfs0")
+	}
 	waitLinkLocal(t, cli, "bfc0")
 	return srv, cli
+}
+
+func sysctl(t *testing.T, ns, kv string) {
+	t.Helper()
+	if out, err := exec.Command("ip", "netns", "exec", ns, "sysctl", "-qw", kv).CombinedOutput(); err != nil {
+		t.Fatalf("sysctl %s in %s: %v\n%s", kv, ns, err, out)
+	}
 }
 
 func waitLinkLocal(t *testing.T, ns, dev string) {
@@ -54,15 +62,27 @@ func waitLinkLocal(t *testing.T, ns, dev string) {
 	}
 }
 
-// startServer runs a Server on bfs0 in ns until the test ends.
+// startServer runs a Server on bfs0 in ns until the test ends, and waits
+// for its log to say it listens.
 func startServer(t *testing.T, ns string, logs *testutil.SyncBuffer) {
+	t.Helper()
+	startServerUntil(t, ns, logs, "listening for router solicitations")
+}
+
+func startServerUntil(t *testing.T, ns string, logs *testutil.SyncBuffer, logged string) {
 	t.Helper()
 	s, err := New(Config{Interface: "bfs0", Logger: slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))})
 	if err != nil {
 		t.Fatal(err)
 	}
 	nsErr := testutil.ServeInNetns(t, ns, s.Run)
-	for deadline := time.Now().Add(5 * time.Second); !strings.Contains(logs.String(), "listening for router solicitations"); time.Sleep(20 * time.Millisecond) {
+	waitLog(t, logs, logged, 5*time.Second, nsErr)
+}
+
+// waitLog waits until the log holds s.
+func waitLog(t *testing.T, logs *testutil.SyncBuffer, s string, d time.Duration, nsErr <-chan error) {
+	t.Helper()
+	for deadline := time.Now().Add(d); !strings.Contains(logs.String(), s); time.Sleep(20 * time.Millisecond) {
 		select {
 		case err := <-nsErr:
 			if err != nil {
@@ -71,7 +91,7 @@ func startServer(t *testing.T, ns string, logs *testutil.SyncBuffer) {
 		default:
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("server did not start:\n%s", logs.String())
+			t.Fatalf("server log lacks %q after %v:\n%s", s, d, logs.String())
 		}
 	}
 }
@@ -151,7 +171,7 @@ func (c *client) advertisement(d time.Duration) (ra *RouterAdvertisement, hop in
 }
 
 func TestServerAnswersSolicitation(t *testing.T) {
-	srv, cli := ndpNetns(t)
+	srv, cli := ndpNetns(t, true)
 	var logs testutil.SyncBuffer
 	startServer(t, srv, &logs)
 	c := newClient(t, cli)
@@ -185,6 +205,8 @@ func TestServerAnswersSolicitation(t *testing.T) {
 	if took < 900*time.Millisecond {
 		t.Errorf("answered after %v: want about 1 s, so real routers speak first", took)
 	}
+	// The debug line is written after the send, so the client can be first.
+	waitLog(t, &logs, "answered router solicitation", 2*time.Second, nil)
 	log := logs.String()
 	for _, want := range []string{"no router on this link", "answered router solicitation", "mac=" + c.ifc.HardwareAddr.String(), "src=" + c.ll.String()} {
 		if !strings.Contains(log, want) {
@@ -194,7 +216,7 @@ func TestServerAnswersSolicitation(t *testing.T) {
 }
 
 func TestServerSilentWithRouter(t *testing.T) {
-	srv, cli := ndpNetns(t)
+	srv, cli := ndpNetns(t, true)
 	var logs testutil.SyncBuffer
 	startServer(t, srv, &logs)
 	c := newClient(t, cli)
@@ -202,11 +224,7 @@ func TestServerSilentWithRouter(t *testing.T) {
 	// The client plays a real router first: a multicast advertisement
 	// with a router lifetime, as radvd sends.
 	c.send(&RouterAdvertisement{CurHopLimit: 64, RouterLifetime: 1800}, "ff02::1", HopLimit)
-	for deadline := time.Now().Add(3 * time.Second); !strings.Contains(logs.String(), "another router advertises"); time.Sleep(20 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("server did not notice the router:\n%s", logs.String())
-		}
-	}
+	waitLog(t, &logs, "another router advertises", 3*time.Second, nil)
 	c.solicit(HopLimit)
 	if ra, _, src, ok := c.advertisement(2500 * time.Millisecond); ok {
 		t.Fatalf("server answered (%+v from %v) although a router advertised", ra, src)
@@ -217,5 +235,26 @@ func TestServerSilentWithRouter(t *testing.T) {
 	}
 	if strings.Contains(log, "answered router solicitation") {
 		t.Errorf("server log says it answered:\n%s", log)
+	}
+}
+
+// TestServerWaitsForIPv6: without IPv6 on the interface the server warns
+// once and keeps trying, and answers once a link-local address appears (as
+// on a bridge whose first port gets carrier after bootfleet started).
+func TestServerWaitsForIPv6(t *testing.T) {
+	srv, cli := ndpNetns(t, false)
+	var logs testutil.SyncBuffer
+	startServerUntil(t, srv, &logs, "not answering router solicitations yet")
+	time.Sleep(1500 * time.Millisecond)
+	if n := strings.Count(logs.String(), "level=WARN"); n != 1 {
+		t.Errorf("%d warnings, want 1:\n%s", n, logs.String())
+	}
+	sysctl(t, srv, "net.ipv6.conf.bfs0.disable_ipv6=0")
+	waitLinkLocal(t, srv, "bfs0")
+	waitLog(t, &logs, "listening for router solicitations", 10*time.Second, nil)
+	c := newClient(t, cli)
+	c.solicit(HopLimit)
+	if _, _, _, ok := c.advertisement(4 * time.Second); !ok {
+		t.Fatalf("no advertisement once IPv6 is up:\n%s", logs.String())
 	}
 }
