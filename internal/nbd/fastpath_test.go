@@ -31,7 +31,12 @@ type fileExport struct {
 
 func newFileExport(t *testing.T, content []byte, spanEnd int64) *fileExport {
 	t.Helper()
-	f, err := os.CreateTemp(t.TempDir(), "export")
+	return newFileExportIn(t, t.TempDir(), content, spanEnd)
+}
+
+func newFileExportIn(t *testing.T, dir string, content []byte, spanEnd int64) *fileExport {
+	t.Helper()
+	f, err := os.CreateTemp(dir, "export")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -251,7 +251,9 @@ func (ss *session) handle(req Request, payload []byte, weight int64) {
 	switch req.Type {
 	case CmdRead:
 		if ss.files != nil && n >= minSendfile {
-			if f, foff, ok := ss.files.FileSpan(off, n); ok {
+			// Cold data is read here instead, so its disk reads overlap
+			// with other workers' rather than queue in the writer.
+			if f, foff, ok := ss.files.FileSpan(off, n); ok && inPageCache(f, foff, n) {
 				ss.bytesRead.Add(n)
 				ss.replyFile(req, f, foff, weight)
 				return
