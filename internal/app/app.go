@@ -19,6 +19,7 @@ import (
 	"github.com/bootfleet/bootfleet/internal/dhcp"
 	"github.com/bootfleet/bootfleet/internal/fleet"
 	"github.com/bootfleet/bootfleet/internal/httpboot"
+	"github.com/bootfleet/bootfleet/internal/ndp"
 	"github.com/bootfleet/bootfleet/internal/pxe"
 	"github.com/bootfleet/bootfleet/internal/safefs"
 	"github.com/bootfleet/bootfleet/internal/telemetry"
@@ -99,6 +100,14 @@ func Run(ctx context.Context, c *config.Config, log *slog.Logger) error {
 			return err
 		}
 		g.Go(func() error { return d.Run(ctx) })
+		if c.IPv6RA == "auto" {
+			ra, err := ndp.New(ndp.Config{Interface: c.Interface, Logger: log})
+			if err != nil {
+				httpLn.Close()
+				return err
+			}
+			g.Go(func() error { return ra.Run(ctx) }) // never fails: warns and returns if IPv6 is missing
+		}
 	}
 	log.Info("bootfleet started", "server_ip", serverIP.String(), "http", baseURL,
 		"tftp", c.TFTP.Listen, "nbd", c.NBD.Listen, "dhcp", c.DHCP.Mode, "interface", c.Interface,

@@ -48,6 +48,12 @@ type Config struct {
 	// timelines) or off (servers report nothing; for measuring its cost).
 	Telemetry string `yaml:"telemetry"`
 	API       API    `yaml:"api"`
+	// IPv6RA is auto (default) or off. auto answers IPv6 router
+	// solicitations on the DHCP interface with a router advertisement that
+	// makes us nobody's router (lifetime 0, no prefixes), so iPXE does not
+	// wait about 13 s for a router at every boot; it stays silent while
+	// another router advertises on the link. Not used with dhcp.mode: off.
+	IPv6RA string `yaml:"ipv6_ra"`
 
 	Profiles map[string]Profile `yaml:"profiles"`
 	Machines []Machine          `yaml:"machines"`
@@ -239,6 +245,7 @@ func (c *Config) applyDefaults() {
 	def(&c.Log.Level, "info")
 	def(&c.Discovery, "boot")
 	def(&c.Telemetry, "on")
+	def(&c.IPv6RA, "auto")
 }
 
 // Validate checks every key and returns all problems at once, each naming
@@ -319,6 +326,11 @@ func (c *Config) Validate() error {
 	case "on", "off":
 	default:
 		bad("telemetry", "want on or off, got %q", c.Telemetry)
+	}
+	switch c.IPv6RA {
+	case "auto", "off":
+	default:
+		bad("ipv6_ra", "want auto (answer IPv6 router solicitations while no router is on the link) or off, got %q", c.IPv6RA)
 	}
 	switch c.Discovery {
 	case "boot", "ignore":

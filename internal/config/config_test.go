@@ -32,6 +32,7 @@ func TestDefaults(t *testing.T) {
 		{"ipxe.efi_binary", c.IPXE.EFIBinary, "ipxe.efi"},
 		{"ipxe.bios_binary", c.IPXE.BIOSBinary, "undionly.kpxe"},
 		{"log.format", c.Log.Format, "text"},
+		{"ipv6_ra", c.IPv6RA, "auto"},
 	}
 	for _, ch := range checks {
 		t.Run(ch.name, func(t *testing.T) {
@@ -65,6 +66,7 @@ func TestValidationErrorsNameTheKey(t *testing.T) {
 		name, yaml, want string
 	}{
 		{"bad mode", "interface: br0\ndhcp: {mode: relay}", "dhcp.mode: want full, proxy or off"},
+		{"bad ipv6_ra", "interface: br0\ndhcp: {mode: proxy}\nipv6_ra: on", `ipv6_ra: want auto (answer IPv6 router solicitations while no router is on the link) or off, got "on"`},
 		{"missing range", "interface: br0", "dhcp.range: want first-last"},
 		{"reversed range", "interface: br0\ndhcp: {range: 10.0.0.9-10.0.0.1}", "is after last"},
 		{"range in proxy", "interface: br0\ndhcp: {mode: proxy, range: 10.0.0.1-10.0.0.9}", "only used in full mode"},
