@@ -42,9 +42,12 @@ func ndpNetns(t *testing.T, serverIPv6 bool) (srv, cli string) {
 	return srv, cli
 }
 
+// sysctl sets key=value in ns through /proc/sys (no procps needed).
 func sysctl(t *testing.T, ns, kv string) {
 	t.Helper()
-	if out, err := exec.Command("ip", "netns", "exec", ns, "sysctl", "-qw", kv).CombinedOutput(); err != nil {
+	k, v, _ := strings.Cut(kv, "=")
+	path := "/proc/sys/" + strings.ReplaceAll(k, ".", "/")
+	if out, err := exec.Command("ip", "netns", "exec", ns, "sh", "-c", "echo "+v+" > "+path).CombinedOutput(); err != nil {
 		t.Fatalf("sysctl %s in %s: %v\n%s", kv, ns, err, out)
 	}
 }
