@@ -257,10 +257,19 @@ command_for() { # case key
   esac
 }
 RES=$WORK/results
-run() { # case key round: appends "case key round value cpu_ticks" to $RES
-  local c=$1 k=$2 r=$3 cmd v t0 t1 c0=0 c1=0 out
+# clientcpu: user+system seconds of this shell's reaped children, which are
+# the clients (fio, nbdcopy) once a run has ended; the servers are never
+# reaped before the end, so they do not count.
+# It sets CLIENTCPU: times must run in this shell, not in a subshell.
+clientcpu() {
+  times > "$WORK/times"
+  CLIENTCPU=$(awk 'NR==2{split($1,u,"m"); split($2,s,"m"); printf "%.3f", u[1]*60+u[2]+s[1]*60+s[2]}' "$WORK/times")
+}
+run() { # case key round: appends "case key round value cpu_ticks client_cpu_s" to $RES
+  local c=$1 k=$2 r=$3 cmd v t0 t1 c0=0 c1=0 out k0 k1
   cmd=$(command_for "$c" "$k"); CMD[$c/$k]=$cmd
   [ -n "${PID[$k]:-}" ] && c0=$(ticks "${PID[$k]}")
+  clientcpu; k0=$CLIENTCPU
   case $c in
     seq)
       t0=$(date +%s.%N)
@@ -274,8 +283,9 @@ run() { # case key round: appends "case key round value cpu_ticks" to $RES
   if [ "$v" = nan ]; then
     { echo "$c ${NAME[$k]:-$k} failed (round $r): $cmd"; tail -3 "$WORK/stderr"; } | tee -a "$WORK/errors" >&2
   fi
+  clientcpu; k1=$CLIENTCPU
   if [ -n "${PID[$k]:-}" ]; then [ "$k" = "${k#nbds}" ] || settle; c1=$(ticks "${PID[$k]}"); fi
-  echo "$c $k $r $v $((c1 - c0))" >> "$RES"
+  echo "$c $k $r $v $((c1 - c0)) $(awk -v a="$k0" -v b="$k1" 'BEGIN{print b-a}')" >> "$RES"
 }
 rotate() { # n words...: the words, starting at the n-th (mod count)
   local n=$1; shift; local a=("$@"); local i
@@ -288,10 +298,10 @@ NAME[ceil]="ceiling"; NAME[ceil2]="ceiling"
 # "readersN key round MB/s cpu_ticks disk_MiB" to $RES.
 sectors() { awk '{print $3}' "/sys/class/block/$DEV/stat"; }
 readers() { # key n round
-  local k=$1 n=$2 r=$3 f=$SMALL i uri t0 t1 s0 s1 c0 c1 fails=0 pids=()
+  local k=$1 n=$2 r=$3 f=$SMALL i uri t0 t1 s0 s1 c0 c1 k0 k1 fails=0 pids=()
   [ "$k" = bf-sm ] && f=$BLOB
   sync "$f"; dd if="$f" iflag=nocache count=0 status=none
-  s0=$(sectors); c0=$(ticks "${PID[$k]}"); t0=$(date +%s.%N)
+  s0=$(sectors); c0=$(ticks "${PID[$k]}"); clientcpu; k0=$CLIENTCPU; t0=$(date +%s.%N)
   for i in $(seq "$n"); do
     uri=${URI[$k]}; [ "$k" = bf-sm ] && uri=${BFURI[$i]}
     nbdcopy --connections=1 "$uri" null: 2>> "$WORK/stderr" & pids+=("$!")
@@ -299,15 +309,15 @@ readers() { # key n round
   for i in "${pids[@]}"; do wait "$i" || fails=$((fails + 1)); done
   t1=$(date +%s.%N)
   [ "$k" = "${k#nbds}" ] || settle
-  s1=$(sectors); c1=$(ticks "${PID[$k]}")
+  s1=$(sectors); c1=$(ticks "${PID[$k]}"); clientcpu; k1=$CLIENTCPU
   CMD[readers/$k]="$n x nbdcopy --connections=1 ${URI[$k]} null: (at once)"
   [ "$k" = bf-sm ] && CMD[readers/$k]="$n x nbdcopy --connections=1 nbd://127.0.0.1:10819/<machine i's export> null: (at once)"
   if [ "$fails" -gt 0 ]; then
     echo "readers$n ${NAME[$k]} failed (round $r): $fails of $n readers" | tee -a "$WORK/errors" >&2
-    echo "readers$n $k $r nan 0 0" >> "$RES"; return
+    echo "readers$n $k $r nan 0 0 0" >> "$RES"; return
   fi
   awk -v c="readers$n" -v k="$k" -v r="$r" -v n="$n" -v b=$((SMALL_MIB << 20)) -v a="$t0" -v z="$t1" -v t=$((c1 - c0)) -v d=$((s1 - s0)) \
-    'BEGIN{printf "%s %s %s %.1f %d %.1f\n", c, k, r, n*b/(z-a)/1e6, t, d*512/1048576}' >> "$RES"
+    -v k0="$k0" -v k1="$k1" 'BEGIN{printf "%s %s %s %.1f %d %.1f %.3f\n", c, k, r, n*b/(z-a)/1e6, t, d*512/1048576, k1-k0}' >> "$RES"
 }
 READER_COUNTS="1 10 $READERS_MAX"
 
@@ -346,14 +356,26 @@ cpu() { # case key -> median server CPU seconds per run
   awk -v c="$1" -v k="$2" -v t="$TICK" '$1==c && $2==k && $4!="nan"{print $5/t}' "$RES" | sort -g |
     awk '{a[NR]=$1} END{ if (!NR) print "nan"; else print a[int((NR+1)/2)] }'
 }
-best_peer() { # case keys... -> "value name"
-  local c=$1 k v best=0 who=""; shift
+clicpu() { # case key column -> median client CPU seconds per run
+  awk -v c="$1" -v k="$2" -v f="$3" '$1==c && $2==k && $4!="nan"{print $f}' "$RES" | sort -g |
+    awk '{a[NR]=$1} END{ if (!NR) print "nan"; else print a[int((NR+1)/2)] }'
+}
+best_peer() { # case keys... -> "value key name"
+  local c=$1 k v best=0 bk=- who=""; shift
   for k in "$@"; do
     case $k in bf-*) continue ;; esac
     v=$(median "$c" "$k")
-    [ "$v" != nan ] && awk -v a="$v" -v b="$best" 'BEGIN{exit !(a>b)}' && { best=$v; who=${NAME[$k]}; }
+    [ "$v" != nan ] && awk -v a="$v" -v b="$best" 'BEGIN{exit !(a>b)}' && { best=$v; bk=$k; who=${NAME[$k]}; }
   done
-  echo "$best $who"
+  echo "$best $bk $who"
+}
+# paired: the median over rounds of key's figure over peer's figure in the
+# same round. Runs of one round are seconds apart, so this ratio moves less
+# with the machine's load than the ratio of the two medians.
+paired() { # case key peer -> ratio (nan without a round where both worked)
+  awk -v c="$1" -v k="$2" -v p="$3" '$1==c && $4!="nan" && $2==k{a[$3]=$4} $1==c && $4!="nan" && $2==p{b[$3]=$4}
+    END{for (r in a) if (r in b && b[r]>0) print a[r]/b[r]}' "$RES" | sort -g |
+    awk '{a[NR]=$1} END{ if (!NR) print "nan"; else print (NR%2) ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2 }'
 }
 show() { awk -v v="$1" -v u="$2" 'BEGIN{ if (v=="nan") print "failed"; else if (u=="MB/s") printf "%.0f MB/s", v; else printf "%.0f IOPS", v }'; }
 # A table for one case: server, median, the ceiling beside it, share of the
@@ -362,30 +384,35 @@ table() { # case unit ceiling-key keys...
   local c=$1 u=$2 ck=$3 k m bp bv ceil cm; shift 3
   read -r bv _ <<< "$(best_peer "$c" "$@")"
   ceil=$(median "${c%-ovl}" "$ck")
-  echo "| server | median | ceiling (no NBD) | vs best peer | server CPU | runs | command |"
-  echo "|---|---:|---:|---:|---:|---|---|"
+  echo "| server | median | ceiling (no NBD) | vs best peer | server CPU | client CPU | runs | command |"
+  echo "|---|---:|---:|---:|---:|---:|---|---|"
   for k in "$@"; do
     m=$(median "$c" "$k"); cm=$(cpu "$c" "$k")
     awk -v n="${NAME[$k]}" -v m="$m" -v f="$(show "$m" "$u")" -v cf="$(show "$ceil" "$u")" -v bv="$bv" -v cm="$cm" -v u="$u" \
-        -v rt="$RUNTIME" -v mib="$IMG_MIB" -v runs="$(runs "$c" "$k")" -v cmd="${CMD[$c/$k]}" 'BEGIN{
+        -v kc="$(clicpu "$c" "$k" 6)" -v rt="$RUNTIME" -v mib="$IMG_MIB" -v runs="$(runs "$c" "$k")" -v cmd="${CMD[$c/$k]}" 'BEGIN{
       vs = (m=="nan" || bv==0) ? "-" : sprintf("%.0f%%", m/bv*100)
       # CPU per unit: seconds per GB moved, or microseconds per 4 KiB op.
-      if (cm=="nan" || m=="nan") cpu="-"
-      else if (u=="MB/s") cpu=sprintf("%.2f s/GB", cm/(mib*1048576/1e9))
-      else cpu=sprintf("%.1f us/op", cm*1e6/(m*rt))
-      printf "| %s | %s | %s | %s | %s | %s | `%s` |\n", n, f, cf, vs, cpu, runs, cmd }'
+      # The client also gets its share of one CPU over the fio run (the
+      # 1 s ramp included): fio is one thread, so near 100% it is the limit.
+      cpu = kcpu = "-"
+      if (cm!="nan" && m!="nan") cpu = (u=="MB/s") ? sprintf("%.2f s/GB", cm/(mib*1048576/1e9)) : sprintf("%.1f us/op", cm*1e6/(m*rt))
+      if (kc!="nan" && m!="nan") kcpu = (u=="MB/s") ? sprintf("%.2f s/GB", kc/(mib*1048576/1e9)) : sprintf("%.1f us/op, %.0f%% of a CPU", kc*1e6/(m*(rt+1)), kc/(rt+1)*100)
+      printf "| %s | %s | %s | %s | %s | %s | %s | `%s` |\n", n, f, cf, vs, cpu, kcpu, runs, cmd }'
   done
 }
 verdict() { # case unit keys...: one line per bootfleet row against the best peer
-  local c=$1 u=$2 k m bv who; shift 2
-  read -r bv who <<< "$(best_peer "$c" "$@")"
+  local c=$1 u=$2 k m bv bk who; shift 2
+  read -r bv bk who <<< "$(best_peer "$c" "$@")"
   for k in "$@"; do
     case $k in bf-*) ;; *) continue ;; esac
     m=$(median "$c" "$k")
-    awk -v n="${NAME[$k]}" -v m="$m" -v bv="$bv" -v who="$who" -v f="$(show "$m" "$u")" -v bf="$(show "$bv" "$u")" 'BEGIN{
+    awk -v n="${NAME[$k]}" -v m="$m" -v bv="$bv" -v who="$who" -v f="$(show "$m" "$u")" -v bf="$(show "$bv" "$u")" \
+        -v pr="$(paired "$c" "$k" "$bk")" 'BEGIN{
       if (m=="nan") { printf "- %s: failed.\n", n; exit }
       d=(m/bv-1)*100
-      printf "- %s: %s against %s (%s): %s by %.0f%%.\n", n, f, who, bf, (d>=0 ? "**ahead**" : "**behind**"), (d<0?-d:d) }'
+      printf "- %s: %s against %s (%s): %s by %.0f%%", n, f, who, bf, (d>=0 ? "**ahead**" : "**behind**"), (d<0?-d:d)
+      if (pr!="nan") printf "; round by round, the median ratio is %.0f%%", pr*100
+      printf ".\n" }'
   done
 }
 disk() { # case key -> median MiB read from the disk
@@ -394,17 +421,18 @@ disk() { # case key -> median MiB read from the disk
 }
 readers_table() {
   local n k m bv cm
-  echo "| readers | server | aggregate | vs best peer | read from disk | server CPU | runs |"
-  echo "|---:|---|---:|---:|---:|---:|---|"
+  echo "| readers | server | aggregate | vs best peer | read from disk | server CPU | client CPU | runs |"
+  echo "|---:|---|---:|---:|---:|---:|---:|---|"
   for n in $READER_COUNTS; do
     read -r bv _ <<< "$(best_peer "readers$n" $SMALLS)"
     for k in $SMALLS; do
       m=$(median "readers$n" "$k"); cm=$(cpu "readers$n" "$k")
-      awk -v n="$n" -v s="${NAME[$k]}" -v m="$m" -v f="$(show "$m" MB/s)" -v bv="$bv" -v d="$(disk "readers$n" "$k")" -v cm="$cm" \
+      awk -v n="$n" -v s="${NAME[$k]}" -v m="$m" -v f="$(show "$m" MB/s)" -v bv="$bv" -v d="$(disk "readers$n" "$k")" -v cm="$cm" -v kc="$(clicpu "readers$n" "$k" 7)" \
           -v gb="$(awk -v n="$n" -v b=$((SMALL_MIB << 20)) 'BEGIN{print n*b/1e9}')" -v runs="$(runs "readers$n" "$k")" 'BEGIN{
         vs = (m=="nan" || bv==0) ? "-" : sprintf("%.0f%%", m/bv*100)
         cpu = (cm=="nan" || m=="nan") ? "-" : sprintf("%.2f s/GB", cm/gb)
-        printf "| %s | %s | %s | %s | %s MiB | %s | %s |\n", n, s, f, vs, d, cpu, runs }'
+        kcpu = (kc=="nan" || m=="nan") ? "-" : sprintf("%.2f s/GB", kc/gb)
+        printf "| %s | %s | %s | %s | %s MiB | %s | %s | %s |\n", n, s, f, vs, d, cpu, kcpu, runs }'
     done
   done
 }
@@ -442,9 +470,14 @@ sub_work() { sed "s|$WORK|\$WORK|g"; }
   echo "  peer, which the \"vs best peer\" column compares with."
   echo "- Server CPU: user+system time of the server process (nbd-server: its reaped per-connection children), median,"
   echo "  per GB moved or per 4 KiB operation (over the measured ${RUNTIME} s; the 1 s ramp adds a little)."
+  echo "- Client CPU: user+system time of the client processes (fio, nbdcopy), median, per GB or per operation; for fio"
+  echo "  also its share of one CPU over the run. fio's nbd engine is one thread: near 100% of a CPU the client, not the"
+  echo "  server, sets the IOPS, and servers that all reach that point can only tie, within the noise."
   echo "- Medians of $ROUNDS runs; each round runs every server, starting with a different one. Reads run first, with"
   echo "  bootfleet's persistent overlay empty, then writes. The fio runs use one connection, 4 KiB, queue depth 32,"
   echo "  1 s ramp then ${RUNTIME} s; nbdcopy uses its defaults (4 connections when the server offers multi-conn, else 1)."
+  echo "- Summary lines also give the median over rounds of bootfleet's figure over the best peer's in the same round:"
+  echo "  runs of one round are seconds apart, so that ratio moves less with the machine's load than the medians do."
   echo "- Noise: other work shares the CPUs, and the slowest and fastest run of one row differ by up to $(awk '$4!="nan" && $2 !~ /^ceil/{k=$1" "$2; if (!(k in lo) || $4<lo[k]) lo[k]=$4; if ($4>hi[k]) hi[k]=$4} END{for (k in lo) if (hi[k]/lo[k]>m) m=hi[k]/lo[k]; printf "%.1fx", m}' "$RES")"
   echo "  in this run. Server CPU per unit of work moves much less between runs than throughput: compare it too."
   echo
