@@ -4,7 +4,7 @@ BIN     := bin/bootfleet
 PKGS    := ./...
 export CGO_ENABLED := 0
 
-.PHONY: all build deps test unit e2e demo bench fuzz vet clean
+.PHONY: all build deps test unit e2e demo bench bench-boot fuzz vet clean
 
 all: build
 
@@ -41,6 +41,11 @@ bench: deps build
 	scripts/bench-dhcp.sh
 	scripts/bench-telemetry.sh
 	scripts/bench-nbd.sh
+
+# Whole VM boots, bootfleet against dnsmasq + a static web server and a
+# direct -kernel boot (BENCHMARKS-boot.md). About 10 minutes, so not in bench.
+bench-boot: deps
+	$(GO) test -count=1 -run=NONE -bench=Boot -benchtime=1x -timeout 60m ./test/e2e/
 
 # Runs every fuzz target for FUZZTIME each (default 30s).
 FUZZTIME ?= 30s

@@ -16,4 +16,8 @@
 //	BOOTFLEET_CACHE=dir     where mkimage.sh keeps .debs and the image (default /var/cache/bootfleet-e2e)
 //	BOOTFLEET_E2E_PCAP=1    also capture br0 with tshark into the artifacts
 //	BOOTFLEET_E2E_TIMEOUT   per-VM boot timeout as a Go duration (default 300s)
+//
+// BenchmarkBoot (`make bench-boot`) times whole boots against dnsmasq + a
+// static web server and writes BENCHMARKS-boot.md; BOOTFLEET_BENCH_ROUNDS
+// (default 3) and BOOTFLEET_BENCH_FW (default bios,uefi) tune it.
 package e2e

@@ -16,7 +16,7 @@ import (
 // bootTimeout bounds one VM from QEMU start to BOOTFLEET-DONE. Under TCG an
 // idle 2-core machine boots OVMF in about 65 s and SeaBIOS in about 35 s; at a
 // load average of 50+ both took up to 170 s, hence the margin.
-func bootTimeout(t *testing.T) time.Duration {
+func bootTimeout(t testing.TB) time.Duration {
 	if s := os.Getenv("BOOTFLEET_E2E_TIMEOUT"); s != "" {
 		d, err := time.ParseDuration(s)
 		if err != nil {
@@ -29,7 +29,7 @@ func bootTimeout(t *testing.T) time.Duration {
 
 // artifactDir returns a fresh test/e2e/artifacts/<test name>/ (gitignored),
 // kept after the run so CI can upload it.
-func artifactDir(t *testing.T) string {
+func artifactDir(t testing.TB) string {
 	t.Helper()
 	dir := filepath.Join("artifacts", strings.NewReplacer("/", "_", " ", "_").Replace(t.Name()))
 	if err := os.RemoveAll(dir); err != nil {
@@ -89,14 +89,9 @@ func boot(t *testing.T, e *env, ns *netns, dir string, server *proc, v vm) bootR
 			res.cmdline = strings.TrimPrefix(line, "BOOTFLEET-CMDLINE: ")
 		case strings.HasPrefix(line, "BOOTFLEET-IP: "):
 			res.lease = strings.TrimPrefix(line, "BOOTFLEET-IP: ")
-		case strings.HasPrefix(line, "BOOTFLEET-FAIL"):
-			return false, errors.New("the VM's init gave up")
-		case strings.Contains(line, "Kernel panic"):
-			return false, errors.New("kernel panic")
-		case strings.Contains(line, "No bootable device"):
-			return false, errors.New("SeaBIOS found nothing to boot (iPXE gave up)")
-		case strings.HasPrefix(line, "Shell>"):
-			return false, errors.New("OVMF fell through to the EFI shell (network boot failed)")
+		}
+		if err := consoleFailure(line); err != nil {
+			return false, err
 		}
 		return strings.HasPrefix(line, "BOOTFLEET-DONE"), nil
 	})
@@ -133,6 +128,22 @@ func boot(t *testing.T, e *env, ns *netns, dir string, server *proc, v vm) bootR
 	t.Logf("%s %s: BOOTFLEET-DONE after %.1fs wall; bootfleet reports seconds=%s; lease %s",
 		v.fw, v.mac, res.wall.Seconds(), res.reported, res.lease)
 	return res
+}
+
+// consoleFailure returns why the boot failed if a console line proves it
+// did, so waiting on is pointless; nil otherwise.
+func consoleFailure(line string) error {
+	switch {
+	case strings.HasPrefix(line, "BOOTFLEET-FAIL"):
+		return errors.New("the VM's init gave up")
+	case strings.Contains(line, "Kernel panic"):
+		return errors.New("kernel panic")
+	case strings.Contains(line, "No bootable device"):
+		return errors.New("SeaBIOS found nothing to boot (iPXE gave up)")
+	case strings.HasPrefix(line, "Shell>"):
+		return errors.New("OVMF fell through to the EFI shell (network boot failed)")
+	}
+	return nil
 }
 
 // checkProfile fails t unless cmdline carries profile's marker and a DoneURL

@@ -57,7 +57,7 @@ func TestMain(m *testing.M) {
 // boot VMs, and otherwise returns the shared environment. The binary and the
 // image are built on first use, so a plain `go test ./...` as a normal user
 // costs nothing.
-func needEnv(t *testing.T) *env {
+func needEnv(t testing.TB) *env {
 	t.Helper()
 	if testing.Short() && !ciMode {
 		t.Skip("VM boots take minutes; skipped with -short")

@@ -178,18 +178,7 @@ func startNbdkit(t *testing.T, ns *netns, dir, image, export string) *proc {
 // startLANDnsmasq gives the VMs addresses on br0 (no boot options).
 func startLANDnsmasq(t *testing.T, ns *netns, dir string) *proc {
 	t.Helper()
-	tmp := t.TempDir()
-	cmd := ns.command("dnsmasq", "--no-daemon", "--conf-file=/dev/null", "--port=0",
-		"--interface="+bridge, "--bind-interfaces", "--log-dhcp",
-		"--dhcp-range=10.213.0.50,10.213.0.90,255.255.255.0,1h",
-		"--dhcp-leasefile="+filepath.Join(tmp, "leases"), "--pid-file="+filepath.Join(tmp, "dnsmasq.pid"))
-	p := startProc(t, "dnsmasq", cmd, filepath.Join(dir, "dnsmasq.log"))
-	ctx, cancel := contextTimeout(10 * time.Second)
-	defer cancel()
-	if _, err := p.waitLine(ctx, contains("DHCP, sockets bound")); err != nil {
-		t.Fatalf("dnsmasq did not start: %v\nlog:\n%s", err, p.out.tail(20))
-	}
-	return p
+	return runDnsmasq(t, ns, dir, "--interface="+bridge, "--dhcp-range=10.213.0.50,10.213.0.90,255.255.255.0,1h")
 }
 
 // rootBoot is what a VM booted on an NBD root printed.

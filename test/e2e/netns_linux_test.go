@@ -26,7 +26,7 @@ type netns struct {
 
 // newLAN creates a namespace holding bridge br0 with serverIP on it: the
 // network the VMs and the boot server share.
-func newLAN(t *testing.T) *netns {
+func newLAN(t testing.TB) *netns {
 	t.Helper()
 	ns := newNetns(t, "")
 	ns.must(t, "link", "add", bridge, "type", "bridge")
@@ -35,7 +35,7 @@ func newLAN(t *testing.T) *netns {
 	return ns
 }
 
-func newNetns(t *testing.T, suffix string) *netns {
+func newNetns(t testing.TB, suffix string) *netns {
 	t.Helper()
 	b := make([]byte, 3)
 	rand.Read(b)
@@ -53,7 +53,7 @@ func newNetns(t *testing.T, suffix string) *netns {
 }
 
 // must runs `ip -n NS args...`.
-func (ns *netns) must(t *testing.T, args ...string) {
+func (ns *netns) must(t testing.TB, args ...string) {
 	t.Helper()
 	full := append([]string{"-n", ns.name}, args...)
 	if out, err := exec.Command("ip", full...).CombinedOutput(); err != nil {
@@ -63,7 +63,7 @@ func (ns *netns) must(t *testing.T, args ...string) {
 
 // addTap creates a tap device on br0 for one VM. It is created inside the
 // namespace so QEMU, run there too, can open it by name.
-func (ns *netns) addTap(t *testing.T, name string) {
+func (ns *netns) addTap(t testing.TB, name string) {
 	t.Helper()
 	ns.must(t, "tuntap", "add", name, "mode", "tap")
 	ns.must(t, "link", "set", name, "master", bridge)
@@ -73,7 +73,7 @@ func (ns *netns) addTap(t *testing.T, name string) {
 // addPeer creates a second namespace wired to br0 by a veth pair, its end
 // named eth0 with address addr (CIDR). A second DHCP server needs its own
 // namespace because it binds UDP port 67 just as bootfleet does.
-func (ns *netns) addPeer(t *testing.T, addr string) *netns {
+func (ns *netns) addPeer(t testing.TB, addr string) *netns {
 	t.Helper()
 	peer := newNetns(t, "-peer")
 	ns.must(t, "link", "add", "vpeer", "type", "veth", "peer", "name", "eth0", "netns", peer.name)

@@ -28,7 +28,7 @@ type proc struct {
 // startProc starts cmd with stdout and stderr going to logPath, and stops it
 // in t.Cleanup (SIGTERM, then SIGKILL after 5 s). Cleanups run last-in
 // first-out, so processes stop before their namespace is deleted.
-func startProc(t *testing.T, name string, cmd *exec.Cmd, logPath string) *proc {
+func startProc(t testing.TB, name string, cmd *exec.Cmd, logPath string) *proc {
 	t.Helper()
 	f, err := os.Create(logPath)
 	if err != nil {
@@ -93,6 +93,7 @@ type lineLog struct {
 	mu      sync.Mutex
 	partial []byte
 	lines   []string
+	times   []time.Time   // when each of lines arrived
 	changed chan struct{} // closed and replaced on every new line
 }
 
@@ -135,6 +136,7 @@ func (l *lineLog) addLocked(s string) {
 	s = strings.ReplaceAll(s, "\r", "")
 	if len(l.lines) < maxLines {
 		l.lines = append(l.lines, s)
+		l.times = append(l.times, time.Now())
 	}
 	close(l.changed)
 	l.changed = make(chan struct{})
@@ -148,6 +150,19 @@ func (l *lineLog) snapshot(from int) ([]string, <-chan struct{}) {
 		from = len(l.lines)
 	}
 	return append([]string(nil), l.lines[from:]...), l.changed
+}
+
+// firstMatch returns the first line containing every one of subs and when
+// it arrived; ok is false if none has.
+func (l *lineLog) firstMatch(subs ...string) (line string, at time.Time, ok bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for i, s := range l.lines {
+		if anyLine([]string{s}, subs...) {
+			return s, l.times[i], true
+		}
+	}
+	return "", time.Time{}, false
 }
 
 // tail returns the last n lines, for failure messages.

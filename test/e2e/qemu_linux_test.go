@@ -25,12 +25,15 @@ type vm struct {
 	fw  firmware
 	mac string // lower case with colons
 	tap string // tap device on br0, from netns.addTap
+	// cmdline, when set, skips the network boot: QEMU loads the test
+	// image's kernel and initrd itself (-kernel) with this command line.
+	cmdline string
 }
 
 // startVM runs QEMU inside ns with its serial console as the process output,
 // saved to dir/serial-<mac>.log. -no-reboot turns a guest reboot or kernel
 // panic into a QEMU exit, so a broken boot ends the wait early.
-func startVM(t *testing.T, e *env, ns *netns, dir string, v vm) *proc {
+func startVM(t testing.TB, e *env, ns *netns, dir string, v vm) *proc {
 	t.Helper()
 	nic := "virtio-net-pci,netdev=n0,mac=" + v.mac
 	args := []string{
@@ -44,14 +47,21 @@ func startVM(t *testing.T, e *env, ns *netns, dir string, v vm) *proc {
 		// options) into the flash image.
 		fd := filepath.Join(t.TempDir(), "OVMF.fd")
 		copyFile(t, e.ovmf, fd)
-		// bootindex puts the NIC first in OVMF's boot order, ahead of the
-		// EFI shell, which would otherwise wait at its prompt.
-		args = append(args, "-drive", "if=pflash,format=raw,file="+fd,
-			"-device", nic+",romfile=,bootindex=1")
+		args = append(args, "-drive", "if=pflash,format=raw,file="+fd)
 	case bios:
-		args = append(args, "-boot", "n", "-device", nic)
 	default:
 		t.Fatalf("unknown firmware %q", v.fw)
+	}
+	switch {
+	case v.cmdline != "":
+		args = append(args, "-kernel", e.vmlinuz, "-initrd", e.initrd, "-append", v.cmdline,
+			"-device", nic+",romfile=")
+	case v.fw == uefi:
+		// bootindex puts the NIC first in OVMF's boot order, ahead of the
+		// EFI shell, which would otherwise wait at its prompt.
+		args = append(args, "-device", nic+",romfile=,bootindex=1")
+	default:
+		args = append(args, "-boot", "n", "-device", nic)
 	}
 	name := "qemu-" + string(v.fw) + "-" + v.mac
 	os.WriteFile(filepath.Join(dir, name+".cmd"), []byte("qemu-system-x86_64 "+strings.Join(args, " ")+"\n"), 0o644)
@@ -59,7 +69,7 @@ func startVM(t *testing.T, e *env, ns *netns, dir string, v vm) *proc {
 	return startProc(t, name, cmd, filepath.Join(dir, "serial-"+strings.ReplaceAll(v.mac, ":", "-")+".log"))
 }
 
-func copyFile(t *testing.T, src, dst string) {
+func copyFile(t testing.TB, src, dst string) {
 	t.Helper()
 	in, err := os.Open(src)
 	if err != nil {

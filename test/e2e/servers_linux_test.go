@@ -74,7 +74,7 @@ machines:
 // startBootfleet writes a config for dhcp.mode (full or proxy) into dir and
 // runs `bootfleet serve` in ns, its log in dir/bootfleet.log. It returns once
 // the HTTP port accepts connections.
-func startBootfleet(t *testing.T, e *env, ns *netns, dir, mode string) *proc {
+func startBootfleet(t testing.TB, e *env, ns *netns, dir, mode string) *proc {
 	t.Helper()
 	return startBootfleetConfig(t, e, ns, dir, configTemplate, map[string]string{
 		"Data": filepath.Join(t.TempDir(), "data"), "Mode": mode,
@@ -83,7 +83,7 @@ func startBootfleet(t *testing.T, e *env, ns *netns, dir, mode string) *proc {
 
 // startBootfleetConfig is startBootfleet with any config template; vars
 // get IPXEDir, Kernel and Initrd added.
-func startBootfleetConfig(t *testing.T, e *env, ns *netns, dir string, tmpl *template.Template, vars map[string]string) *proc {
+func startBootfleetConfig(t testing.TB, e *env, ns *netns, dir string, tmpl *template.Template, vars map[string]string) *proc {
 	t.Helper()
 	vars["IPXEDir"], vars["Kernel"], vars["Initrd"] = e.ipxeDir, e.vmlinuz, e.initrd
 	var cfg bytes.Buffer
@@ -103,14 +103,22 @@ func startBootfleetConfig(t *testing.T, e *env, ns *netns, dir string, tmpl *tem
 
 // startDnsmasq runs dnsmasq in ns as the site's plain DHCP server: addresses
 // only, no boot options, DNS off (--port=0).
-func startDnsmasq(t *testing.T, ns *netns, dir string) *proc {
+func startDnsmasq(t testing.TB, ns *netns, dir string) *proc {
+	t.Helper()
+	return runDnsmasq(t, ns, dir, "--interface=eth0", "--dhcp-range=10.213.0.50,10.213.0.90,255.255.255.0,1h")
+}
+
+// runDnsmasq runs dnsmasq in the foreground in ns with args after the flags
+// every run shares (no config file, DNS off, DHCP logged, private lease and
+// pid files), its log in dir/dnsmasq.log. It returns once the DHCP sockets
+// are bound.
+func runDnsmasq(t testing.TB, ns *netns, dir string, args ...string) *proc {
 	t.Helper()
 	tmp := t.TempDir()
-	cmd := ns.command("dnsmasq", "--no-daemon", "--conf-file=/dev/null", "--port=0",
-		"--interface=eth0", "--bind-interfaces", "--log-dhcp",
-		"--dhcp-range=10.213.0.50,10.213.0.90,255.255.255.0,1h",
-		"--dhcp-leasefile="+filepath.Join(tmp, "leases"),
-		"--pid-file="+filepath.Join(tmp, "dnsmasq.pid"))
+	cmd := ns.command("dnsmasq", append([]string{"--no-daemon", "--conf-file=/dev/null", "--port=0",
+		"--bind-interfaces", "--log-dhcp",
+		"--dhcp-leasefile=" + filepath.Join(tmp, "leases"),
+		"--pid-file=" + filepath.Join(tmp, "dnsmasq.pid")}, args...)...)
 	p := startProc(t, "dnsmasq", cmd, filepath.Join(dir, "dnsmasq.log"))
 	ctx, cancel := contextTimeout(10 * time.Second)
 	defer cancel()
@@ -122,7 +130,7 @@ func startDnsmasq(t *testing.T, ns *netns, dir string) *proc {
 
 // startCapture records br0 into dir/br0.pcap when BOOTFLEET_E2E_PCAP=1: the
 // evidence to attach when a firmware and bootfleet disagree.
-func startCapture(t *testing.T, ns *netns, dir string) {
+func startCapture(t testing.TB, ns *netns, dir string) {
 	t.Helper()
 	if os.Getenv("BOOTFLEET_E2E_PCAP") != "1" {
 		return
