@@ -22,11 +22,11 @@
 # bytes the disk read, which must not grow with the reader count.
 #
 # Usage: scripts/bench-nbd.sh   (root, repo root, after `make build`)
-# Env: ROUNDS (default 3), RUNTIME seconds per fio run (default 4, plus 1 s ramp).
-# A full run takes about 7 minutes.
+# Env: ROUNDS (default 5), RUNTIME seconds per fio run (default 4, plus 1 s ramp).
+# A full run takes about 9 minutes.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-ROUNDS=${ROUNDS:-3}
+ROUNDS=${ROUNDS:-5}
 RUNTIME=${RUNTIME:-4}
 BIN=$PWD/bin/bootfleet
 OUT=BENCHMARKS-nbd.md
