@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"net/netip"
+	"os"
 	"sync"
 	"time"
 
@@ -21,7 +22,15 @@ type Config struct {
 	// by New.
 	Policy PolicyConfig
 	Logger *slog.Logger
+	// CheckEvery is how often the server checks that the interface still
+	// has the index and link-local address its socket was opened with;
+	// zero means DefaultCheckEvery.
+	CheckEvery time.Duration
 }
+
+// DefaultCheckEvery: an interface rebuilt or IPv6 switched off and on
+// (which drops the socket's group membership) is noticed within this.
+const DefaultCheckEvery = 10 * time.Second
 
 // Server answers router solicitations on one interface, as its Policy allows.
 type Server struct {
@@ -40,6 +49,7 @@ type Server struct {
 type packetConn interface {
 	ReadFrom(b []byte) (int, *ipv6.ControlMessage, net.Addr, error)
 	WriteTo(b []byte, cm *ipv6.ControlMessage, dst net.Addr) (int, error)
+	SetReadDeadline(t time.Time) error
 	Close() error
 }
 
@@ -77,12 +87,31 @@ func New(cfg Config) (*Server, error) {
 // right to open a raw socket it logs one warning and tries again with
 // growing pauses (up to reopenMax): a bridge has no link-local address
 // until its first port has carrier, which may be after bootfleet starts.
+// A socket that stops working, or an interface rebuilt under the same name
+// (a new index the socket is not bound to), gets the same treatment.
 func (s *Server) Run(ctx context.Context) error {
-	var l *link
+	defer s.shutdown()
+	for {
+		l := s.openWhenReady(ctx)
+		if l == nil {
+			return nil
+		}
+		s.log.Info("ipv6 ra: listening for router solicitations", "interface", l.ifc.Name, "address", l.linkLocal.String())
+		err := s.serve(ctx, l)
+		if ctx.Err() != nil {
+			return nil
+		}
+		s.log.Warn("ipv6 ra: reopening the socket", "interface", l.ifc.Name, "reason", err)
+	}
+}
+
+// openWhenReady opens the socket, warning once while it cannot; nil means
+// ctx ended first.
+func (s *Server) openWhenReady(ctx context.Context) *link {
 	for wait, warned := time.Second, false; ; wait = min(2*wait, reopenMax) {
-		var err error
-		if l, err = s.open(ctx); err == nil {
-			break
+		l, err := s.open(ctx)
+		if err == nil {
+			return l
 		}
 		if !warned {
 			warned = true
@@ -96,22 +125,58 @@ func (s *Server) Run(ctx context.Context) error {
 		case <-time.After(wait):
 		}
 	}
+}
+
+// serve reads from l until ctx ends, the socket fails, or the interface is
+// no longer the one l was opened on. The check runs here, between reads,
+// not in a goroutine of its own: that would look at the interfaces of
+// whatever network namespace its thread happens to be in.
+func (s *Server) serve(ctx context.Context, l *link) error {
 	stop := context.AfterFunc(ctx, func() { l.conn.Close() })
 	defer stop()
-	defer s.shutdown()
-	s.log.Info("ipv6 ra: listening for router solicitations", "interface", l.ifc.Name, "address", l.linkLocal.String())
-	buf := make([]byte, 1500)
-	for {
-		n, cm, src, err := l.conn.ReadFrom(buf)
-		if err != nil {
-			if ctx.Err() != nil || errors.Is(err, net.ErrClosed) {
-				return nil
-			}
-			s.log.Warn("ipv6 ra: read failed; no longer answering", "interface", l.ifc.Name, "err", err)
-			return nil
-		}
-		s.handle(l, buf[:n], cm, src)
+	defer l.conn.Close()
+	every := s.cfg.CheckEvery
+	if every <= 0 {
+		every = DefaultCheckEvery
 	}
+	buf := make([]byte, 1500)
+	checked := time.Now()
+	for {
+		if err := l.conn.SetReadDeadline(checked.Add(every)); err != nil {
+			return fmt.Errorf("set read deadline: %w", err)
+		}
+		n, cm, src, err := l.conn.ReadFrom(buf)
+		switch {
+		case ctx.Err() != nil:
+			return ctx.Err()
+		case err == nil:
+			s.handle(l, buf[:n], cm, src)
+		case !errors.Is(err, os.ErrDeadlineExceeded):
+			return fmt.Errorf("read: %w", err)
+		}
+		if time.Since(checked) >= every {
+			if err := s.sameLink(l); err != nil {
+				return err
+			}
+			checked = time.Now()
+		}
+	}
+}
+
+// sameLink says why l's socket no longer serves the configured interface,
+// or nil if it still does.
+func (s *Server) sameLink(l *link) error {
+	ifc, err := net.InterfaceByName(s.cfg.Interface)
+	if err != nil {
+		return fmt.Errorf("interface %s is gone: %w", s.cfg.Interface, err)
+	}
+	if ifc.Index != l.ifc.Index {
+		return fmt.Errorf("interface %s was made again (index %d, the socket is bound to %d)", ifc.Name, ifc.Index, l.ifc.Index)
+	}
+	if ll, err := linkLocal(ifc); err != nil || ll != l.linkLocal {
+		return fmt.Errorf("interface %s's link-local address changed from %s", ifc.Name, l.linkLocal)
+	}
+	return nil
 }
 
 // reopenMax is the longest pause between attempts to open the socket.

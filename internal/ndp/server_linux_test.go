@@ -261,3 +261,46 @@ func TestServerWaitsForIPv6(t *testing.T) {
 		t.Fatalf("no advertisement once IPv6 is up:\n%s", logs.String())
 	}
 }
+
+// TestServerSurvivesNewInterface: the interface deleted and made again
+// under the same name (a bridge rebuilt by the network configuration) has a
+// new index, and a socket bound to the old one hears nothing more. The
+// server must notice and reopen.
+func TestServerSurvivesNewInterface(t *testing.T) {
+	srv, cli := ndpNetns(t, true)
+	var logs testutil.SyncBuffer
+	s, err := New(Config{Interface: "bfs0", CheckEvery: 200 * time.Millisecond,
+		Logger: slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	nsErr := testutil.ServeInNetns(t, srv, s.Run)
+	waitLog(t, &logs, "listening for router solicitations", 5*time.Second, nsErr)
+	c := newClient(t, cli)
+	c.solicit(HopLimit)
+	if _, _, _, ok := c.advertisement(4 * time.Second); !ok {
+		t.Fatalf("no advertisement before the interface was rebuilt:\n%s", logs.String())
+	}
+	testutil.IP(t, "-n", srv, "link", "del", "bfs0")
+	testutil.IP(t, "-n", srv, "link", "add", "bfs0", "type", "veth", "peer", "name", "bfc0", "netns", cli)
+	sysctl(t, srv, "net.ipv6.conf.bfs0.accept_dad=0")
+	sysctl(t, cli, "net.ipv6.conf.bfc0.accept_dad=0")
+	sysctl(t, cli, "net.ipv6.conf.bfc0.router_solicitations=0")
+	testutil.IP(t, "-n", srv, "link", "set", "bfs0", "up")
+	testutil.IP(t, "-n", cli, "link", "set", "bfc0", "up")
+	waitLinkLocal(t, srv, "bfs0")
+	waitLinkLocal(t, cli, "bfc0")
+	c = newClient(t, cli)
+	for try := 0; ; try++ {
+		c.solicit(HopLimit)
+		if _, _, _, ok := c.advertisement(3 * time.Second); ok {
+			break
+		}
+		if try == 2 {
+			t.Fatalf("no advertisement on the rebuilt interface:\n%s", logs.String())
+		}
+	}
+	if !strings.Contains(logs.String(), "ipv6 ra: reopening the socket") {
+		t.Errorf("server log does not say why it reopened:\n%s", logs.String())
+	}
+}
