@@ -22,6 +22,7 @@ type Server struct {
 	log   *slog.Logger
 	alloc *allocator // nil in proxy mode
 	now   func() time.Time
+	limit clientLimiter
 }
 
 // New checks cfg, fills its defaults (ServerIP and Netmask from the
@@ -197,6 +198,13 @@ func (s *Server) process(ctx context.Context, b []byte, peer *net.UDPAddr, bs bo
 	t, err := validate(m)
 	if err != nil {
 		return reply{}, err.Error()
+	}
+	if ok, first := s.limit.allow(m.ClientHWAddr, s.now()); !ok {
+		if first {
+			s.log.Warn("dhcp client sends too fast; dropping its packets until it slows down",
+				"mac", m.ClientHWAddr.String(), "type", t.String(), "limit_per_second", perClientRate, "burst", perClientBurst)
+		}
+		return reply{}, "client over its rate limit"
 	}
 	c := pxe.Detect(m)
 	if s.cfg.Observer != nil {
