@@ -97,12 +97,8 @@ func advance(bufs [][]byte, n int) [][]byte {
 // sendfile sends n bytes of f from off. The reply header has already gone
 // out, so a failure here leaves the stream broken and ends the session.
 func (w *socketWire) sendfile(f *os.File, off, n int64) error {
-	fc, err := f.SyscallConn()
-	if err != nil {
-		return fmt.Errorf("send read data: %w", err)
-	}
 	var serr error
-	cerr := fc.Control(func(src uintptr) {
+	cerr := control(f, func(src uintptr) {
 		for n > 0 && serr == nil {
 			werr := w.rc.Write(func(dst uintptr) bool {
 				for n > 0 {
@@ -127,8 +123,7 @@ func (w *socketWire) sendfile(f *os.File, off, n int64) error {
 			}
 		}
 	})
-	err = errors.Join(cerr, serr)
-	if err != nil {
+	if err := errors.Join(cerr, serr); err != nil {
 		return fmt.Errorf("send read data from %s at %d (%d bytes left): %w", f.Name(), off, n, err)
 	}
 	return nil
