@@ -28,9 +28,7 @@ func ndpNetns(t *testing.T, serverIPv6 bool) (srv, cli string) {
 	t.Helper()
 	testutil.NeedNetns(t)
 	srv, cli = testutil.VethPair(t, "ndpt", "bfs0", "bfc0", func(srv, cli string) {
-		sysctl(t, srv, "net.ipv6.conf.bfs0.accept_dad=0")
-		sysctl(t, cli, "net.ipv6.conf.bfc0.accept_dad=0")
-		sysctl(t, cli, "net.ipv6.conf.bfc0.router_solicitations=0")
+		quietPair(t, srv, cli)
 		if !serverIPv6 {
 			sysctl(t, srv, "net.ipv6.conf.bfs0.disable_ipv6=1")
 		}
@@ -40,6 +38,15 @@ func ndpNetns(t *testing.T, serverIPv6 bool) (srv, cli string) {
 	}
 	waitLinkLocal(t, cli, "bfc0")
 	return srv, cli
+}
+
+// quietPair turns off duplicate address detection on both ends and the
+// client kernel's own router solicitations, before the links come up.
+func quietPair(t *testing.T, srv, cli string) {
+	t.Helper()
+	sysctl(t, srv, "net.ipv6.conf.bfs0.accept_dad=0")
+	sysctl(t, cli, "net.ipv6.conf.bfc0.accept_dad=0")
+	sysctl(t, cli, "net.ipv6.conf.bfc0.router_solicitations=0")
 }
 
 // sysctl sets key=value in ns through /proc/sys (no procps needed).
@@ -283,9 +290,7 @@ func TestServerSurvivesNewInterface(t *testing.T) {
 	}
 	testutil.IP(t, "-n", srv, "link", "del", "bfs0")
 	testutil.IP(t, "-n", srv, "link", "add", "bfs0", "type", "veth", "peer", "name", "bfc0", "netns", cli)
-	sysctl(t, srv, "net.ipv6.conf.bfs0.accept_dad=0")
-	sysctl(t, cli, "net.ipv6.conf.bfc0.accept_dad=0")
-	sysctl(t, cli, "net.ipv6.conf.bfc0.router_solicitations=0")
+	quietPair(t, srv, cli)
 	testutil.IP(t, "-n", srv, "link", "set", "bfs0", "up")
 	testutil.IP(t, "-n", cli, "link", "set", "bfc0", "up")
 	waitLinkLocal(t, srv, "bfs0")
