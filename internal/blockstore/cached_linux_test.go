@@ -65,6 +65,9 @@ func TestProbeResidency(t *testing.T) {
 			if img.res != want {
 				t.Fatalf("image on file system %#x: residency %v, want %v", fsType, img.res, want)
 			}
+			if _, _, ok := img.FileSpan(0, 4096); ok != (want == inMemory) {
+				t.Fatalf("image on file system %#x: FileSpan ok = %v, want it only for files in memory", fsType, ok)
+			}
 			o := mustOpen(t, img, filepath.Join(dir, "overlay"), Ephemeral, Options{BlockSize: 4096})
 			defer o.Close()
 			if o.dataRes != want {

@@ -131,6 +131,9 @@ func TestOverlayReadCached(t *testing.T) {
 func TestOverlayFileSpan(t *testing.T) {
 	mem := randomBase(stageSize, 30)
 	img := fileImage(t, t.TempDir(), mem.b)
+	// Spans come only from files in memory, wherever this test's temp dir
+	// is; TestProbeResidency checks that rule on real file systems.
+	img.res = inMemory
 	o, model := stagedOverlay(t, img, mem.b, t.TempDir())
 	defer o.Close()
 	memO, _ := stagedOverlay(t, mem, mem.b, t.TempDir())
@@ -285,6 +288,7 @@ func TestFileCachedAndSpan(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			wantRead := tc.read && img.res != mayWait
+			wantSpan := tc.span && img.res == inMemory
 			// Mode none forwards both upgrades to the image unchanged.
 			for _, d := range []struct {
 				name string
@@ -294,8 +298,8 @@ func TestFileCachedAndSpan(t *testing.T) {
 				}
 			}{{"File", img}, {"mode none", ro.(readOnly)}} {
 				f, foff, ok := d.d.FileSpan(tc.off, tc.n)
-				if ok != tc.span || (ok && (f != img.f || foff != tc.off)) {
-					t.Errorf("%s: FileSpan(%d, %d) = %v, %d, %v; want the image file at %d, %v", d.name, tc.off, tc.n, f, foff, ok, tc.off, tc.span)
+				if ok != wantSpan || (ok && (f != img.f || foff != tc.off)) {
+					t.Errorf("%s: FileSpan(%d, %d) = %v, %d, %v; want the image file at %d, %v", d.name, tc.off, tc.n, f, foff, ok, tc.off, wantSpan)
 				}
 				if tc.n < 0 {
 					continue
@@ -322,4 +326,53 @@ func TestFileCachedAndSpan(t *testing.T) {
 			t.Fatal("the image changed")
 		}
 	})
+}
+
+// TestOverlayEachRun checks that reads are split where the source
+// changes and nowhere else: one pread per run of base blocks, one per run
+// of overlay blocks in consecutive slots.
+func TestOverlayEachRun(t *testing.T) {
+	mem := randomBase(stageSize, 31)
+	o, _ := stagedOverlay(t, mem, mem.b, t.TempDir())
+	defer o.Close()
+	type run struct {
+		e            uint32
+		in, pos, len int64
+	}
+	for _, tc := range []struct {
+		name   string
+		off, n int64
+		want   []run
+	}{
+		{"whole disk", 0, stageSize, []run{
+			{entryBase, 0, 0, 4 * sbs},
+			{1, 0, 4 * sbs, 2 * sbs}, // slots 1 and 2
+			{entryZero, 0, 6 * sbs, 2 * sbs},
+			{3, 0, 8 * sbs, 2 * sbs}, // slots 3 and 4
+			{entryBase, 0, 10 * sbs, 10 * sbs},
+			{5, 0, 20 * sbs, 1000},
+		}},
+		{"unaligned inside base blocks", 100, 3 * sbs, []run{{entryBase, 100, 100, 3 * sbs}}},
+		{"held, zero, held", 5*sbs + 10, 3 * sbs, []run{
+			{2, 10, 5*sbs + 10, sbs - 10},
+			{entryZero, 0, 6 * sbs, 2 * sbs},
+			{3, 0, 8 * sbs, 10},
+		}},
+		{"held then base", 9 * sbs, 2 * sbs, []run{{4, 0, 9 * sbs, sbs}, {entryBase, 0, 10 * sbs, sbs}}},
+		{"one byte", 12*sbs + 7, 1, []run{{entryBase, 7, 12*sbs + 7, 1}}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var got []run
+			done, err := o.eachRun(make([]byte, tc.n), tc.off, func(q []byte, e uint32, in, pos int64) error {
+				got = append(got, run{e, in, pos, int64(len(q))})
+				return nil
+			})
+			if err != nil || int64(done) != tc.n {
+				t.Fatalf("eachRun did %d of %d bytes, err %v", done, tc.n, err)
+			}
+			if !slices.Equal(got, tc.want) {
+				t.Fatalf("runs %+v, want %+v", got, tc.want)
+			}
+		})
+	}
 }

@@ -49,9 +49,18 @@ func OpenImage(path string) (*File, error) {
 func (b *File) ReadAt(p []byte, off int64) (int, error) { return b.f.ReadAt(p, off) }
 
 // FileSpan says that [off, off+n) of the image is the same range of its
-// file. Images are immutable, so the server may send it with sendfile.
+// file. Images are immutable, so the server may send it with sendfile; but
+// only from a file in memory (tmpfs, ramfs). On a disk, sendfile of the
+// spans the page cache already held, in reply order, cut gaps into the
+// sequential reads that the workers made for the rest, and the kernel's
+// readahead took them for random access: one client reading a cold
+// 128 MiB image caused five times as many, smaller disk reads and got
+// three quarters of the speed nbdkit (pread only) got.
 func (b *File) FileSpan(off, n int64) (*os.File, int64, bool) {
-	return b.f, off, off >= 0 && n >= 0 && off <= b.size && n <= b.size-off
+	if b.res != inMemory || off < 0 || n < 0 || off > b.size || n > b.size-off {
+		return nil, 0, false
+	}
+	return b.f, off, true
 }
 
 // Size is the image size in bytes.

@@ -56,6 +56,8 @@ type (
 	// stay as they are until the reply has been sent, after FileSpan
 	// returns and without any lock held: only immutable data (a base
 	// image) qualifies. The file must stay open until the session ends.
+	// The writer sends replies one after another, so a span should be one
+	// sendfile can send without waiting for storage.
 	FileSpanner interface {
 		FileSpan(off, n int64) (f *os.File, fileOff int64, ok bool)
 	}

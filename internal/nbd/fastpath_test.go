@@ -31,12 +31,7 @@ type fileExport struct {
 
 func newFileExport(t *testing.T, content []byte, spanEnd int64) *fileExport {
 	t.Helper()
-	return newFileExportIn(t, t.TempDir(), content, spanEnd)
-}
-
-func newFileExportIn(t *testing.T, dir string, content []byte, spanEnd int64) *fileExport {
-	t.Helper()
-	f, err := os.CreateTemp(dir, "export")
+	f, err := os.CreateTemp(t.TempDir(), "export")
 	if err != nil {
 		t.Fatal(err)
 	}

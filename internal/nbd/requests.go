@@ -251,9 +251,7 @@ func (ss *session) handle(req Request, payload []byte, weight int64) {
 	switch req.Type {
 	case CmdRead:
 		if ss.files != nil && n >= minSendfile {
-			// Cold data is read here instead, so its disk reads overlap
-			// with other workers' rather than queue in the writer.
-			if f, foff, ok := ss.files.FileSpan(off, n); ok && inPageCache(f, foff, n) {
+			if f, foff, ok := ss.files.FileSpan(off, n); ok {
 				ss.bytesRead.Add(n)
 				ss.replyFile(req, f, foff, weight)
 				return

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"sync/atomic"
 	"syscall"
 
 	"golang.org/x/sys/unix"
@@ -127,37 +126,6 @@ func (w *socketWire) sendfile(f *os.File, off, n int64) error {
 		return fmt.Errorf("send read data from %s at %d (%d bytes left): %w", f.Name(), off, n, err)
 	}
 	return nil
-}
-
-// pageSize rounds file spans out to whole pages for cachestat.
-var pageSize = int64(os.Getpagesize())
-
-// noCachestat is set once the kernel turns out to lack cachestat(2).
-var noCachestat atomic.Bool
-
-// inPageCache says whether all of f[off, off+n) is in the page cache.
-// sendfile of cold data runs the disk reads inside the single writer, one
-// span after another, and trickles the bytes out as pages arrive, which
-// costs the client extra wakeups; a worker's pread of cold data instead
-// overlaps with the others' and leaves in one piece. Kernels without
-// cachestat (before 6.5) say yes: sendfile as before.
-func inPageCache(f *os.File, off, n int64) bool {
-	if noCachestat.Load() {
-		return true
-	}
-	start := off &^ (pageSize - 1)
-	r := unix.CachestatRange{Off: uint64(start), Len: uint64(off + n - start)}
-	pages := (int64(r.Len) + pageSize - 1) / pageSize
-	var st unix.Cachestat_t
-	var err error
-	cerr := control(f, func(fd uintptr) { err = unix.Cachestat(uint(fd), &r, &st, 0) })
-	if errors.Is(err, unix.ENOSYS) {
-		noCachestat.Store(true)
-	}
-	if cerr != nil || err != nil {
-		return true
-	}
-	return int64(st.Cache) >= pages
 }
 
 // control runs fn on f's descriptor.
