@@ -45,8 +45,8 @@ func (o *Overlay) ReadCached(p []byte, off int64) bool {
 	df, _ := o.data.(*os.File)
 	o.mu.RLock()
 	defer o.mu.RUnlock()
-	_, err := o.eachBlock(p, off, func(q []byte, blk, in, pos int64) error {
-		switch e := o.entries[blk]; e {
+	_, err := o.eachRun(p, off, func(q []byte, e uint32, in, pos int64) error {
+		switch e {
 		case entryZero:
 			clear(q)
 		case entryBase:

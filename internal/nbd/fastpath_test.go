@@ -180,8 +180,9 @@ func TestFastPathReads(t *testing.T) {
 		{name: "small read from cache", off: 777, n: 4096, cached: 1},
 		{name: "just under 64 KiB from cache", off: 1, n: minSendfile - 1, cached: 1},
 		{name: "small read falls back to ReadAt", off: 4096, n: 4096, noCache: true, readAts: 1},
-		{name: "large read outside the span range: ReadAt, not ReadCached", off: spanEnd, n: 128 << 10, readAts: 1},
-		{name: "large read across the span range end uses ReadAt", off: spanEnd - 4096, n: 128 << 10, readAts: 1},
+		{name: "large read outside the span range from cache", off: spanEnd, n: 128 << 10, cached: 1},
+		{name: "large read across the span range end from cache", off: spanEnd - 4096, n: 128 << 10, cached: 1},
+		{name: "large read neither spanned nor cached: ReadAt", off: spanEnd, n: 128 << 10, noCache: true, readAts: 1},
 		{name: "zero-length read", off: 4096, n: 0, anyPath: true},
 	} {
 		for _, structured := range []bool{false, true} {

@@ -88,7 +88,7 @@ func (ss *session) transmit(ctx context.Context) error {
 			ss.replyError(req, e, msg, weight)
 			continue
 		}
-		if req.Type == CmdRead && ss.readCached(req, weight) {
+		if req.Type == CmdRead && ss.readNow(req, weight) {
 			continue
 		}
 		if req.Type == CmdWrite && ss.writeCached(req, payload, weight) {
@@ -110,11 +110,30 @@ func (ss *session) transmit(ctx context.Context) error {
 	}
 }
 
-// readCached answers a READ on the request loop when the data is in
-// memory, holding its reply back to go out with the others of the batch.
-func (ss *session) readCached(req Request, weight int64) bool {
+// readNow answers a READ on the request loop when that needs no wait for
+// storage: from the export's file with sendfile (FileSpanner), or from
+// memory (CachedReader). A small reply is held back to go out with the
+// others of the batch. A large one is sent at once, while a buffer's
+// bytes are still in the CPU cache: held back behind the others,
+// megabytes of buffers had to come back from memory for the send, and
+// ten clients reading a cached image got 0.9 of nbdkit's speed (pread
+// then send, per thread); sent at once, they got the same.
+func (ss *session) readNow(req Request, weight int64) bool {
 	n := int(req.Length)
-	if ss.cached == nil || n == 0 || (ss.files != nil && n >= minSendfile) {
+	if n == 0 {
+		return false
+	}
+	large := n >= minSendfile
+	if large && ss.files != nil {
+		if f, foff, ok := ss.files.FileSpan(int64(req.Offset), int64(n)); ok {
+			ss.hold()
+			ss.bytesRead.Add(int64(n))
+			ss.replyFile(req, f, foff, weight)
+			ss.flush()
+			return true
+		}
+	}
+	if ss.cached == nil {
 		return false
 	}
 	buf := getBuf(n)
@@ -125,10 +144,13 @@ func (ss *session) readCached(req Request, weight int64) bool {
 	ss.hold()
 	ss.bytesRead.Add(int64(n))
 	ss.replyData(req, buf, weight)
+	if large {
+		ss.flush()
+	}
 	return true
 }
 
-// writeCached is readCached for a WRITE the export can take into memory
+// writeCached is readNow for a WRITE the export can take into memory
 // at once. FUA needs a Flush, which waits, so it goes to a worker. It
 // does not keep payload.
 func (ss *session) writeCached(req Request, payload []byte, weight int64) bool {
@@ -250,13 +272,6 @@ func (ss *session) handle(req Request, payload []byte, weight int64) {
 	var err error
 	switch req.Type {
 	case CmdRead:
-		if ss.files != nil && n >= minSendfile {
-			if f, foff, ok := ss.files.FileSpan(off, n); ok {
-				ss.bytesRead.Add(n)
-				ss.replyFile(req, f, foff, weight)
-				return
-			}
-		}
 		buf := getBuf(int(n))
 		var got int
 		got, err = e.ReadAt(buf, off)
