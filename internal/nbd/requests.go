@@ -107,6 +107,12 @@ func (ss *session) transmit(ctx context.Context) error {
 			ss.flush()
 			jobs <- j
 		}
+		// The hand-off took a worker that had said it was idle. Only
+		// this loop takes the count down: a worker doing it after its
+		// receive left a window where the next request saw it still
+		// idle, started no worker, and waited for it, stuck in a reply
+		// the client was not reading yet.
+		idle.Add(-1)
 	}
 }
 
@@ -203,9 +209,8 @@ type job struct {
 func (ss *session) work(jobs <-chan job, idle *atomic.Int32, wg *sync.WaitGroup) {
 	defer wg.Done()
 	for {
-		idle.Add(1)
+		idle.Add(1) // the request loop takes it back when it hands over a job
 		j, ok := <-jobs
-		idle.Add(-1)
 		if !ok {
 			return
 		}
