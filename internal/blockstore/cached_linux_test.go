@@ -149,3 +149,68 @@ func resident(t *testing.T, f *os.File, off, n int64) bool {
 	}
 	return false
 }
+
+func TestMappedSpan(t *testing.T) {
+	dir := t.TempDir()
+	if res, fsType, _ := fsResidency(t, dir); res != noWait {
+		testutil.SkipUnlessCI(t, fmt.Sprintf("%s is on file system %#x: no disk-backed image to map", dir, fsType))
+	}
+	mem := randomBase(stageSize, 90)
+	img := fileImage(t, dir, mem.b)
+	o, model := stagedOverlay(t, img, mem.b, filepath.Join(dir, "overlay"))
+	defer o.Close()
+	for _, tc := range []struct {
+		name   string
+		off, n int64
+		want   bool // from the overlay; the image itself maps any range inside it
+	}{
+		{"base blocks", 0, 4 * sbs, true},
+		{"unaligned inside base blocks", 100, 2*sbs + 5, true},
+		{"base then held block", 3 * sbs, 2 * sbs, false},
+		{"run of base blocks to the last", 10 * sbs, 10 * sbs, true},
+		{"zero length", 0, 0, false},
+		{"past the end", stageSize - 10, 20, false},
+		{"negative offset", -1, 10, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b, ok := o.MappedSpan(tc.off, tc.n)
+			if ok != tc.want || (ok && !bytes.Equal(b, model[tc.off:tc.off+tc.n])) {
+				t.Fatalf("overlay MappedSpan(%d, %d) = %v (bytes right: %v), want %v", tc.off, tc.n, ok, ok && bytes.Equal(b, model[tc.off:tc.off+tc.n]), tc.want)
+			}
+			inImage := tc.off >= 0 && tc.n > 0 && tc.off+tc.n <= stageSize
+			if b, ok := img.MappedSpan(tc.off, tc.n); ok != inImage || (ok && !bytes.Equal(b, mem.b[tc.off:tc.off+tc.n])) {
+				t.Fatalf("image MappedSpan(%d, %d) = %v, want %v with the image's bytes", tc.off, tc.n, ok, inImage)
+			}
+		})
+	}
+	// Pages that are not in the page cache are not offered: reading them
+	// would wait for the disk. (Pages mapped into this process cannot be
+	// dropped, so this image's are never read through the mapping.)
+	big := randomBase(4<<20, 91)
+	cold := fileImage(t, t.TempDir(), big.b)
+	if err := cold.f.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	for try := 0; resident(t, cold.f, 0, 4<<20); try++ {
+		if try == 50 {
+			t.Fatalf("pages still in the page cache after %d FADV_DONTNEED", try)
+		}
+		if err := unix.Fadvise(int(cold.f.Fd()), 0, 0, unix.FADV_DONTNEED); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, ok := cold.MappedSpan(1<<20, 256<<10); ok {
+		t.Fatal("MappedSpan offered pages the page cache had just dropped")
+	}
+	if _, err := cold.ReadAt(make([]byte, 256<<10), 1<<20); err != nil {
+		t.Fatal(err)
+	}
+	if b, ok := cold.MappedSpan(1<<20, 256<<10); !ok || !bytes.Equal(b, big.b[1<<20:1<<20+256<<10]) {
+		t.Fatal("MappedSpan refused, or gave other bytes, after a ReadAt brought the pages back")
+	}
+	// An image in memory is sent with sendfile; it is not mapped.
+	shm := fileImage(t, shmDir(t), mem.b)
+	if _, ok := shm.MappedSpan(0, sbs); ok {
+		t.Fatal("MappedSpan ok for an image on tmpfs")
+	}
+}

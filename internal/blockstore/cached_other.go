@@ -12,3 +12,10 @@ func probeResidency(*os.File) residency { return mayWait }
 func readCached(*os.File, residency, []byte, int64) bool { return false }
 
 func writeCached(*os.File, residency, *atomic.Bool, []byte, int64) bool { return false }
+
+func mapImage(*os.File, int64, residency) []byte { return nil }
+
+func unmap([]byte) error { return nil }
+
+// MappedSpan is never ok here: images are not mapped.
+func (b *File) MappedSpan(off, n int64) ([]byte, bool) { return nil, false }

@@ -56,6 +56,9 @@ type Disk interface {
 	// FileSpan is nbd.FileSpanner: ok when the range reads straight from
 	// the immutable base image's file.
 	FileSpan(off, n int64) (f *os.File, fileOff int64, ok bool)
+	// MappedSpan is nbd.MappedSpanner: the bytes of the range, in memory,
+	// when it reads straight from the base image and the page cache holds it.
+	MappedSpan(off, n int64) ([]byte, bool)
 	// ReadCached is nbd.CachedReader: ReadAt when the data is in memory.
 	ReadCached(p []byte, off int64) bool
 	// WriteCached is nbd.CachedWriter: WriteAt when it need not wait.
@@ -88,6 +91,18 @@ func (readOnly) Flush() error                         { return nil }
 func (readOnly) ReadOnly() bool                       { return true }
 func (readOnly) Close() error                         { return nil }
 func (readOnly) WriteCached([]byte, int64) bool       { return false }
+
+// mappedSpanner is the nbd.MappedSpanner upgrade, which File has.
+type mappedSpanner interface {
+	MappedSpan(off, n int64) ([]byte, bool)
+}
+
+func (r readOnly) MappedSpan(off, n int64) ([]byte, bool) {
+	if ms, ok := r.Image.(mappedSpanner); ok {
+		return ms.MappedSpan(off, n)
+	}
+	return nil, false
+}
 
 func (r readOnly) FileSpan(off, n int64) (*os.File, int64, bool) {
 	if fs, ok := r.Image.(fileSpanner); ok {

@@ -1,6 +1,7 @@
 package blockstore
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -24,6 +25,7 @@ type File struct {
 	f    *os.File
 	size int64
 	res  residency
+	m    []byte // the file mapped read-only for MappedSpan, if on a disk
 }
 
 // OpenImage opens the base image at path read-only. Images are immutable:
@@ -43,7 +45,9 @@ func OpenImage(path string) (*File, error) {
 		f.Close()
 		return nil, fmt.Errorf("blockstore: base image %s is a %v, want a regular file", path, st.Mode().Type())
 	}
-	return &File{f: f, size: st.Size(), res: probeResidency(f)}, nil
+	b := &File{f: f, size: st.Size(), res: probeResidency(f)}
+	b.m = mapImage(f, b.size, b.res)
+	return b, nil
 }
 
 func (b *File) ReadAt(p []byte, off int64) (int, error) { return b.f.ReadAt(p, off) }
@@ -66,5 +70,6 @@ func (b *File) FileSpan(off, n int64) (*os.File, int64, bool) {
 // Size is the image size in bytes.
 func (b *File) Size() int64 { return b.size }
 
-// Close closes the file. Disks opened on it must be closed first.
-func (b *File) Close() error { return b.f.Close() }
+// Close closes the file. Disks opened on it must be closed first, and
+// nothing may use a slice MappedSpan returned after Close.
+func (b *File) Close() error { return errors.Join(unmap(b.m), b.f.Close()) }

@@ -275,17 +275,35 @@ func continues(first, e uint32, k int64) bool {
 // this returns does not touch it (it goes to an overlay block).
 func (o *Overlay) FileSpan(off, n int64) (*os.File, int64, bool) {
 	fs, ok := o.base.(fileSpanner)
-	if !ok || n <= 0 || o.checkRange("read", off, n) != nil {
+	if !ok || !o.allBase(off, n) {
 		return nil, 0, false
+	}
+	return fs.FileSpan(off, n)
+}
+
+// MappedSpan is FileSpan for the base's mapping: ok when every block of
+// the range reads from the base and the base maps it (File.MappedSpan).
+func (o *Overlay) MappedSpan(off, n int64) ([]byte, bool) {
+	ms, ok := o.base.(mappedSpanner)
+	if !ok || !o.allBase(off, n) {
+		return nil, false
+	}
+	return ms.MappedSpan(off, n)
+}
+
+// allBase says whether every block of [off, off+n) reads from the base.
+func (o *Overlay) allBase(off, n int64) bool {
+	if n <= 0 || o.checkRange("read", off, n) != nil {
+		return false
 	}
 	o.mu.RLock()
 	defer o.mu.RUnlock()
 	for blk := off / o.bs; blk <= (off+n-1)/o.bs; blk++ {
 		if o.entries[blk] != entryBase {
-			return nil, 0, false
+			return false
 		}
 	}
-	return fs.FileSpan(off, n)
+	return true
 }
 
 // readBlock fills p from one block whose map entry is e; in is the offset

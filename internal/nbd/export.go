@@ -61,6 +61,14 @@ type (
 	FileSpanner interface {
 		FileSpan(off, n int64) (f *os.File, fileOff int64, ok bool)
 	}
+	// MappedSpanner lets the server send a READ's data from memory the
+	// export has mapped, copied once by the kernel into the socket.
+	// MappedSpan returns the n bytes at off, or ok false; it says ok only
+	// when reading them will not wait for storage. The bytes must stay
+	// valid and unchanged until the session ends.
+	MappedSpanner interface {
+		MappedSpan(off, n int64) ([]byte, bool)
+	}
 	// CachedReader lets the server answer a READ on its request loop, with
 	// no hand-off to a worker goroutine, when the data is already in
 	// memory; replies answered so are sent together. ReadCached fills p

@@ -22,9 +22,11 @@ type fileExport struct {
 	size      int64
 	spanEnd   int64
 	noCache   atomic.Bool // ReadCached and WriteCached say no
+	maps      atomic.Bool // MappedSpan offers [spanEnd, size), copied from the file
 	halfWrite atomic.Bool // WriteCached writes half of p, then says no
 
 	spans, cachedReads, readAts  atomic.Int64
+	mapped                       atomic.Int64
 	cachedWrites, writeAts       atomic.Int64
 	flushes, writeAtsBeforeFlush atomic.Int64
 }
@@ -60,6 +62,18 @@ func (e *fileExport) Flush() error {
 	e.writeAtsBeforeFlush.Store(e.writeAts.Load())
 	e.flushes.Add(1)
 	return nil
+}
+
+func (e *fileExport) MappedSpan(off, n int64) ([]byte, bool) {
+	if !e.maps.Load() || off < e.spanEnd || off+n > e.size {
+		return nil, false
+	}
+	b := make([]byte, n)
+	if _, err := e.f.ReadAt(b, off); err != nil {
+		return nil, false
+	}
+	e.mapped.Add(1)
+	return b, true
 }
 
 func (e *fileExport) FileSpan(off, n int64) (*os.File, int64, bool) {
@@ -170,6 +184,8 @@ func TestFastPathReads(t *testing.T) {
 		name    string
 		off, n  int64
 		noCache bool
+		maps    bool
+		mapped  int64
 		// Which path served the READ; anyPath: no opinion.
 		spans, cached, readAts int64
 		anyPath                bool
@@ -183,12 +199,16 @@ func TestFastPathReads(t *testing.T) {
 		{name: "large read outside the span range from cache", off: spanEnd, n: 128 << 10, cached: 1},
 		{name: "large read across the span range end from cache", off: spanEnd - 4096, n: 128 << 10, cached: 1},
 		{name: "large read neither spanned nor cached: ReadAt", off: spanEnd, n: 128 << 10, noCache: true, readAts: 1},
+		{name: "large read from the mapping", off: spanEnd + 4096, n: 128 << 10, maps: true, mapped: 1},
+		{name: "file span before the mapping", off: 0, n: 128 << 10, maps: true, spans: 1},
+		{name: "small read from cache, not the mapping", off: spanEnd, n: 4096, maps: true, cached: 1},
 		{name: "zero-length read", off: 4096, n: 0, anyPath: true},
 	} {
 		for _, structured := range []bool{false, true} {
 			t.Run(tc.name+"/structured="+strconv.FormatBool(structured), func(t *testing.T) {
 				x := newFileExport(t, base, spanEnd)
 				x.noCache.Store(tc.noCache)
+				x.maps.Store(tc.maps)
 				c := dial(t, serveExport(t, Config{}, x), ClientFixedNewstyle|ClientNoZeroes)
 				c.open("disk", structured)
 				c.send(Request{Type: CmdRead, Handle: 42, Offset: uint64(tc.off), Length: uint32(tc.n)}, nil)
@@ -200,8 +220,8 @@ func TestFastPathReads(t *testing.T) {
 					t.Fatalf("READ %d bytes at %d: got %d bytes that differ from the export", tc.n, tc.off, len(data))
 				}
 				got := [3]int64{x.spans.Load(), x.cachedReads.Load(), x.readAts.Load()}
-				if want := [3]int64{tc.spans, tc.cached, tc.readAts}; got != want && !tc.anyPath {
-					t.Fatalf("paths taken (sendfile, ReadCached, ReadAt): got %v, want %v", got, want)
+				if want := [3]int64{tc.spans, tc.cached, tc.readAts}; (got != want || x.mapped.Load() != tc.mapped) && !tc.anyPath {
+					t.Fatalf("paths taken (sendfile, ReadCached, ReadAt): got %v and %d mapped, want %v and %d", got, x.mapped.Load(), want, tc.mapped)
 				}
 				// The connection is still in step: a second READ works.
 				c.send(Request{Type: CmdRead, Handle: 43, Offset: 0, Length: 16}, nil)

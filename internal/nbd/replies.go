@@ -169,6 +169,13 @@ func (ss *session) replyData(req Request, data []byte, weight int64) {
 	ss.send(r)
 }
 
+// replyMapped sends a READ's data from b, which the export keeps.
+func (ss *session) replyMapped(req Request, b []byte, weight int64) {
+	r := ss.dataReply(req, len(b), weight)
+	r.body = b
+	ss.send(r)
+}
+
 // replyFile sends a READ's data straight from f.
 func (ss *session) replyFile(req Request, f *os.File, off int64, weight int64) {
 	r := ss.dataReply(req, int(req.Length), weight)

@@ -25,6 +25,7 @@ func (ss *session) transmit(ctx context.Context) error {
 	if fs, ok := ss.export.(FileSpanner); ok && ss.out.sendsFiles() {
 		ss.files = fs
 	}
+	ss.mapped, _ = ss.export.(MappedSpanner)
 	ss.cached, _ = ss.export.(CachedReader)
 	ss.cachedW, _ = ss.export.(CachedWriter)
 	jobs := make(chan job)
@@ -117,8 +118,8 @@ func (ss *session) transmit(ctx context.Context) error {
 }
 
 // readNow answers a READ on the request loop when that needs no wait for
-// storage: from the export's file with sendfile (FileSpanner), or from
-// memory (CachedReader). A small reply is held back to go out with the
+// storage: from the export's file with sendfile (FileSpanner), from its
+// mapped bytes (MappedSpanner), or from memory (CachedReader). A small reply is held back to go out with the
 // others of the batch. A large one is sent at once, while a buffer's
 // bytes are still in the CPU cache: held back behind the others,
 // megabytes of buffers had to come back from memory for the send, and
@@ -135,6 +136,15 @@ func (ss *session) readNow(req Request, weight int64) bool {
 			ss.hold()
 			ss.bytesRead.Add(int64(n))
 			ss.replyFile(req, f, foff, weight)
+			ss.flush()
+			return true
+		}
+	}
+	if large && ss.mapped != nil {
+		if b, ok := ss.mapped.MappedSpan(int64(req.Offset), int64(n)); ok {
+			ss.hold()
+			ss.bytesRead.Add(int64(n))
+			ss.replyMapped(req, b, weight)
 			ss.flush()
 			return true
 		}

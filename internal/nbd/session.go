@@ -46,6 +46,7 @@ type session struct {
 	out     wire
 	replies replyQueue
 	files   FileSpanner // the export's, if it has one and out can send files
+	mapped  MappedSpanner
 	cached  CachedReader
 	cachedW CachedWriter
 

@@ -47,6 +47,8 @@ type Manager struct {
 	addr string                 // SERVER_IP:PORT of the NBD server; "" when off
 	boot map[string]*boot       // by MAC; the boot the latest script named
 	att  map[string]*attachment // by MAC; the disk open for its sessions
+	// images are the base images attachments read, by blob sha.
+	images map[string]*sharedImage
 }
 
 // boot is what one script render promised a machine.
@@ -79,7 +81,7 @@ func New(cfg Config) (*Manager, error) {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	m := &Manager{cfg: cfg, log: cfg.Logger, boot: map[string]*boot{}, att: map[string]*attachment{}}
+	m := &Manager{cfg: cfg, log: cfg.Logger, boot: map[string]*boot{}, att: map[string]*attachment{}, images: map[string]*sharedImage{}}
 	if err := m.loadBoots(); err != nil {
 		return nil, err
 	}
@@ -230,7 +232,7 @@ func (m *Manager) open(mac net.HardwareAddr, b *boot) (*attachment, error) {
 	if err != nil {
 		return nil, err
 	}
-	base, err := blockstore.OpenImage(path)
+	base, err := m.openImage(b.sha, path)
 	if err != nil {
 		return nil, err
 	}
@@ -242,13 +244,13 @@ func (m *Manager) open(mac net.HardwareAddr, b *boot) (*attachment, error) {
 	}
 	disk, err := blockstore.Open(base, dir, mode, blockstore.Options{BlockSize: m.cfg.BlockSize, BaseID: b.sha})
 	if err != nil {
-		base.Close()
+		m.closeImage(b.sha)
 		return nil, err
 	}
 	if b.mode == blockstore.Persistent {
 		if err := os.WriteFile(filepath.Join(dir, baseFile), []byte(b.sha+"\n"), 0o600); err != nil {
 			disk.Close()
-			base.Close()
+			m.closeImage(b.sha)
 			return nil, fmt.Errorf("rootdisk: record overlay base: %w", err)
 		}
 	}
@@ -266,7 +268,7 @@ func (m *Manager) detach(key string, a *attachment) error {
 	if m.att[key] == a {
 		delete(m.att, key)
 	}
-	return errors.Join(a.disk.Close(), a.base.Close())
+	return errors.Join(a.disk.Close(), m.closeImage(a.sha))
 }
 
 // export is one session's handle on a shared disk.

@@ -424,3 +424,29 @@ func TestRestartKeepsExports(t *testing.T) {
 		t.Fatalf("export with a damaged record: %v, want refused", err)
 	}
 }
+
+// TestMachinesShareBaseImage: machines booting one image share its one
+// open file (and mapping); the last to go closes it.
+func TestMachinesShareBaseImage(t *testing.T) {
+	f := newFixture(t)
+	var closers []io.Closer
+	for mac, ip := range map[string]string{"52:54:00:00:00:01": "10.0.0.9", "52:54:00:00:00:02": "10.0.0.2"} { // 02 has a lease
+		e, err := f.m.Lookup(f.issue(t, mac, "ephemeral"), tcp(ip))
+		if err != nil {
+			t.Fatal(err)
+		}
+		closers = append(closers, e.(io.Closer))
+	}
+	a1, a2 := f.m.att["52:54:00:00:00:01"], f.m.att["52:54:00:00:00:02"]
+	if a1 == nil || a2 == nil || a1.base != a2.base || len(f.m.images) != 1 {
+		t.Fatalf("two machines on one image: bases %p and %p, %d images open; want one shared", a1.base, a2.base, len(f.m.images))
+	}
+	for i, c := range closers {
+		if err := c.Close(); err != nil {
+			t.Fatal(err)
+		}
+		if want := 1 - i; len(f.m.images) != want {
+			t.Fatalf("after %d of 2 machines detached: %d images open, want %d", i+1, len(f.m.images), want)
+		}
+	}
+}
