@@ -103,16 +103,7 @@ func TestReadCachedNotResident(t *testing.T) {
 	refused := 0
 	for i := range int64(rounds) {
 		off := i * n
-		// DONTNEED skips pages the kernel holds a moment longer (per-CPU
-		// LRU batches), so drop until mincore agrees they are gone.
-		for try := 0; resident(t, img.f, off, n); try++ {
-			if try == 50 {
-				t.Fatalf("pages still in the page cache after %d FADV_DONTNEED", try)
-			}
-			if err := unix.Fadvise(int(img.f.Fd()), 0, 0, unix.FADV_DONTNEED); err != nil {
-				t.Fatal(err)
-			}
-		}
+		dropPages(t, img.f, off, n)
 		clear(p)
 		if !img.ReadCached(p, off) {
 			refused++
@@ -128,6 +119,21 @@ func TestReadCachedNotResident(t *testing.T) {
 		}
 	}
 	t.Logf("ReadCached refused dropped pages in %d of %d rounds", refused, rounds)
+}
+
+// dropPages drops f's clean pages from the page cache until none of
+// [off, off+n) is resident. DONTNEED skips pages the kernel holds a moment
+// longer (per-CPU LRU batches), so it drops until mincore agrees.
+func dropPages(t *testing.T, f *os.File, off, n int64) {
+	t.Helper()
+	for try := 0; resident(t, f, off, n); try++ {
+		if try == 50 {
+			t.Fatalf("pages still in the page cache after %d FADV_DONTNEED", try)
+		}
+		if err := unix.Fadvise(int(f.Fd()), 0, 0, unix.FADV_DONTNEED); err != nil {
+			t.Fatal(err)
+		}
+	}
 }
 
 // resident says whether any page of [off, off+n) of f is in the page cache.
@@ -191,14 +197,7 @@ func TestMappedSpan(t *testing.T) {
 	if err := cold.f.Sync(); err != nil {
 		t.Fatal(err)
 	}
-	for try := 0; resident(t, cold.f, 0, 4<<20); try++ {
-		if try == 50 {
-			t.Fatalf("pages still in the page cache after %d FADV_DONTNEED", try)
-		}
-		if err := unix.Fadvise(int(cold.f.Fd()), 0, 0, unix.FADV_DONTNEED); err != nil {
-			t.Fatal(err)
-		}
-	}
+	dropPages(t, cold.f, 0, 4<<20)
 	if _, ok := cold.MappedSpan(1<<20, 256<<10); ok {
 		t.Fatal("MappedSpan offered pages the page cache had just dropped")
 	}

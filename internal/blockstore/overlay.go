@@ -275,10 +275,16 @@ func continues(first, e uint32, k int64) bool {
 // this returns does not touch it (it goes to an overlay block).
 func (o *Overlay) FileSpan(off, n int64) (*os.File, int64, bool) {
 	fs, ok := o.base.(fileSpanner)
+	if !ok {
+		return nil, 0, false
+	}
+	// The base answers first: on a disk it never offers spans, and then
+	// the map need not be scanned under the lock for every large READ.
+	f, foff, ok := fs.FileSpan(off, n)
 	if !ok || !o.allBase(off, n) {
 		return nil, 0, false
 	}
-	return fs.FileSpan(off, n)
+	return f, foff, true
 }
 
 // MappedSpan is FileSpan for the base's mapping: ok when every block of

@@ -169,18 +169,26 @@ func (ss *session) replyData(req Request, data []byte, weight int64) {
 	ss.send(r)
 }
 
-// replyMapped sends a READ's data from b, which the export keeps.
-func (ss *session) replyMapped(req Request, b []byte, weight int64) {
-	r := ss.dataReply(req, len(b), weight)
-	r.body = b
-	ss.send(r)
-}
-
-// replyFile sends a READ's data straight from f.
-func (ss *session) replyFile(req Request, f *os.File, off int64, weight int64) {
-	r := ss.dataReply(req, int(req.Length), weight)
-	r.file, r.fileOff, r.fileLen = f, off, int64(req.Length)
-	ss.send(r)
+// spanReply is the reply to a READ whose data need not be copied into a
+// buffer: a span of the export's file for sendfile, or bytes the export
+// has mapped.
+func (ss *session) spanReply(req Request, weight int64) (reply, bool) {
+	off, n := int64(req.Offset), int64(req.Length)
+	if ss.files != nil {
+		if f, foff, ok := ss.files.FileSpan(off, n); ok {
+			r := ss.dataReply(req, int(n), weight)
+			r.file, r.fileOff, r.fileLen = f, foff, n
+			return r, true
+		}
+	}
+	if ss.mapped != nil {
+		if b, ok := ss.mapped.MappedSpan(off, n); ok {
+			r := ss.dataReply(req, int(n), weight)
+			r.body = b
+			return r, true
+		}
+	}
+	return reply{}, false
 }
 
 // replyError sends an error. With structured replies it carries msg for the

@@ -119,33 +119,22 @@ func (ss *session) transmit(ctx context.Context) error {
 
 // readNow answers a READ on the request loop when that needs no wait for
 // storage: from the export's file with sendfile (FileSpanner), from its
-// mapped bytes (MappedSpanner), or from memory (CachedReader). A small reply is held back to go out with the
-// others of the batch. A large one is sent at once, while a buffer's
-// bytes are still in the CPU cache: held back behind the others,
-// megabytes of buffers had to come back from memory for the send, and
-// ten clients reading a cached image got 0.9 of nbdkit's speed (pread
-// then send, per thread); sent at once, they got the same.
+// mapped bytes (MappedSpanner), or from memory (CachedReader). A small
+// reply is held back to go out with the others of the batch. A large one
+// is sent at once, while a buffer's bytes are still in the CPU cache: held
+// back behind the others, megabytes of buffers had to come back from
+// memory for the send, and ten clients reading a cached image got 0.9 of
+// nbdkit's speed (pread then send, per thread); sent at once, they got
+// the same.
 func (ss *session) readNow(req Request, weight int64) bool {
 	n := int(req.Length)
 	if n == 0 {
 		return false
 	}
 	large := n >= minSendfile
-	if large && ss.files != nil {
-		if f, foff, ok := ss.files.FileSpan(int64(req.Offset), int64(n)); ok {
-			ss.hold()
-			ss.bytesRead.Add(int64(n))
-			ss.replyFile(req, f, foff, weight)
-			ss.flush()
-			return true
-		}
-	}
-	if large && ss.mapped != nil {
-		if b, ok := ss.mapped.MappedSpan(int64(req.Offset), int64(n)); ok {
-			ss.hold()
-			ss.bytesRead.Add(int64(n))
-			ss.replyMapped(req, b, weight)
-			ss.flush()
+	if large {
+		if r, ok := ss.spanReply(req, weight); ok {
+			ss.sendRead(r, n, true)
 			return true
 		}
 	}
@@ -157,13 +146,21 @@ func (ss *session) readNow(req Request, weight int64) bool {
 		putBuf(buf)
 		return false
 	}
+	r := ss.dataReply(req, n, weight)
+	r.body, r.pooled = buf, true
+	ss.sendRead(r, n, large)
+	return true
+}
+
+// sendRead queues the reply r to a READ of n bytes answered on the request
+// loop, holding it back for the batch unless now.
+func (ss *session) sendRead(r reply, n int, now bool) {
 	ss.hold()
 	ss.bytesRead.Add(int64(n))
-	ss.replyData(req, buf, weight)
-	if large {
+	ss.send(r)
+	if now {
 		ss.flush()
 	}
-	return true
 }
 
 // writeCached is readNow for a WRITE the export can take into memory
