@@ -104,13 +104,14 @@ func unmap(m []byte) error {
 
 // MappedSpan returns [off, off+n) of the image, a slice of its read-only
 // mapping, when every page of it is in the page cache (cachestat(2)), so
-// reading the slice does not wait for the disk. Sending from the mapping
+// reading the slice does not wait for the disk, and two or more disks
+// read the image (SetUsers). Sending from the mapping
 // copies once, from the page cache to the socket, where ReadCached then a
 // send copies twice; and unlike sendfile the client receives bytes the
 // copy has just brought into the CPU cache, which counts when the client
 // shares the server's CPUs. The slice stays valid until Close.
 func (b *File) MappedSpan(off, n int64) ([]byte, bool) {
-	if b.m == nil || off < 0 || n <= 0 || off > b.size || n > b.size-off {
+	if b.m == nil || b.users.Load() < 2 || off < 0 || n <= 0 || off > b.size || n > b.size-off {
 		return nil, false
 	}
 	page := int64(os.Getpagesize())

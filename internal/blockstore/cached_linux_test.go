@@ -165,6 +165,7 @@ func TestMappedSpan(t *testing.T) {
 	img := fileImage(t, dir, mem.b)
 	o, model := stagedOverlay(t, img, mem.b, filepath.Join(dir, "overlay"))
 	defer o.Close()
+	img.SetUsers(2)
 	for _, tc := range []struct {
 		name   string
 		off, n int64
@@ -189,11 +190,20 @@ func TestMappedSpan(t *testing.T) {
 			}
 		})
 	}
+	// With one disk reading the image, the mapping is not offered: its
+	// page faults would cost more than the copy it saves.
+	for users, want := range []bool{false, false, true, true} {
+		img.SetUsers(users)
+		if _, ok := img.MappedSpan(0, 4*sbs); ok != want {
+			t.Fatalf("with %d users, MappedSpan ok = %v, want %v", users, ok, want)
+		}
+	}
 	// Pages that are not in the page cache are not offered: reading them
 	// would wait for the disk. (Pages mapped into this process cannot be
 	// dropped, so this image's are never read through the mapping.)
 	big := randomBase(4<<20, 91)
 	cold := fileImage(t, t.TempDir(), big.b)
+	cold.SetUsers(2)
 	if err := cold.f.Sync(); err != nil {
 		t.Fatal(err)
 	}
@@ -209,6 +219,7 @@ func TestMappedSpan(t *testing.T) {
 	}
 	// An image in memory is sent with sendfile; it is not mapped.
 	shm := fileImage(t, shmDir(t), mem.b)
+	shm.SetUsers(2)
 	if _, ok := shm.MappedSpan(0, sbs); ok {
 		t.Fatal("MappedSpan ok for an image on tmpfs")
 	}
