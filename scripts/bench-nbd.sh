@@ -22,14 +22,18 @@
 # bytes the disk read, which must not grow with the reader count.
 #
 # Usage: scripts/bench-nbd.sh   (root, repo root, after `make build`)
-# Env: ROUNDS (default 5), RUNTIME seconds per fio run (default 4, plus 1 s ramp).
+# Env: ROUNDS (default 5), RUNTIME seconds per fio run (default 4, plus 1 s ramp);
+# CASES (default "reads writes readers") and OUT (default BENCHMARKS-nbd.md)
+# to run some cases only, e.g. CASES=readers OUT=/tmp/readers.md; the cases
+# left out show as failed in that report.
 # A full run takes about 9 minutes.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROUNDS=${ROUNDS:-5}
 RUNTIME=${RUNTIME:-4}
 BIN=$PWD/bin/bootfleet
-OUT=BENCHMARKS-nbd.md
+OUT=${OUT:-BENCHMARKS-nbd.md}
+CASES=${CASES:-reads writes readers}
 IMG_MIB=512
 
 # Outer half: check, install, make the namespace, run the inner half in it.
@@ -256,7 +260,7 @@ command_for() { # case key
     rw/*)          echo "$FIO --name=rw --uri=${URI[$2]} --rw=randwrite" ;;
   esac
 }
-RES=$WORK/results
+RES=$WORK/results; : > "$RES"
 # clientcpu: user+system seconds of this shell's reaped children, which are
 # the clients (fio, nbdcopy) once a run has ended; the servers are never
 # reaped before the end, so they do not count.
@@ -297,20 +301,25 @@ NAME[ceil]="ceiling"; NAME[ceil2]="ceiling"
 # each, starting from a cold page cache for the served file. Appends
 # "readersN key round MB/s cpu_ticks disk_MiB" to $RES.
 sectors() { awk '{print $3}' "/sys/class/block/$DEV/stat"; }
+# The ceiling (key ceil-sm) is n local readers of the file without NBD: dd.
 readers() { # key n round
-  local k=$1 n=$2 r=$3 f=$SMALL i uri t0 t1 s0 s1 c0 c1 k0 k1 fails=0 pids=()
+  local k=$1 n=$2 r=$3 f=$SMALL i uri t0 t1 s0 s1 c0=0 c1=0 k0 k1 fails=0 pids=()
   [ "$k" = bf-sm ] && f=$BLOB
   sync "$f"; dd if="$f" iflag=nocache count=0 status=none
-  s0=$(sectors); c0=$(ticks "${PID[$k]}"); clientcpu; k0=$CLIENTCPU; t0=$(date +%s.%N)
+  s0=$(sectors); [ -n "${PID[$k]:-}" ] && c0=$(ticks "${PID[$k]}"); clientcpu; k0=$CLIENTCPU; t0=$(date +%s.%N)
   for i in $(seq "$n"); do
-    uri=${URI[$k]}; [ "$k" = bf-sm ] && uri=${BFURI[$i]}
-    nbdcopy --connections=1 "$uri" null: 2>> "$WORK/stderr" & pids+=("$!")
+    uri=${URI[$k]:-}; [ "$k" = bf-sm ] && uri=${BFURI[$i]}
+    if [ "$k" = ceil-sm ]; then
+      dd if="$f" of=/dev/null bs=256k status=none 2>> "$WORK/stderr" & pids+=("$!")
+    else
+      nbdcopy --connections=1 "$uri" null: 2>> "$WORK/stderr" & pids+=("$!")
+    fi
   done
   for i in "${pids[@]}"; do wait "$i" || fails=$((fails + 1)); done
   t1=$(date +%s.%N)
   [ "$k" = "${k#nbds}" ] || settle
-  s1=$(sectors); c1=$(ticks "${PID[$k]}"); clientcpu; k1=$CLIENTCPU
-  CMD[readers/$k]="$n x nbdcopy --connections=1 ${URI[$k]} null: (at once)"
+  s1=$(sectors); [ -n "${PID[$k]:-}" ] && c1=$(ticks "${PID[$k]}"); clientcpu; k1=$CLIENTCPU
+  CMD[readers/$k]="$n x nbdcopy --connections=1 ${URI[$k]:-} null: (at once)"
   [ "$k" = bf-sm ] && CMD[readers/$k]="$n x nbdcopy --connections=1 nbd://127.0.0.1:10819/<machine i's export> null: (at once)"
   if [ "$fails" -gt 0 ]; then
     echo "readers$n ${NAME[$k]} failed (round $r): $fails of $n readers" | tee -a "$WORK/errors" >&2
@@ -325,19 +334,20 @@ READER_COUNTS="1 10 $READERS_MAX"
 # fall through to the base). Phase 2, writes; after them, reads of the
 # persistent export again, now served from the filled overlay.
 T0=$(date +%s)
-for r in $(seq "$ROUNDS"); do
+has() { case " $CASES " in *" $1 "*) return 0 ;; esac; return 1; }
+has reads && for r in $(seq "$ROUNDS"); do
   for k in $(rotate "$r" $READERS ceil ceil2); do run seq "$k" "$r"; done
   for k in $(rotate "$r" $READERS ceil); do run rr "$k" "$r"; done
   echo "== reads, round $r/$ROUNDS done ($(( $(date +%s) - T0 )) s)"
 done
-for r in $(seq "$ROUNDS"); do
+has writes && for r in $(seq "$ROUNDS"); do
   for k in $(rotate "$r" $WRITERS ceil); do run rw "$k" "$r"; done
   run rr-ovl bf-pers "$r"
   echo "== writes, round $r/$ROUNDS done ($(( $(date +%s) - T0 )) s)"
 done
-for r in $(seq "$ROUNDS"); do
+has readers && for r in $(seq "$ROUNDS"); do
   for n in $READER_COUNTS; do
-    for k in $(rotate "$r" $SMALLS); do readers "$k" "$n" "$r"; done
+    for k in $(rotate "$r" $SMALLS ceil-sm); do readers "$k" "$n" "$r"; done
   done
   echo "== concurrent readers, round $r/$ROUNDS done ($(( $(date +%s) - T0 )) s)"
 done
@@ -389,7 +399,7 @@ table() { # case unit ceiling-key keys...
   for k in "$@"; do
     m=$(median "$c" "$k"); cm=$(cpu "$c" "$k")
     awk -v n="${NAME[$k]}" -v m="$m" -v f="$(show "$m" "$u")" -v cf="$(show "$ceil" "$u")" -v bv="$bv" -v cm="$cm" -v u="$u" \
-        -v kc="$(clicpu "$c" "$k" 6)" -v rt="$RUNTIME" -v mib="$IMG_MIB" -v runs="$(runs "$c" "$k")" -v cmd="${CMD[$c/$k]}" 'BEGIN{
+        -v kc="$(clicpu "$c" "$k" 6)" -v rt="$RUNTIME" -v mib="$IMG_MIB" -v runs="$(runs "$c" "$k")" -v cmd="${CMD[$c/$k]:-}" 'BEGIN{
       vs = (m=="nan" || bv==0) ? "-" : sprintf("%.0f%%", m/bv*100)
       # CPU per unit: seconds per GB moved, or microseconds per 4 KiB op.
       # The client also gets its share of one CPU over the fio run (the
@@ -421,18 +431,18 @@ disk() { # case key -> median MiB read from the disk
 }
 readers_table() {
   local n k m bv cm
-  echo "| readers | server | aggregate | vs best peer | read from disk | server CPU | client CPU | runs |"
-  echo "|---:|---|---:|---:|---:|---:|---:|---|"
+  echo "| readers | server | aggregate | ceiling (no NBD) | vs best peer | read from disk | server CPU | client CPU | runs |"
+  echo "|---:|---|---:|---:|---:|---:|---:|---:|---|"
   for n in $READER_COUNTS; do
     read -r bv _ <<< "$(best_peer "readers$n" $SMALLS)"
     for k in $SMALLS; do
       m=$(median "readers$n" "$k"); cm=$(cpu "readers$n" "$k")
-      awk -v n="$n" -v s="${NAME[$k]}" -v m="$m" -v f="$(show "$m" MB/s)" -v bv="$bv" -v d="$(disk "readers$n" "$k")" -v cm="$cm" -v kc="$(clicpu "readers$n" "$k" 7)" \
+      awk -v n="$n" -v s="${NAME[$k]}" -v m="$m" -v f="$(show "$m" MB/s)" -v cf="$(show "$(median "readers$n" ceil-sm)" MB/s)" -v bv="$bv" -v d="$(disk "readers$n" "$k")" -v cm="$cm" -v kc="$(clicpu "readers$n" "$k" 7)" \
           -v gb="$(awk -v n="$n" -v b=$((SMALL_MIB << 20)) 'BEGIN{print n*b/1e9}')" -v runs="$(runs "readers$n" "$k")" 'BEGIN{
         vs = (m=="nan" || bv==0) ? "-" : sprintf("%.0f%%", m/bv*100)
         cpu = (cm=="nan" || m=="nan") ? "-" : sprintf("%.2f s/GB", cm/gb)
         kcpu = (kc=="nan" || m=="nan") ? "-" : sprintf("%.2f s/GB", kc/gb)
-        printf "| %s | %s | %s | %s | %s MiB | %s | %s | %s |\n", n, s, f, vs, d, cpu, kcpu, runs }'
+        printf "| %s | %s | %s | %s | %s | %s MiB | %s | %s | %s |\n", n, s, f, cf, vs, d, cpu, kcpu, runs }'
     done
   done
 }
@@ -480,12 +490,17 @@ sub_work() { sed "s|$WORK|\$WORK|g"; }
   echo "  runs of one round are seconds apart, so that ratio moves less with the machine's load than the medians do."
   echo "- Noise: other work shares the CPUs, and the slowest and fastest run of one row differ by up to $(awk '$4!="nan" && $2 !~ /^ceil/{k=$1" "$2; if (!(k in lo) || $4<lo[k]) lo[k]=$4; if ($4>hi[k]) hi[k]=$4} END{for (k in lo) if (hi[k]/lo[k]>m) m=hi[k]/lo[k]; printf "%.1fx", m}' "$RES")"
   echo "  in this run. Server CPU per unit of work moves much less between runs than throughput: compare it too."
+  if [ -r /sys/module/page_reporting/parameters/page_reporting_order ]; then
+    echo "- This machine is a VM that hands memory it frees back to its host (free page reporting). The first touch of such"
+    echo "  memory is several times slower than of memory in use: runs that need fresh memory (a cold page cache, a server's"
+    echo "  first buffers) pay it, which is much of the spread between the rounds of one row."
+  fi
   echo
   echo "## Sequential read, whole ${IMG_MIB} MiB export (nbdcopy to null:)"
   echo
   table seq MB/s ceil $READERS
   echo
-  echo "nbdcopy reading the local file instead (client cost without NBD): $(show "$(median seq ceil2)" MB/s) (\`${CMD[seq/ceil2]}\`)."
+  echo "nbdcopy reading the local file instead (client cost without NBD): $(show "$(median seq ceil2)" MB/s) (\`${CMD[seq/ceil2]:-}\`)."
   echo "Multi-conn offered: $(for k in $READERS; do echo -n "${NAME[$k]}: ${MULTI[$k]}; "; done)"
   echo
   echo "## 4 KiB random read (fio nbd engine, queue depth 32)"
@@ -516,6 +531,8 @@ sub_work() { sed "s|$WORK|\$WORK|g"; }
   echo "machine (overlay: ephemeral, the lab setting), the peers serve the file. \"Read from disk\" is the sectors /dev/$DEV read"
   echo "during the run (the whole machine's, so other work adds a little): the image is ${SMALL_MIB} MiB, and a server that reads"
   echo "it once per reader would show n times that. bootfleet's copy is its imported blob under the data directory."
+  echo "The ceiling is the same n readers on the local file without NBD (\`n x dd if=small.img of=/dev/null bs=256k\`, at once,"
+  echo "after the same drop): what the disk and the shared page cache give when no server and no socket is in the way."
   echo
   readers_table
   echo
