@@ -2,6 +2,7 @@ package httpboot
 
 import (
 	"bytes"
+	"github.com/bootfleet/bootfleet/internal/testutil"
 	"io"
 	"io/fs"
 	"log/slog"
@@ -32,7 +33,7 @@ func (d dirOpener) Open(name string) (*os.File, error) {
 
 type env struct {
 	srv    *httptest.Server
-	logs   *bytes.Buffer
+	logs   *testutil.SyncBuffer
 	clock  *time.Time
 	kernel []byte
 }
@@ -74,7 +75,7 @@ machines:
 		t.Fatal(err)
 	}
 	clock := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	e := &env{logs: &bytes.Buffer{}, clock: &clock, kernel: kernel}
+	e := &env{logs: &testutil.SyncBuffer{}, clock: &clock, kernel: kernel}
 	tr := boots.NewTracker(func() time.Time { return *e.clock })
 	mac, _ := net.ParseMAC("52:54:00:aa:bb:cc")
 	tr.DHCPSeen(mac)
@@ -173,13 +174,18 @@ func TestDoneLogsBootComplete(t *testing.T) {
 	}
 }
 
+// The server logs a file once it has sent all of it, which can be after
+// the client has read the last byte: the test waits for the line.
 func TestFileSentIsLoggedWithBytes(t *testing.T) {
 	e := newEnv(t)
 	e.do(t, "GET", "/profiles/linux/kernel?mac=52-54-00-aa-bb-cc", nil)
-	if want := "mac=52:54:00:aa:bb:cc"; !strings.Contains(e.logs.String(), want) {
-		t.Fatalf("log lacks %s:\n%s", want, e.logs.String())
+	deadline := time.Now().Add(5 * time.Second)
+	for !strings.Contains(e.logs.String(), `msg="file sent"`) && time.Now().Before(deadline) {
+		time.Sleep(time.Millisecond)
 	}
-	if want := "bytes=65536"; !strings.Contains(e.logs.String(), want) {
-		t.Fatalf("log lacks %s:\n%s", want, e.logs.String())
+	for _, want := range []string{`msg="file sent" mac=52:54:00:aa:bb:cc`, "bytes=65536"} {
+		if !strings.Contains(e.logs.String(), want) {
+			t.Fatalf("log lacks %s:\n%s", want, e.logs.String())
+		}
 	}
 }
