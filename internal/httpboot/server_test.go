@@ -2,7 +2,6 @@ package httpboot
 
 import (
 	"bytes"
-	"github.com/bootfleet/bootfleet/internal/testutil"
 	"io"
 	"io/fs"
 	"log/slog"
@@ -18,6 +17,7 @@ import (
 	"github.com/bootfleet/bootfleet/internal/boots"
 	"github.com/bootfleet/bootfleet/internal/config"
 	"github.com/bootfleet/bootfleet/internal/fleet"
+	"github.com/bootfleet/bootfleet/internal/testutil"
 )
 
 // dirOpener serves one directory and refuses any name with "..": enough for
