@@ -69,12 +69,9 @@ func (b *File) FileSpan(off, n int64) (*os.File, int64, bool) {
 	return b.f, off, true
 }
 
-// SetUsers tells the image how many disks read it now. MappedSpan offers
-// the mapping only while two or more do: every page of a fresh mapping
-// costs a page fault the first time it is sent from, which only pays for
-// itself when the page is then sent to several machines. One machine
-// reading a cold image alone got 0.9 of a plain pread's speed through the
-// mapping; ten reading together got 1.1 of it.
+// SetUsers tells the image how many disks read it now. With one, nobody
+// else maps the pages MappedSpan returns, so it maps them itself first
+// (see MappedSpan).
 func (b *File) SetUsers(n int) { b.users.Store(int32(min(n, 1<<30))) }
 
 // Users is what SetUsers last said.

@@ -124,9 +124,8 @@ func (ss *session) transmit(ctx context.Context) error {
 // batch. A large READ the export cannot send as a file span goes to a
 // worker, which sends it from the export's mapping (MappedSpanner) or
 // reads it: sent from the request loop, each reply that had to wait for
-// socket space also held back the READs behind it, so one client reading
-// a cold image kept fewer reads in flight than nbdkit and got 0.9 of its
-// speed.
+// socket space also held back the READs behind it, and one client reading
+// a cold image kept fewer reads in flight than nbdkit.
 func (ss *session) readNow(req Request, weight int64) bool {
 	n := int(req.Length)
 	if n == 0 {
