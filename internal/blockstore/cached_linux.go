@@ -124,16 +124,5 @@ func (b *File) MappedSpan(off, n int64) ([]byte, bool) {
 	if int64(st.Cache) < (int64(r.Len)+page-1)/page {
 		return nil, false
 	}
-	if b.users.Load() < 2 {
-		// One machine reads this image: no other session has mapped
-		// these pages, and the send would take a page fault every 64 KiB
-		// in the one goroutine that writes the connection's replies. The
-		// caller (an NBD worker) maps them here instead, beside the other
-		// workers: one reader of a cold image got 0.9 of nbdkit's speed
-		// without this and 1.07 with it. Several machines map the pages
-		// for each other, so they skip the system call. A kernel without
-		// MADV_POPULATE_READ (before 5.14) leaves the faults to the send.
-		unix.Madvise(b.m[start:off+n], unix.MADV_POPULATE_READ)
-	}
 	return b.m[off : off+n : off+n], true
 }

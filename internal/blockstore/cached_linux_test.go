@@ -2,7 +2,6 @@ package blockstore
 
 import (
 	"bytes"
-	"encoding/binary"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -213,55 +212,4 @@ func TestMappedSpan(t *testing.T) {
 	if _, ok := shm.MappedSpan(0, sbs); ok {
 		t.Fatal("MappedSpan ok for an image on tmpfs")
 	}
-}
-
-// TestMappedSpanMapsPagesForOneUser: with one disk reading the image, the
-// span comes back already in this process's page tables, so sending it
-// takes no page fault; with several, MappedSpan leaves that to whichever
-// session touches the pages first.
-func TestMappedSpanMapsPagesForOneUser(t *testing.T) {
-	dir := t.TempDir()
-	if res, fsType, _ := fsResidency(t, dir); res != noWait {
-		testutil.SkipUnlessCI(t, fmt.Sprintf("%s is on file system %#x: no disk-backed image to map", dir, fsType))
-	}
-	const span = 256 << 10
-	for _, tc := range []struct {
-		users  int
-		mapped bool
-	}{{1, true}, {2, false}, {50, false}} {
-		t.Run(fmt.Sprintf("users=%d", tc.users), func(t *testing.T) {
-			img := fileImage(t, t.TempDir(), randomBase(1<<20, uint64(tc.users)).b)
-			img.SetUsers(tc.users)
-			b, ok := img.MappedSpan(span, span)
-			if !ok {
-				t.Fatal("MappedSpan refused pages that the write left in the page cache")
-			}
-			if got := pagesMapped(t, b); (got == len(b)/os.Getpagesize()) != tc.mapped || (!tc.mapped && got != 0) {
-				t.Fatalf("%d of %d pages of the span in the page tables, want all: %v", got, len(b)/os.Getpagesize(), tc.mapped)
-			}
-		})
-	}
-}
-
-// pagesMapped counts the pages of b that this process's page tables map,
-// from /proc/self/pagemap (bit 63: present).
-func pagesMapped(t *testing.T, b []byte) int {
-	t.Helper()
-	f, err := os.Open("/proc/self/pagemap")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	page := uintptr(os.Getpagesize())
-	entries := make([]byte, 8*(uintptr(len(b))/page))
-	if _, err := f.ReadAt(entries, int64(uintptr(unsafe.Pointer(&b[0]))/page*8)); err != nil {
-		t.Fatal(err)
-	}
-	n := 0
-	for i := 0; i < len(entries); i += 8 {
-		if binary.LittleEndian.Uint64(entries[i:])>>63 == 1 {
-			n++
-		}
-	}
-	return n
 }

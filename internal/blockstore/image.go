@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"sync/atomic"
 )
 
 // Image is a read-only source of bytes with a known size: a base image, or
@@ -23,11 +22,10 @@ type fileSpanner interface {
 // File is a base image file opened read-only. It is safe for concurrent
 // use; every reader shares the kernel page cache of the one file.
 type File struct {
-	f     *os.File
-	size  int64
-	res   residency
-	m     []byte       // the file mapped read-only for MappedSpan, if on a disk
-	users atomic.Int32 // disks reading the image now (SetUsers)
+	f    *os.File
+	size int64
+	res  residency
+	m    []byte // the file mapped read-only for MappedSpan, if on a disk
 }
 
 // OpenImage opens the base image at path read-only. Images are immutable:
@@ -68,14 +66,6 @@ func (b *File) FileSpan(off, n int64) (*os.File, int64, bool) {
 	}
 	return b.f, off, true
 }
-
-// SetUsers tells the image how many disks read it now. With one, nobody
-// else maps the pages MappedSpan returns, so it maps them itself first
-// (see MappedSpan).
-func (b *File) SetUsers(n int) { b.users.Store(int32(min(n, 1<<30))) }
-
-// Users is what SetUsers last said.
-func (b *File) Users() int { return int(b.users.Load()) }
 
 // Size is the image size in bytes.
 func (b *File) Size() int64 { return b.size }

@@ -196,12 +196,10 @@ func TestFastPathReads(t *testing.T) {
 		{name: "small read from cache", off: 777, n: 4096, cached: 1},
 		{name: "just under 64 KiB from cache", off: 1, n: minSendfile - 1, cached: 1},
 		{name: "small read falls back to ReadAt", off: 4096, n: 4096, noCache: true, readAts: 1},
-		// A large READ the export cannot send as a file span is a
-		// worker's: ReadCached is not asked, even when it would say yes.
-		{name: "large read outside the span range: ReadAt", off: spanEnd, n: 128 << 10, readAts: 1},
-		{name: "large read across the span range end: ReadAt", off: spanEnd - 4096, n: 128 << 10, readAts: 1},
+		{name: "large read outside the span range from cache", off: spanEnd, n: 128 << 10, cached: 1},
+		{name: "large read across the span range end from cache", off: spanEnd - 4096, n: 128 << 10, cached: 1},
+		{name: "large read neither spanned nor cached: ReadAt", off: spanEnd, n: 128 << 10, noCache: true, readAts: 1},
 		{name: "large read from the mapping", off: spanEnd + 4096, n: 128 << 10, maps: true, mapped: 1},
-		{name: "large read the mapping refuses: ReadAt", off: spanEnd - 4096, n: 128 << 10, maps: true, readAts: 1},
 		{name: "file span before the mapping", off: 0, n: 128 << 10, maps: true, spans: 1},
 		{name: "small read from cache, not the mapping", off: spanEnd, n: 4096, maps: true, cached: 1},
 		{name: "zero-length read", off: 4096, n: 0, anyPath: true},
@@ -236,7 +234,7 @@ func TestFastPathReads(t *testing.T) {
 }
 
 // Without a socket to sendfile to (net.Pipe), the server must not ask for
-// file spans, and large READs come from ReadAt.
+// file spans, and large READs come from ReadCached.
 func TestFastPathWithoutSendfile(t *testing.T) {
 	for _, structured := range []bool{false, true} {
 		t.Run("structured="+strconv.FormatBool(structured), func(t *testing.T) {
@@ -254,8 +252,8 @@ func TestFastPathWithoutSendfile(t *testing.T) {
 			if h, e, data := c.reply(256 << 10); h != 1 || e != 0 || !bytes.Equal(data, base[100:100+256<<10]) {
 				t.Fatalf("READ over a pipe: handle %d errno %v, data equal %v", h, e, bytes.Equal(data, base[100:100+256<<10]))
 			}
-			if s, cr, ra := x.spans.Load(), x.cachedReads.Load(), x.readAts.Load(); s != 0 || cr != 0 || ra != 1 {
-				t.Fatalf("over a pipe: %d sendfile spans, %d cached reads and %d ReadAts, want 0, 0 and 1", s, cr, ra)
+			if s, cr := x.spans.Load(), x.cachedReads.Load(); s != 0 || cr != 1 {
+				t.Fatalf("over a pipe: %d sendfile spans and %d cached reads, want 0 and 1", s, cr)
 			}
 			c.send(Request{Type: CmdDisc}, nil)
 			<-done

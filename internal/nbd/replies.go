@@ -169,35 +169,26 @@ func (ss *session) replyData(req Request, data []byte, weight int64) {
 	ss.send(r)
 }
 
-// fileReply is the reply to a READ whose data goes with sendfile from a
-// span of the export's file.
-func (ss *session) fileReply(req Request, weight int64) (reply, bool) {
-	if ss.files == nil {
-		return reply{}, false
-	}
+// spanReply is the reply to a READ whose data need not be copied into a
+// buffer: a span of the export's file for sendfile, or bytes the export
+// has mapped.
+func (ss *session) spanReply(req Request, weight int64) (reply, bool) {
 	off, n := int64(req.Offset), int64(req.Length)
-	f, foff, ok := ss.files.FileSpan(off, n)
-	if !ok {
-		return reply{}, false
+	if ss.files != nil {
+		if f, foff, ok := ss.files.FileSpan(off, n); ok {
+			r := ss.dataReply(req, int(n), weight)
+			r.file, r.fileOff, r.fileLen = f, foff, n
+			return r, true
+		}
 	}
-	r := ss.dataReply(req, int(n), weight)
-	r.file, r.fileOff, r.fileLen = f, foff, n
-	return r, true
-}
-
-// mappedReply is the reply to a large READ whose data the export has
-// mapped: the send copies it straight from the mapping.
-func (ss *session) mappedReply(req Request, weight int64) (reply, bool) {
-	if ss.mapped == nil || req.Length < minSendfile {
-		return reply{}, false
+	if ss.mapped != nil {
+		if b, ok := ss.mapped.MappedSpan(off, n); ok {
+			r := ss.dataReply(req, int(n), weight)
+			r.body = b
+			return r, true
+		}
 	}
-	b, ok := ss.mapped.MappedSpan(int64(req.Offset), int64(req.Length))
-	if !ok {
-		return reply{}, false
-	}
-	r := ss.dataReply(req, len(b), weight)
-	r.body = b
-	return r, true
+	return reply{}, false
 }
 
 // replyError sends an error. With structured replies it carries msg for the

@@ -18,7 +18,6 @@ type sharedImage struct {
 func (m *Manager) openImage(sha, path string) (*blockstore.File, error) {
 	if s := m.images[sha]; s != nil {
 		s.refs++
-		s.file.SetUsers(s.refs)
 		return s.file, nil
 	}
 	f, err := blockstore.OpenImage(path)
@@ -26,7 +25,6 @@ func (m *Manager) openImage(sha, path string) (*blockstore.File, error) {
 		return nil, err
 	}
 	m.images[sha] = &sharedImage{file: f, refs: 1}
-	f.SetUsers(1)
 	return f, nil
 }
 
@@ -38,7 +36,6 @@ func (m *Manager) closeImage(sha string) error {
 		return nil
 	}
 	if s.refs--; s.refs > 0 {
-		s.file.SetUsers(s.refs)
 		return nil
 	}
 	delete(m.images, sha)
