@@ -23,6 +23,8 @@
 #
 # Usage: scripts/bench-nbd.sh   (root, repo root, after `make build`)
 # Env: ROUNDS (default 5), RUNTIME seconds per fio run (default 4, plus 1 s ramp);
+# READER_ROUNDS for the concurrent-readers case (default 9: its runs are
+# short and their cold reads swing the most);
 # CASES (default "reads writes readers") and OUT (default BENCHMARKS-nbd.md)
 # to run some cases only, e.g. CASES=readers OUT=/tmp/readers.md; the cases
 # left out show as failed in that report.
@@ -34,6 +36,7 @@ RUNTIME=${RUNTIME:-4}
 BIN=$PWD/bin/bootfleet
 OUT=${OUT:-BENCHMARKS-nbd.md}
 CASES=${CASES:-reads writes readers}
+READER_ROUNDS=${READER_ROUNDS:-9}
 IMG_MIB=512
 
 # Outer half: check, install, make the namespace, run the inner half in it.
@@ -345,11 +348,11 @@ has writes && for r in $(seq "$ROUNDS"); do
   run rr-ovl bf-pers "$r"
   echo "== writes, round $r/$ROUNDS done ($(( $(date +%s) - T0 )) s)"
 done
-has readers && for r in $(seq "$ROUNDS"); do
+has readers && for r in $(seq "$READER_ROUNDS"); do
   for n in $READER_COUNTS; do
     for k in $(rotate "$r" $SMALLS ceil-sm); do readers "$k" "$n" "$r"; done
   done
-  echo "== concurrent readers, round $r/$ROUNDS done ($(( $(date +%s) - T0 )) s)"
+  echo "== concurrent readers, round $r/$READER_ROUNDS done ($(( $(date +%s) - T0 )) s)"
 done
 ELAPSED=$(( $(date +%s) - T0 ))
 LOAD_AFTER=$(cut -d' ' -f1-3 /proc/loadavg)
@@ -450,7 +453,7 @@ sub_work() { sed "s|$WORK|\$WORK|g"; }
 {
   echo "# NBD server performance: bootfleet against qemu-nbd, nbdkit and nbd-server"
   echo
-  echo "Written by \`scripts/bench-nbd.sh\` (ROUNDS=$ROUNDS, RUNTIME=$RUNTIME) on $(date -u +%FT%TZ) in ${ELAPSED} s."
+  echo "Written by \`scripts/bench-nbd.sh\` (ROUNDS=$ROUNDS, READER_ROUNDS=$READER_ROUNDS, RUNTIME=$RUNTIME) on $(date -u +%FT%TZ) in ${ELAPSED} s."
   echo "Machine: $(nproc) CPUs ($(awk -F': ' '/model name/{print $2; exit}' /proc/cpuinfo)), shared with other work;"
   echo "load average before: ${LOAD_BEFORE:-?}, after: $LOAD_AFTER. bootfleet $(git describe --always --dirty 2>/dev/null || echo '?');"
   echo "$(qemu-nbd --version | head -1); $(nbdkit --version); nbd-server $(nbd-server -V 2>&1 | awk '/version/{print $NF; exit}'); $(fio --version); $(nbdcopy --version | head -1)."
@@ -533,6 +536,7 @@ sub_work() { sed "s|$WORK|\$WORK|g"; }
   echo "it once per reader would show n times that. bootfleet's copy is its imported blob under the data directory."
   echo "The ceiling is the same n readers on the local file without NBD (\`n x dd if=small.img of=/dev/null bs=256k\`, at once,"
   echo "after the same drop): what the disk and the shared page cache give when no server and no socket is in the way."
+  echo "Medians of $READER_ROUNDS rounds; each round runs 1, then 10, then $READERS_MAX readers on every server in turn."
   echo
   readers_table
   echo
