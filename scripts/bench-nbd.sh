@@ -322,8 +322,11 @@ readers() { # key n round
   t1=$(date +%s.%N)
   [ "$k" = "${k#nbds}" ] || settle
   s1=$(sectors); [ -n "${PID[$k]:-}" ] && c1=$(ticks "${PID[$k]}"); clientcpu; k1=$CLIENTCPU
-  CMD[readers/$k]="$n x nbdcopy --connections=1 ${URI[$k]:-} null: (at once)"
-  [ "$k" = bf-sm ] && CMD[readers/$k]="$n x nbdcopy --connections=1 nbd://127.0.0.1:10819/<machine i's export> null: (at once)"
+  case $k in
+    ceil-sm) CMD[readers/$k]="$n x dd if=$f of=/dev/null bs=256k (at once)" ;;
+    bf-sm)   CMD[readers/$k]="$n x nbdcopy --connections=1 nbd://127.0.0.1:10819/<machine i's export> null: (at once)" ;;
+    *)       CMD[readers/$k]="$n x nbdcopy --connections=1 ${URI[$k]} null: (at once)" ;;
+  esac
   if [ "$fails" -gt 0 ]; then
     echo "readers$n ${NAME[$k]} failed (round $r): $fails of $n readers" | tee -a "$WORK/errors" >&2
     echo "readers$n $k $r nan 0 0 0" >> "$RES"; return
@@ -433,14 +436,15 @@ disk() { # case key -> median MiB read from the disk
     awk '{a[NR]=$1} END{ if (!NR) print "nan"; else printf "%.0f", a[int((NR+1)/2)] }'
 }
 readers_table() {
-  local n k m bv cm
+  local n k m bv cm cf
   echo "| readers | server | aggregate | ceiling (no NBD) | vs best peer | read from disk | server CPU | client CPU | runs |"
   echo "|---:|---|---:|---:|---:|---:|---:|---:|---|"
   for n in $READER_COUNTS; do
     read -r bv _ <<< "$(best_peer "readers$n" $SMALLS)"
+    cf=$(show "$(median "readers$n" ceil-sm)" MB/s)
     for k in $SMALLS; do
       m=$(median "readers$n" "$k"); cm=$(cpu "readers$n" "$k")
-      awk -v n="$n" -v s="${NAME[$k]}" -v m="$m" -v f="$(show "$m" MB/s)" -v cf="$(show "$(median "readers$n" ceil-sm)" MB/s)" -v bv="$bv" -v d="$(disk "readers$n" "$k")" -v cm="$cm" -v kc="$(clicpu "readers$n" "$k" 7)" \
+      awk -v n="$n" -v s="${NAME[$k]}" -v m="$m" -v f="$(show "$m" MB/s)" -v cf="$cf" -v bv="$bv" -v d="$(disk "readers$n" "$k")" -v cm="$cm" -v kc="$(clicpu "readers$n" "$k" 7)" \
           -v gb="$(awk -v n="$n" -v b=$((SMALL_MIB << 20)) 'BEGIN{print n*b/1e9}')" -v runs="$(runs "readers$n" "$k")" 'BEGIN{
         vs = (m=="nan" || bv==0) ? "-" : sprintf("%.0f%%", m/bv*100)
         cpu = (cm=="nan" || m=="nan") ? "-" : sprintf("%.2f s/GB", cm/gb)
@@ -534,7 +538,7 @@ sub_work() { sed "s|$WORK|\$WORK|g"; }
   echo "machine (overlay: ephemeral, the lab setting), the peers serve the file. \"Read from disk\" is the sectors /dev/$DEV read"
   echo "during the run (the whole machine's, so other work adds a little): the image is ${SMALL_MIB} MiB, and a server that reads"
   echo "it once per reader would show n times that. bootfleet's copy is its imported blob under the data directory."
-  echo "The ceiling is the same n readers on the local file without NBD (\`n x dd if=small.img of=/dev/null bs=256k\`, at once,"
+  echo "The ceiling is the same n readers on the local file without NBD (\`$(sed "s/^[0-9]* x/n x/" <<< "${CMD[readers/ceil-sm]:-}")\`,"
   echo "after the same drop): what the disk and the shared page cache give when no server and no socket is in the way."
   echo "Medians of $READER_ROUNDS rounds; each round runs 1, then 10, then $READERS_MAX readers on every server in turn."
   echo
