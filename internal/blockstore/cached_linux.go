@@ -109,8 +109,15 @@ func unmap(m []byte) error {
 // send copies twice; and unlike sendfile the client receives bytes the
 // copy has just brought into the CPU cache, which counts when the client
 // shares the server's CPUs. The slice stays valid until Close.
+//
+// It says no while fewer than two machines read the image (SetSharers).
+// A lone reader's cached pages are the ones its own readahead just
+// brought in, and the request loop, sending them as they came, stopped
+// handing out the reads behind them: with the mapping, one cold reader
+// got 0.93 of nbdkit's speed in 29 rounds; without it, spliced by the
+// workers, 1.04.
 func (b *File) MappedSpan(off, n int64) ([]byte, bool) {
-	if b.m == nil || off < 0 || n <= 0 || off > b.size || n > b.size-off {
+	if b.m == nil || b.sharers.Load() < 2 || off < 0 || n <= 0 || off > b.size || n > b.size-off {
 		return nil, false
 	}
 	page := int64(os.Getpagesize())

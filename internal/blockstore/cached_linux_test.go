@@ -165,6 +165,14 @@ func TestMappedSpan(t *testing.T) {
 	img := fileImage(t, dir, mem.b)
 	o, model := stagedOverlay(t, img, mem.b, filepath.Join(dir, "overlay"))
 	defer o.Close()
+	// A lone machine's reads are not sent from the mapping.
+	for _, n := range []int{0, 1} {
+		img.SetSharers(n)
+		if _, ok := img.MappedSpan(0, sbs); ok {
+			t.Fatalf("MappedSpan ok with %d machines reading the image, want it only for two or more", n)
+		}
+	}
+	img.SetSharers(2)
 	for _, tc := range []struct {
 		name   string
 		off, n int64
@@ -194,6 +202,7 @@ func TestMappedSpan(t *testing.T) {
 	// dropped, so this image's are never read through the mapping.)
 	big := randomBase(4<<20, 91)
 	cold := fileImage(t, t.TempDir(), big.b)
+	cold.SetSharers(2)
 	if err := cold.f.Sync(); err != nil {
 		t.Fatal(err)
 	}
@@ -209,6 +218,7 @@ func TestMappedSpan(t *testing.T) {
 	}
 	// An image in memory is sent with sendfile; it is not mapped.
 	shm := fileImage(t, shmDir(t), mem.b)
+	shm.SetSharers(2)
 	if _, ok := shm.MappedSpan(0, sbs); ok {
 		t.Fatal("MappedSpan ok for an image on tmpfs")
 	}

@@ -56,6 +56,9 @@ type Disk interface {
 	// FileSpan is nbd.FileSpanner: ok when the range reads straight from
 	// the immutable base image's file.
 	FileSpan(off, n int64) (f *os.File, fileOff int64, ok bool)
+	// StoredSpan is nbd.StoredSpanner: FileSpan for a range that may
+	// have to be read from the disk.
+	StoredSpan(off, n int64) (f *os.File, fileOff int64, ok bool)
 	// MappedSpan is nbd.MappedSpanner: the bytes of the range, in memory,
 	// when it reads straight from the base image and the page cache holds it.
 	MappedSpan(off, n int64) ([]byte, bool)
@@ -102,6 +105,18 @@ func (r readOnly) MappedSpan(off, n int64) ([]byte, bool) {
 		return ms.MappedSpan(off, n)
 	}
 	return nil, false
+}
+
+// storedSpanner is the nbd.StoredSpanner upgrade, which File has.
+type storedSpanner interface {
+	StoredSpan(off, n int64) (*os.File, int64, bool)
+}
+
+func (r readOnly) StoredSpan(off, n int64) (*os.File, int64, bool) {
+	if ss, ok := r.Image.(storedSpanner); ok {
+		return ss.StoredSpan(off, n)
+	}
+	return nil, 0, false
 }
 
 func (r readOnly) FileSpan(off, n int64) (*os.File, int64, bool) {

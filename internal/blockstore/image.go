@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"sync/atomic"
 )
 
 // Image is a read-only source of bytes with a known size: a base image, or
@@ -26,7 +27,13 @@ type File struct {
 	size int64
 	res  residency
 	m    []byte // the file mapped read-only for MappedSpan, if on a disk
+	// sharers is how many machines read the image at once (SetSharers).
+	sharers atomic.Int32
 }
+
+// SetSharers tells the image how many machines read it now: MappedSpan
+// serves only an image that two or more share.
+func (b *File) SetSharers(n int) { b.sharers.Store(int32(min(n, 1<<30))) }
 
 // OpenImage opens the base image at path read-only. Images are immutable:
 // replacing the file under running clients would corrupt their overlays,
@@ -62,6 +69,15 @@ func (b *File) ReadAt(p []byte, off int64) (int, error) { return b.f.ReadAt(p, o
 // three quarters of the speed nbdkit (pread only) got.
 func (b *File) FileSpan(off, n int64) (*os.File, int64, bool) {
 	if b.res != inMemory || off < 0 || n < 0 || off > b.size || n > b.size-off {
+		return nil, 0, false
+	}
+	return b.f, off, true
+}
+
+// StoredSpan is FileSpan wherever the file is: the server reads the span
+// in a worker (nbd.StoredSpanner), so it may wait for the disk.
+func (b *File) StoredSpan(off, n int64) (*os.File, int64, bool) {
+	if off < 0 || n < 0 || off > b.size || n > b.size-off {
 		return nil, 0, false
 	}
 	return b.f, off, true

@@ -287,6 +287,15 @@ func (o *Overlay) FileSpan(off, n int64) (*os.File, int64, bool) {
 	return f, foff, true
 }
 
+// StoredSpan is FileSpan for a span that may wait for the disk.
+func (o *Overlay) StoredSpan(off, n int64) (*os.File, int64, bool) {
+	ss, ok := o.base.(storedSpanner)
+	if !ok || !o.allBase(off, n) {
+		return nil, 0, false
+	}
+	return ss.StoredSpan(off, n)
+}
+
 // MappedSpan is FileSpan for the base's mapping: ok when every block of
 // the range reads from the base and the base maps it (File.MappedSpan).
 func (o *Overlay) MappedSpan(off, n int64) ([]byte, bool) {

@@ -69,6 +69,14 @@ type (
 	MappedSpanner interface {
 		MappedSpan(off, n int64) ([]byte, bool)
 	}
+	// StoredSpanner is FileSpanner for data that may have to come from
+	// storage: the server reads such a span in a worker, with splice(2)
+	// into a pipe, and sends the pipe's pages with no copy. The same
+	// rules hold: immutable data, and the file open until the session
+	// ends.
+	StoredSpanner interface {
+		StoredSpan(off, n int64) (f *os.File, fileOff int64, ok bool)
+	}
 	// CachedReader lets the server answer a READ on its request loop, with
 	// no hand-off to a worker goroutine, when the data is already in
 	// memory; replies answered so are sent together. ReadCached fills p

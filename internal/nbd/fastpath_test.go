@@ -358,24 +358,7 @@ func TestFastPathPipelined(t *testing.T) {
 				want[h], lens[h], offs[h] = base[off:off+n], n, uint64(off)
 				reads++
 			}
-			// The server stops reading requests while its replies are
-			// not read, so the batch goes from another goroutine.
-			werr := make(chan error, 1)
-			go func() { _, err := c.c.Write(batch); werr <- err }()
-			for range len(want) {
-				h, e, data := c.anyReply(lens, offs)
-				w, ok := want[h]
-				if !ok {
-					t.Fatalf("reply for handle %d, which is unknown or was answered before", h)
-				}
-				delete(want, h)
-				if e != 0 || !bytes.Equal(data, w) {
-					t.Fatalf("handle %d: errno %v, %d bytes, want %d bytes equal to the export's", h, e, len(data), len(w))
-				}
-			}
-			if err := <-werr; err != nil {
-				t.Fatal(err)
-			}
+			c.exchange(batch, want, lens, offs)
 			if got := x.content(t, spanEnd, size-spanEnd); !bytes.Equal(got, model[spanEnd:]) {
 				t.Fatal("the export does not hold what the WRITEs wrote")
 			}
@@ -402,5 +385,29 @@ func TestFastPathPipelined(t *testing.T) {
 			c.send(Request{Type: CmdDisc}, nil)
 			c.expectClosed()
 		})
+	}
+}
+
+// exchange sends batch and reads a reply for every handle in want, in
+// any order: nil for a WRITE, the bytes for a READ (lens and offs as in
+// anyReply). The server stops reading requests while its replies are not
+// read, so the batch goes from another goroutine.
+func (c *client) exchange(batch []byte, want map[uint64][]byte, lens map[uint64]int, offs map[uint64]uint64) {
+	c.t.Helper()
+	werr := make(chan error, 1)
+	go func() { _, err := c.c.Write(batch); werr <- err }()
+	for range len(want) {
+		h, e, data := c.anyReply(lens, offs)
+		w, ok := want[h]
+		if !ok {
+			c.t.Fatalf("reply for handle %d, which is unknown or was answered before", h)
+		}
+		delete(want, h)
+		if e != 0 || !bytes.Equal(data, w) {
+			c.t.Fatalf("handle %d: errno %v, %d bytes, want %d bytes equal to the export's", h, e, len(data), len(w))
+		}
+	}
+	if err := <-werr; err != nil {
+		c.t.Fatal(err)
 	}
 }

@@ -25,6 +25,10 @@ func (ss *session) transmit(ctx context.Context) error {
 	if fs, ok := ss.export.(FileSpanner); ok && ss.out.sendsFiles() {
 		ss.files = fs
 	}
+	if sp, ok := ss.export.(StoredSpanner); ok && ss.out.sendsFiles() {
+		ss.spans = sp
+		ss.pipes.max = 2 * ss.srv.cfg.MaxInFlight
+	}
 	ss.mapped, _ = ss.export.(MappedSpanner)
 	ss.cached, _ = ss.export.(CachedReader)
 	ss.cachedW, _ = ss.export.(CachedWriter)
@@ -36,6 +40,8 @@ func (ss *session) transmit(ctx context.Context) error {
 		ss.flush()
 		close(jobs)
 		wg.Wait() // DISC, errors and shutdown all let in-flight requests finish
+		ss.flush()
+		ss.pipes.close()
 	}()
 	var hdr [RequestLen]byte
 	for {
@@ -136,6 +142,9 @@ func (ss *session) readNow(req Request, weight int64) bool {
 		if r, ok := ss.spanReply(req, weight); ok {
 			ss.sendRead(r, n, true)
 			return true
+		}
+		if ss.spliceable(req) {
+			return false // a worker splices it: no copy, not even from the cache
 		}
 	}
 	if ss.cached == nil {
@@ -284,6 +293,11 @@ func (ss *session) handle(req Request, payload []byte, weight int64) {
 	var err error
 	switch req.Type {
 	case CmdRead:
+		if r, ok := ss.splicedRead(req, weight); ok {
+			ss.bytesRead.Add(n)
+			ss.send(r)
+			return
+		}
 		buf := getBuf(int(n))
 		var got int
 		got, err = e.ReadAt(buf, off)

@@ -49,6 +49,8 @@ type session struct {
 	mapped  MappedSpanner
 	cached  CachedReader
 	cachedW CachedWriter
+	spans   StoredSpanner // the export's, if out can splice
+	pipes   pipePool
 
 	revoked                      atomic.Bool
 	bytesRead, bytesWritten, ops atomic.Int64

@@ -35,14 +35,20 @@ func (w *socketWire) write(batch []reply) error {
 		if len(r.body) > 0 {
 			iov = append(iov, r.body)
 		}
-		if r.file == nil {
+		if r.file == nil && r.pipe == nil {
 			continue
 		}
 		if err := w.sendmsg(iov, true); err != nil {
 			return err
 		}
 		iov = iov[:0]
-		if err := w.sendfile(r.file, r.fileOff, r.fileLen); err != nil {
+		var err error
+		if r.pipe != nil {
+			err = w.splice(r.pipe, r.pipeLen)
+		} else {
+			err = w.sendfile(r.file, r.fileOff, r.fileLen)
+		}
+		if err != nil {
 			return err
 		}
 	}

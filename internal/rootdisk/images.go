@@ -18,12 +18,14 @@ type sharedImage struct {
 func (m *Manager) openImage(sha, path string) (*blockstore.File, error) {
 	if s := m.images[sha]; s != nil {
 		s.refs++
+		s.file.SetSharers(s.refs)
 		return s.file, nil
 	}
 	f, err := blockstore.OpenImage(path)
 	if err != nil {
 		return nil, err
 	}
+	f.SetSharers(1)
 	m.images[sha] = &sharedImage{file: f, refs: 1}
 	return f, nil
 }
@@ -36,6 +38,7 @@ func (m *Manager) closeImage(sha string) error {
 		return nil
 	}
 	if s.refs--; s.refs > 0 {
+		s.file.SetSharers(s.refs)
 		return nil
 	}
 	delete(m.images, sha)

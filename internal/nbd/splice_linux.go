@@ -1,0 +1,202 @@
+package nbd
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"sync"
+
+	"golang.org/x/sys/unix"
+)
+
+// A READ of the immutable base image that must wait for the disk is read
+// by a worker with splice(2) into a pipe: the worker waits for the disk,
+// the pipe then holds references to the page-cache pages, and the writer
+// splices them into the socket. The server copies no byte of it, where
+// pread then send copied each byte twice; on a cold image, with the
+// client and the server sharing two CPUs, those copies were what kept
+// one reader behind the disk.
+
+// pipe is one kernel pipe that carries a READ's pages from the file to
+// the socket; held counts the bytes in it.
+type pipe struct {
+	r, w int
+	size int
+	held int
+}
+
+// pipePool is a session's idle pipes. A pipe is reused only when empty;
+// one left holding bytes (a send failed) is closed.
+type pipePool struct {
+	mu    sync.Mutex
+	idle  []*pipe
+	count int
+	max   int
+}
+
+func (pp *pipePool) get(n int) *pipe {
+	pp.mu.Lock()
+	var p *pipe
+	switch k := len(pp.idle); {
+	case k > 0:
+		p, pp.idle = pp.idle[k-1], pp.idle[:k-1]
+	case pp.count < pp.max:
+		pp.count++
+	default:
+		pp.mu.Unlock()
+		return nil // every pipe is in use: the READ takes a buffer
+	}
+	pp.mu.Unlock()
+	if p == nil {
+		var fds [2]int
+		if unix.Pipe2(fds[:], unix.O_CLOEXEC) != nil {
+			pp.drop(nil)
+			return nil
+		}
+		p = &pipe{r: fds[0], w: fds[1]}
+		if sz, err := unix.FcntlInt(uintptr(p.w), unix.F_GETPIPE_SZ, 0); err == nil {
+			p.size = sz
+		}
+	}
+	if p.size < n {
+		sz, err := unix.FcntlInt(uintptr(p.w), unix.F_SETPIPE_SZ, n)
+		if err != nil {
+			pp.put(p)
+			return nil
+		}
+		p.size = sz
+	}
+	return p
+}
+
+func (pp *pipePool) put(p *pipe) {
+	if p.held != 0 {
+		pp.drop(p)
+		return
+	}
+	pp.mu.Lock()
+	pp.idle = append(pp.idle, p)
+	pp.mu.Unlock()
+}
+
+// drop closes p (if any) and frees its place.
+func (pp *pipePool) drop(p *pipe) {
+	if p != nil {
+		unix.Close(p.r)
+		unix.Close(p.w)
+	}
+	pp.mu.Lock()
+	pp.count--
+	pp.mu.Unlock()
+}
+
+// close closes the idle pipes; the session calls it once every reply has
+// been released.
+func (pp *pipePool) close() {
+	pp.mu.Lock()
+	idle := pp.idle
+	pp.idle, pp.count = nil, pp.count-len(idle)
+	pp.mu.Unlock()
+	for _, p := range idle {
+		unix.Close(p.r)
+		unix.Close(p.w)
+	}
+}
+
+// fill splices n bytes of f from off into p, waiting for the disk as a
+// read would.
+func (p *pipe) fill(f *os.File, off int64, n int) error {
+	var serr error
+	cerr := control(f, func(fd uintptr) {
+		for n > 0 {
+			m, err := unix.Splice(int(fd), &off, p.w, nil, n, unix.SPLICE_F_MOVE|unix.SPLICE_F_NONBLOCK)
+			switch {
+			case err == unix.EINTR:
+				continue
+			case err != nil:
+				serr = err
+				return
+			case m == 0:
+				serr = errors.New("unexpected end of file")
+				return
+			}
+			p.held += int(m)
+			n -= int(m)
+		}
+	})
+	if err := errors.Join(cerr, serr); err != nil {
+		return fmt.Errorf("splice %s at %d into a pipe: %w", f.Name(), off, err)
+	}
+	return nil
+}
+
+// splicedRead answers a READ from the base image's file through a pipe,
+// if the export has the range as a file span and a pipe can hold it.
+func (ss *session) splicedRead(req Request, weight int64) (reply, bool) {
+	n := int(req.Length)
+	if ss.spans == nil || n < minSendfile || n > maxSplice {
+		return reply{}, false
+	}
+	f, foff, ok := ss.spans.StoredSpan(int64(req.Offset), int64(n))
+	if !ok {
+		return reply{}, false
+	}
+	need := n
+	if foff%pageSize != 0 {
+		need += pageSize // the pages straddle one more
+	}
+	p := ss.pipes.get(need)
+	if p == nil {
+		return reply{}, false
+	}
+	if err := p.fill(f, foff, n); err != nil {
+		ss.pipes.drop(p) // ReadAt then reports the error, if it is one
+		return reply{}, false
+	}
+	r := ss.dataReply(req, n, weight)
+	r.pipe, r.pipeLen = p, n
+	return r, true
+}
+
+const (
+	pageSize  = 4096
+	maxSplice = 1 << 20 // Linux's default pipe-max-size
+)
+
+// splice sends the n bytes p holds to the socket.
+func (w *socketWire) splice(p *pipe, n int) error {
+	var serr error
+	werr := w.rc.Write(func(dst uintptr) bool {
+		for n > 0 {
+			m, err := unix.Splice(p.r, nil, int(dst), nil, n, unix.SPLICE_F_MOVE|unix.SPLICE_F_NONBLOCK)
+			switch {
+			case err == unix.EINTR:
+			case err == unix.EAGAIN:
+				return false
+			case err != nil:
+				serr = err
+				return true
+			case m == 0:
+				serr = errors.New("pipe empty")
+				return true
+			default:
+				p.held -= int(m)
+				n -= int(m)
+			}
+		}
+		return true
+	})
+	if err := errors.Join(werr, serr); err != nil {
+		return fmt.Errorf("send read data from a pipe (%d bytes left): %w", n, err)
+	}
+	return nil
+}
+
+// spliceable says a worker can send the READ's data through a pipe.
+func (ss *session) spliceable(req Request) bool {
+	if ss.spans == nil || req.Length < minSendfile || req.Length > maxSplice {
+		return false
+	}
+	_, _, ok := ss.spans.StoredSpan(int64(req.Offset), int64(req.Length))
+	return ok
+}
