@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"os"
 	"sync"
 	"sync/atomic"
 
@@ -40,7 +41,6 @@ func (ss *session) transmit(ctx context.Context) error {
 		ss.flush()
 		close(jobs)
 		wg.Wait() // DISC, errors and shutdown all let in-flight requests finish
-		ss.flush()
 		ss.pipes.close()
 	}()
 	var hdr [RequestLen]byte
@@ -95,8 +95,12 @@ func (ss *session) transmit(ctx context.Context) error {
 			ss.replyError(req, e, msg, weight)
 			continue
 		}
-		if req.Type == CmdRead && ss.readNow(req, weight) {
-			continue
+		var span storedSpan
+		if req.Type == CmdRead {
+			var done bool
+			if done, span = ss.readNow(req, weight); done {
+				continue
+			}
 		}
 		if req.Type == CmdWrite && ss.writeCached(req, payload, weight) {
 			putBuf(payload)
@@ -107,7 +111,7 @@ func (ss *session) transmit(ctx context.Context) error {
 			wg.Add(1)
 			go ss.work(jobs, &idle, &wg)
 		}
-		j := job{req: req, payload: payload, weight: weight}
+		j := job{req: req, payload: payload, weight: weight, span: span}
 		select {
 		case jobs <- j:
 		default:
@@ -132,33 +136,36 @@ func (ss *session) transmit(ctx context.Context) error {
 // memory for the send, and ten clients reading a cached image got 0.9 of
 // nbdkit's speed (pread then send, per thread); sent at once, they got
 // the same.
-func (ss *session) readNow(req Request, weight int64) bool {
+//
+// When a worker must answer, span is where it can splice the data from,
+// if anywhere.
+func (ss *session) readNow(req Request, weight int64) (done bool, span storedSpan) {
 	n := int(req.Length)
 	if n == 0 {
-		return false
+		return false, span
 	}
 	large := n >= minSendfile
 	if large {
 		if r, ok := ss.spanReply(req, weight); ok {
 			ss.sendRead(r, n, true)
-			return true
+			return true, span
 		}
-		if ss.spliceable(req) {
-			return false // a worker splices it: no copy, not even from the cache
+		if span, ok := ss.spliceable(req); ok {
+			return false, span // a worker splices it: no copy, not even from the cache
 		}
 	}
 	if ss.cached == nil {
-		return false
+		return false, span
 	}
 	buf := getBuf(n)
 	if !ss.cached.ReadCached(buf, int64(req.Offset)) {
 		putBuf(buf)
-		return false
+		return false, span
 	}
 	r := ss.dataReply(req, n, weight)
 	r.body, r.pooled = buf, true
 	ss.sendRead(r, n, large)
-	return true
+	return true, span
 }
 
 // sendRead queues the reply r to a READ of n bytes answered on the request
@@ -220,6 +227,14 @@ type job struct {
 	req     Request
 	payload []byte
 	weight  int64
+	span    storedSpan // a READ's data in the export's file, to splice
+}
+
+// storedSpan is a range of an export's file (StoredSpanner); f is nil
+// for none.
+type storedSpan struct {
+	f   *os.File
+	off int64
 }
 
 func (ss *session) work(jobs <-chan job, idle *atomic.Int32, wg *sync.WaitGroup) {
@@ -230,7 +245,7 @@ func (ss *session) work(jobs <-chan job, idle *atomic.Int32, wg *sync.WaitGroup)
 		if !ok {
 			return
 		}
-		ss.handle(j.req, j.payload, j.weight)
+		ss.handle(j)
 		putBuf(j.payload)
 	}
 }
@@ -287,13 +302,14 @@ func (ss *session) check(req Request) (Errno, string) {
 
 // handle runs one valid request against the export and sends its reply,
 // which carries the request's budget weight.
-func (ss *session) handle(req Request, payload []byte, weight int64) {
+func (ss *session) handle(j job) {
+	req, payload, weight := j.req, j.payload, j.weight
 	e := ss.export
 	off, n := int64(req.Offset), int64(req.Length)
 	var err error
 	switch req.Type {
 	case CmdRead:
-		if r, ok := ss.splicedRead(req, weight); ok {
+		if r, ok := ss.splicedRead(req, j.span, weight); ok {
 			ss.bytesRead.Add(n)
 			ss.send(r)
 			return

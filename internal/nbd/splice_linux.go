@@ -130,26 +130,22 @@ func (p *pipe) fill(f *os.File, off int64, n int) error {
 	return nil
 }
 
-// splicedRead answers a READ from the base image's file through a pipe,
-// if the export has the range as a file span and a pipe can hold it.
-func (ss *session) splicedRead(req Request, weight int64) (reply, bool) {
+// splicedRead answers a READ from span (spliceable's) through a pipe, if
+// a pipe can hold it.
+func (ss *session) splicedRead(req Request, span storedSpan, weight int64) (reply, bool) {
+	if span.f == nil {
+		return reply{}, false
+	}
 	n := int(req.Length)
-	if ss.spans == nil || n < minSendfile || n > maxSplice {
-		return reply{}, false
-	}
-	f, foff, ok := ss.spans.StoredSpan(int64(req.Offset), int64(n))
-	if !ok {
-		return reply{}, false
-	}
 	need := n
-	if foff%pageSize != 0 {
+	if span.off%pageSize != 0 {
 		need += pageSize // the pages straddle one more
 	}
 	p := ss.pipes.get(need)
 	if p == nil {
 		return reply{}, false
 	}
-	if err := p.fill(f, foff, n); err != nil {
+	if err := p.fill(span.f, span.off, n); err != nil {
 		ss.pipes.drop(p) // ReadAt then reports the error, if it is one
 		return reply{}, false
 	}
@@ -165,38 +161,23 @@ const (
 
 // splice sends the n bytes p holds to the socket.
 func (w *socketWire) splice(p *pipe, n int) error {
-	var serr error
-	werr := w.rc.Write(func(dst uintptr) bool {
-		for n > 0 {
-			m, err := unix.Splice(p.r, nil, int(dst), nil, n, unix.SPLICE_F_MOVE|unix.SPLICE_F_NONBLOCK)
-			switch {
-			case err == unix.EINTR:
-			case err == unix.EAGAIN:
-				return false
-			case err != nil:
-				serr = err
-				return true
-			case m == 0:
-				serr = errors.New("pipe empty")
-				return true
-			default:
-				p.held -= int(m)
-				n -= int(m)
-			}
-		}
-		return true
+	left, err := w.pour(int64(n), func(dst int, k int64) (int, error) {
+		m, err := unix.Splice(p.r, nil, dst, nil, int(k), unix.SPLICE_F_MOVE|unix.SPLICE_F_NONBLOCK)
+		p.held -= int(max(m, 0))
+		return int(m), err
 	})
-	if err := errors.Join(werr, serr); err != nil {
-		return fmt.Errorf("send read data from a pipe (%d bytes left): %w", n, err)
+	if err != nil {
+		return fmt.Errorf("send read data from a pipe (%d bytes left): %w", left, err)
 	}
 	return nil
 }
 
-// spliceable says a worker can send the READ's data through a pipe.
-func (ss *session) spliceable(req Request) bool {
+// spliceable returns where a worker can splice the READ's data from into
+// a pipe.
+func (ss *session) spliceable(req Request) (storedSpan, bool) {
 	if ss.spans == nil || req.Length < minSendfile || req.Length > maxSplice {
-		return false
+		return storedSpan{}, false
 	}
-	_, _, ok := ss.spans.StoredSpan(int64(req.Offset), int64(req.Length))
-	return ok
+	f, off, ok := ss.spans.StoredSpan(int64(req.Offset), int64(req.Length))
+	return storedSpan{f, off}, ok
 }

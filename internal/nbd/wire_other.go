@@ -19,6 +19,6 @@ type pipePool struct{ max int }
 func (*pipePool) put(*pipe) {}
 func (*pipePool) close()    {}
 
-func (*session) splicedRead(Request, int64) (reply, bool) { return reply{}, false }
+func (*session) splicedRead(Request, storedSpan, int64) (reply, bool) { return reply{}, false }
 
-func (*session) spliceable(Request) bool { return false }
+func (*session) spliceable(Request) (storedSpan, bool) { return storedSpan{}, false }
