@@ -80,11 +80,11 @@ func control(f *os.File, fn func(fd int)) error {
 	return rc.Control(func(fd uintptr) { fn(int(fd)) })
 }
 
-// mapImage maps a base image on a disk read-only for MappedSpan, or
-// returns nil: images in memory are sent with sendfile instead, and a
-// failed mapping only costs the fast path.
-func mapImage(f *os.File, size int64, r residency) []byte {
-	if r == inMemory || size <= 0 || size != int64(int(size)) {
+// mapImage maps a base image read-only for MappedSpan, or returns nil:
+// a failed mapping only costs the fast path (sendfile or a worker then
+// serves the reads).
+func mapImage(f *os.File, size int64) []byte {
+	if size <= 0 || size != int64(int(size)) {
 		return nil
 	}
 	var m []byte
@@ -104,20 +104,24 @@ func unmap(m []byte) error {
 
 // MappedSpan returns [off, off+n) of the image, a slice of its read-only
 // mapping, when every page of it is in the page cache (cachestat(2)), so
-// reading the slice does not wait for the disk. Sending from the mapping
-// copies once, from the page cache to the socket, where ReadCached then a
-// send copies twice; and unlike sendfile the client receives bytes the
-// copy has just brought into the CPU cache, which counts when the client
-// shares the server's CPUs. The slice stays valid until Close.
+// reading the slice does not wait for the disk (or for swap, on tmpfs).
+// Sending from the mapping copies once, from the page cache to the socket,
+// where ReadCached then a send copies twice; and unlike sendfile the
+// client receives bytes the copy has just brought into the CPU cache,
+// which counts when the client shares the server's CPUs. On one 1 GiB
+// image on tmpfs, nbdcopy on the same two CPUs spent 0.22 s/GB receiving
+// from the mapping against 0.33 s/GB from sendfile, the server 0.34
+// against 0.27 s/GB: 5% more MB/s in 15 paired rounds.
 //
-// It says no while fewer than two machines read the image (SetSharers).
-// A lone reader's cached pages are the ones its own readahead just
-// brought in, and the request loop, sending them as they came, stopped
-// handing out the reads behind them: with the mapping, one cold reader
-// got 0.93 of nbdkit's speed in 29 rounds; without it, spliced by the
-// workers, 1.04.
+// On a disk it says no while fewer than two machines read the image
+// (SetSharers). A lone reader's cached pages are the ones its own
+// readahead just brought in, and the request loop, sending them as they
+// came, stopped handing out the reads behind them: with the mapping, one
+// cold reader got 0.93 of nbdkit's speed in 29 rounds; without it,
+// spliced by the workers, 1.04. An image in memory has no readahead to
+// disturb.
 func (b *File) MappedSpan(off, n int64) ([]byte, bool) {
-	if b.m == nil || b.sharers.Load() < 2 || off < 0 || n <= 0 || off > b.size || n > b.size-off {
+	if b.m == nil || (b.res != inMemory && b.sharers.Load() < 2) || off < 0 || n <= 0 || off > b.size || n > b.size-off {
 		return nil, false
 	}
 	page := int64(os.Getpagesize())

@@ -13,7 +13,7 @@ func readCached(*os.File, residency, []byte, int64) bool { return false }
 
 func writeCached(*os.File, residency, *atomic.Bool, []byte, int64) bool { return false }
 
-func mapImage(*os.File, int64, residency) []byte { return nil }
+func mapImage(*os.File, int64) []byte { return nil }
 
 func unmap([]byte) error { return nil }
 

@@ -26,13 +26,13 @@ type File struct {
 	f    *os.File
 	size int64
 	res  residency
-	m    []byte // the file mapped read-only for MappedSpan, if on a disk
+	m    []byte // the file mapped read-only for MappedSpan
 	// sharers is how many machines read the image at once (SetSharers).
 	sharers atomic.Int32
 }
 
-// SetSharers tells the image how many machines read it now: MappedSpan
-// serves only an image that two or more share.
+// SetSharers tells the image how many machines read it now: on a disk,
+// MappedSpan serves only an image that two or more share.
 func (b *File) SetSharers(n int) { b.sharers.Store(int32(min(n, 1<<30))) }
 
 // OpenImage opens the base image at path read-only. Images are immutable:
@@ -53,7 +53,7 @@ func OpenImage(path string) (*File, error) {
 		return nil, fmt.Errorf("blockstore: base image %s is a %v, want a regular file", path, st.Mode().Type())
 	}
 	b := &File{f: f, size: st.Size(), res: probeResidency(f)}
-	b.m = mapImage(f, b.size, b.res)
+	b.m = mapImage(f, b.size)
 	return b, nil
 }
 
@@ -61,7 +61,8 @@ func (b *File) ReadAt(p []byte, off int64) (int, error) { return b.f.ReadAt(p, o
 
 // FileSpan says that [off, off+n) of the image is the same range of its
 // file. Images are immutable, so the server may send it with sendfile; but
-// only from a file in memory (tmpfs, ramfs). On a disk, sendfile of the
+// only from a file in memory (tmpfs, ramfs), and the server prefers the
+// mapping (MappedSpan) when it has one. On a disk, sendfile of the
 // spans the page cache already held, in reply order, cut gaps into the
 // sequential reads that the workers made for the rest, and the kernel's
 // readahead took them for random access: one client reading a cold

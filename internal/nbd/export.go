@@ -62,7 +62,8 @@ type (
 		FileSpan(off, n int64) (f *os.File, fileOff int64, ok bool)
 	}
 	// MappedSpanner lets the server send a READ's data from memory the
-	// export has mapped, copied once by the kernel into the socket.
+	// export has mapped, copied once by the kernel into the socket. The
+	// server asks it before FileSpanner.
 	// MappedSpan returns the n bytes at off, or ok false; it says ok only
 	// when reading them will not wait for storage. The bytes must stay
 	// valid and unchanged until the session ends.

@@ -23,6 +23,7 @@ type fileExport struct {
 	spanEnd   int64
 	noCache   atomic.Bool // ReadCached and WriteCached say no
 	maps      atomic.Bool // MappedSpan offers [spanEnd, size), copied from the file
+	mapsAll   atomic.Bool // MappedSpan offers [0, size)
 	halfWrite atomic.Bool // WriteCached writes half of p, then says no
 
 	spans, cachedReads, readAts  atomic.Int64
@@ -65,7 +66,11 @@ func (e *fileExport) Flush() error {
 }
 
 func (e *fileExport) MappedSpan(off, n int64) ([]byte, bool) {
-	if !e.maps.Load() || off < e.spanEnd || off+n > e.size {
+	from := e.spanEnd
+	if e.mapsAll.Load() {
+		from = 0
+	}
+	if !e.maps.Load() || off < from || off+n > e.size {
 		return nil, false
 	}
 	b := make([]byte, n)
@@ -185,6 +190,7 @@ func TestFastPathReads(t *testing.T) {
 		off, n  int64
 		noCache bool
 		maps    bool
+		mapsAll bool
 		mapped  int64
 		// Which path served the READ; anyPath: no opinion.
 		spans, cached, readAts int64
@@ -200,7 +206,8 @@ func TestFastPathReads(t *testing.T) {
 		{name: "large read across the span range end from cache", off: spanEnd - 4096, n: 128 << 10, cached: 1},
 		{name: "large read neither spanned nor cached: ReadAt", off: spanEnd, n: 128 << 10, noCache: true, readAts: 1},
 		{name: "large read from the mapping", off: spanEnd + 4096, n: 128 << 10, maps: true, mapped: 1},
-		{name: "file span before the mapping", off: 0, n: 128 << 10, maps: true, spans: 1},
+		{name: "mapping before the file span", off: 0, n: 128 << 10, maps: true, mapsAll: true, mapped: 1},
+		{name: "file span where the mapping says no", off: 0, n: 128 << 10, maps: true, spans: 1},
 		{name: "small read from cache, not the mapping", off: spanEnd, n: 4096, maps: true, cached: 1},
 		{name: "zero-length read", off: 4096, n: 0, anyPath: true},
 	} {
@@ -209,6 +216,7 @@ func TestFastPathReads(t *testing.T) {
 				x := newFileExport(t, base, spanEnd)
 				x.noCache.Store(tc.noCache)
 				x.maps.Store(tc.maps)
+				x.mapsAll.Store(tc.mapsAll)
 				c := dial(t, serveExport(t, Config{}, x), ClientFixedNewstyle|ClientNoZeroes)
 				c.open("disk", structured)
 				c.send(Request{Type: CmdRead, Handle: 42, Offset: uint64(tc.off), Length: uint32(tc.n)}, nil)

@@ -175,21 +175,23 @@ func (ss *session) replyData(req Request, data []byte, weight int64) {
 }
 
 // spanReply is the reply to a READ whose data need not be copied into a
-// buffer: a span of the export's file for sendfile, or bytes the export
-// has mapped.
+// buffer: bytes the export has mapped, or a span of its file for
+// sendfile. The mapping comes first where an export offers both: its one
+// copy hands the client bytes in the CPU cache (MappedSpanner), and
+// sendfile serves what it refuses.
 func (ss *session) spanReply(req Request, weight int64) (reply, bool) {
 	off, n := int64(req.Offset), int64(req.Length)
-	if ss.files != nil {
-		if f, foff, ok := ss.files.FileSpan(off, n); ok {
-			r := ss.dataReply(req, int(n), weight)
-			r.file, r.fileOff, r.fileLen = f, foff, n
-			return r, true
-		}
-	}
 	if ss.mapped != nil {
 		if b, ok := ss.mapped.MappedSpan(off, n); ok {
 			r := ss.dataReply(req, int(n), weight)
 			r.body = b
+			return r, true
+		}
+	}
+	if ss.files != nil {
+		if f, foff, ok := ss.files.FileSpan(off, n); ok {
+			r := ss.dataReply(req, int(n), weight)
+			r.file, r.fileOff, r.fileLen = f, foff, n
 			return r, true
 		}
 	}

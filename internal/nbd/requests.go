@@ -128,8 +128,8 @@ func (ss *session) transmit(ctx context.Context) error {
 }
 
 // readNow answers a READ on the request loop when that needs no wait for
-// storage: from the export's file with sendfile (FileSpanner), from its
-// mapped bytes (MappedSpanner), or from memory (CachedReader). A small
+// storage: from its mapped bytes (MappedSpanner), from the export's file
+// with sendfile (FileSpanner), or from memory (CachedReader). A small
 // reply is held back to go out with the others of the batch. A large one
 // is sent at once, while a buffer's bytes are still in the CPU cache: held
 // back behind the others, megabytes of buffers had to come back from
