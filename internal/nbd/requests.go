@@ -28,7 +28,7 @@ func (ss *session) transmit(ctx context.Context) error {
 	}
 	if sp, ok := ss.export.(StoredSpanner); ok && ss.out.sendsFiles() {
 		ss.spans = sp
-		ss.pipes.max = 2 * ss.srv.cfg.MaxInFlight
+		ss.pipes.init(2 * ss.srv.cfg.MaxInFlight)
 	}
 	ss.mapped, _ = ss.export.(MappedSpanner)
 	ss.cached, _ = ss.export.(CachedReader)

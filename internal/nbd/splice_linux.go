@@ -25,32 +25,35 @@ type pipe struct {
 	held int
 }
 
-// pipePool is a session's idle pipes. A pipe is reused only when empty;
-// one left holding bytes (a send failed) is closed.
+// pipePool is a session's pipes, at most the number init gave. A pipe is
+// reused only when empty; one left holding bytes (a send failed) is
+// closed. When every pipe carries a reply still waiting for the socket,
+// get waits for one to come back rather than read into a buffer: with 50
+// clients reading at once, replies queued behind full sockets had taken
+// the pipes, and the reads that found none took 250 MB of buffers, which
+// the heap then kept.
 type pipePool struct {
 	mu    sync.Mutex
 	idle  []*pipe
-	count int
-	max   int
+	slots chan struct{} // a token per pipe in use
 }
 
+func (pp *pipePool) init(max int) { pp.slots = make(chan struct{}, max) }
+
+// get returns a pipe that can hold n bytes, or nil when the system gives
+// none.
 func (pp *pipePool) get(n int) *pipe {
+	pp.slots <- struct{}{}
 	pp.mu.Lock()
 	var p *pipe
-	switch k := len(pp.idle); {
-	case k > 0:
+	if k := len(pp.idle); k > 0 {
 		p, pp.idle = pp.idle[k-1], pp.idle[:k-1]
-	case pp.count < pp.max:
-		pp.count++
-	default:
-		pp.mu.Unlock()
-		return nil // every pipe is in use: the READ takes a buffer
 	}
 	pp.mu.Unlock()
 	if p == nil {
 		var fds [2]int
 		if unix.Pipe2(fds[:], unix.O_CLOEXEC) != nil {
-			pp.drop(nil)
+			<-pp.slots
 			return nil
 		}
 		p = &pipe{r: fds[0], w: fds[1]}
@@ -69,6 +72,7 @@ func (pp *pipePool) get(n int) *pipe {
 	return p
 }
 
+// put gives back a pipe get returned.
 func (pp *pipePool) put(p *pipe) {
 	if p.held != 0 {
 		pp.drop(p)
@@ -77,17 +81,14 @@ func (pp *pipePool) put(p *pipe) {
 	pp.mu.Lock()
 	pp.idle = append(pp.idle, p)
 	pp.mu.Unlock()
+	<-pp.slots
 }
 
-// drop closes p (if any) and frees its place.
+// drop closes a pipe get returned and frees its place.
 func (pp *pipePool) drop(p *pipe) {
-	if p != nil {
-		unix.Close(p.r)
-		unix.Close(p.w)
-	}
-	pp.mu.Lock()
-	pp.count--
-	pp.mu.Unlock()
+	unix.Close(p.r)
+	unix.Close(p.w)
+	<-pp.slots
 }
 
 // close closes the idle pipes; the session calls it once every reply has
@@ -95,7 +96,7 @@ func (pp *pipePool) drop(p *pipe) {
 func (pp *pipePool) close() {
 	pp.mu.Lock()
 	idle := pp.idle
-	pp.idle, pp.count = nil, pp.count-len(idle)
+	pp.idle = nil
 	pp.mu.Unlock()
 	for _, p := range idle {
 		unix.Close(p.r)
@@ -137,11 +138,7 @@ func (ss *session) splicedRead(req Request, span storedSpan, weight int64) (repl
 		return reply{}, false
 	}
 	n := int(req.Length)
-	need := n
-	if span.off%pageSize != 0 {
-		need += pageSize // the pages straddle one more
-	}
-	p := ss.pipes.get(need)
+	p := ss.pipes.get(pipeBytes(span.off, n))
 	if p == nil {
 		return reply{}, false
 	}
@@ -158,6 +155,15 @@ const (
 	pageSize  = 4096
 	maxSplice = 1 << 20 // Linux's default pipe-max-size
 )
+
+// pipeBytes is the pipe size that n bytes of a file from off need: whole
+// pages, one more when off is not on a page boundary.
+func pipeBytes(off int64, n int) int {
+	if off%pageSize != 0 {
+		return n + pageSize
+	}
+	return n
+}
 
 // splice sends the n bytes p holds to the socket.
 func (w *socketWire) splice(p *pipe, n int) error {
@@ -179,5 +185,8 @@ func (ss *session) spliceable(req Request) (storedSpan, bool) {
 		return storedSpan{}, false
 	}
 	f, off, ok := ss.spans.StoredSpan(int64(req.Offset), int64(req.Length))
-	return storedSpan{f, off}, ok
+	if !ok || pipeBytes(off, int(req.Length)) > maxSplice {
+		return storedSpan{}, false // a pipe of more than pipe-max-size needs CAP_SYS_RESOURCE
+	}
+	return storedSpan{f, off}, true
 }
