@@ -15,6 +15,9 @@ func writeCached(*os.File, residency, *atomic.Bool, []byte, int64) bool { return
 
 func mapImage(*os.File, int64) []byte { return nil }
 
+// LoadSpan needs a mapping, which only Linux builds make.
+func (b *File) LoadSpan(off, n int64) ([]byte, bool) { return nil, false }
+
 func unmap([]byte) error { return nil }
 
 // MappedSpan is never ok here: images are not mapped.

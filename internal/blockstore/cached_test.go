@@ -174,18 +174,10 @@ func TestOverlayFileSpan(t *testing.T) {
 			if _, _, ok := memO.FileSpan(tc.off, tc.n); ok {
 				t.Fatal("FileSpan ok over a base that is not a file")
 			}
-			// StoredSpan offers the same spans (the image is in memory).
-			if f, foff, ok := o.StoredSpan(tc.off, tc.n); ok != tc.want || (ok && (f != img.f || foff != tc.off)) {
-				t.Fatalf("StoredSpan(%d, %d) ok = %v, want %v, the base file at the same offset", tc.off, tc.n, ok, tc.want)
-			}
-			if _, _, ok := memO.StoredSpan(tc.off, tc.n); ok {
-				t.Fatal("StoredSpan ok over a base that is not a file")
-			}
 		})
 	}
-	// On a disk, spans are not for the request loop (FileSpan), but
-	// workers may read them (StoredSpan), through the overlay or the
-	// read-only disk.
+	// On a disk, spans are not for the request loop (FileSpan), through
+	// the overlay or the read-only disk.
 	img.res = noWait
 	ro, err := Open(img, "", None, Options{})
 	if err != nil {
@@ -194,9 +186,6 @@ func TestOverlayFileSpan(t *testing.T) {
 	for name, d := range map[string]Disk{"overlay": o, "read-only": ro} {
 		if _, _, ok := d.FileSpan(0, sbs); ok {
 			t.Fatalf("%s on a disk image: FileSpan ok", name)
-		}
-		if f, foff, ok := d.StoredSpan(sbs, 2*sbs); !ok || f != img.f || foff != sbs {
-			t.Fatalf("%s on a disk image: StoredSpan(%d, %d) = %v at %d, want the base file at %d", name, sbs, 2*sbs, ok, foff, sbs)
 		}
 	}
 	img.res = inMemory

@@ -56,9 +56,11 @@ type Disk interface {
 	// FileSpan is nbd.FileSpanner: ok when the range reads straight from
 	// the immutable base image's file.
 	FileSpan(off, n int64) (f *os.File, fileOff int64, ok bool)
-	// StoredSpan is nbd.StoredSpanner: FileSpan for a range that may
-	// have to be read from the disk.
-	StoredSpan(off, n int64) (f *os.File, fileOff int64, ok bool)
+	// Loadable and LoadSpan are nbd.LoadingSpanner: the mapped bytes of
+	// a range that reads straight from the base image, once loaded from
+	// the disk.
+	Loadable(off, n int64) bool
+	LoadSpan(off, n int64) ([]byte, bool)
 	// MappedSpan is nbd.MappedSpanner: the bytes of the range, in memory,
 	// when it reads straight from the base image and the page cache holds it.
 	MappedSpan(off, n int64) ([]byte, bool)
@@ -107,16 +109,22 @@ func (r readOnly) MappedSpan(off, n int64) ([]byte, bool) {
 	return nil, false
 }
 
-// storedSpanner is the nbd.StoredSpanner upgrade, which File has.
-type storedSpanner interface {
-	StoredSpan(off, n int64) (*os.File, int64, bool)
+// loadingSpanner is the nbd.LoadingSpanner upgrade, which File has.
+type loadingSpanner interface {
+	Loadable(off, n int64) bool
+	LoadSpan(off, n int64) ([]byte, bool)
 }
 
-func (r readOnly) StoredSpan(off, n int64) (*os.File, int64, bool) {
-	if ss, ok := r.Image.(storedSpanner); ok {
-		return ss.StoredSpan(off, n)
+func (r readOnly) Loadable(off, n int64) bool {
+	ls, ok := r.Image.(loadingSpanner)
+	return ok && ls.Loadable(off, n)
+}
+
+func (r readOnly) LoadSpan(off, n int64) ([]byte, bool) {
+	if ls, ok := r.Image.(loadingSpanner); ok {
+		return ls.LoadSpan(off, n)
 	}
-	return nil, 0, false
+	return nil, false
 }
 
 func (r readOnly) FileSpan(off, n int64) (*os.File, int64, bool) {

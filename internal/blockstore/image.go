@@ -75,13 +75,10 @@ func (b *File) FileSpan(off, n int64) (*os.File, int64, bool) {
 	return b.f, off, true
 }
 
-// StoredSpan is FileSpan wherever the file is: the server reads the span
-// in a worker (nbd.StoredSpanner), so it may wait for the disk.
-func (b *File) StoredSpan(off, n int64) (*os.File, int64, bool) {
-	if off < 0 || n < 0 || off > b.size || n > b.size-off {
-		return nil, 0, false
-	}
-	return b.f, off, true
+// Loadable says whether LoadSpan serves [off, off+n): the image is mapped
+// and holds the range. It does not wait.
+func (b *File) Loadable(off, n int64) bool {
+	return b.m != nil && off >= 0 && n > 0 && off <= b.size && n <= b.size-off
 }
 
 // Size is the image size in bytes.

@@ -287,13 +287,22 @@ func (o *Overlay) FileSpan(off, n int64) (*os.File, int64, bool) {
 	return f, foff, true
 }
 
-// StoredSpan is FileSpan for a span that may wait for the disk.
-func (o *Overlay) StoredSpan(off, n int64) (*os.File, int64, bool) {
-	ss, ok := o.base.(storedSpanner)
+// Loadable says whether LoadSpan serves the range: every block of it reads
+// from the base, and the base can load it.
+func (o *Overlay) Loadable(off, n int64) bool {
+	ls, ok := o.base.(loadingSpanner)
+	return ok && ls.Loadable(off, n) && o.allBase(off, n)
+}
+
+// LoadSpan is the base's LoadSpan (File.LoadSpan) for a range of base
+// blocks. A write after the check goes to an overlay block, never into the
+// base, so the bytes returned stay the ones the range read when it began.
+func (o *Overlay) LoadSpan(off, n int64) ([]byte, bool) {
+	ls, ok := o.base.(loadingSpanner)
 	if !ok || !o.allBase(off, n) {
-		return nil, 0, false
+		return nil, false
 	}
-	return ss.StoredSpan(off, n)
+	return ls.LoadSpan(off, n)
 }
 
 // MappedSpan is FileSpan for the base's mapping: ok when every block of

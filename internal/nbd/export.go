@@ -70,13 +70,15 @@ type (
 	MappedSpanner interface {
 		MappedSpan(off, n int64) ([]byte, bool)
 	}
-	// StoredSpanner is FileSpanner for data that may have to come from
-	// storage: the server reads such a span in a worker, with splice(2)
-	// into a pipe, and sends the pipe's pages with no copy. The same
-	// rules hold: immutable data, and the file open until the session
-	// ends.
-	StoredSpanner interface {
-		StoredSpan(off, n int64) (f *os.File, fileOff int64, ok bool)
+	// LoadingSpanner is MappedSpanner for data that may have to come
+	// from storage. Loadable says, without waiting, whether LoadSpan
+	// serves [off, off+n); the server then hands the READ to a worker,
+	// whose LoadSpan waits for storage and returns the n bytes at off,
+	// now in memory, or ok false to have ReadAt serve the READ. The same
+	// rule holds: the bytes valid and unchanged until the session ends.
+	LoadingSpanner interface {
+		Loadable(off, n int64) bool
+		LoadSpan(off, n int64) ([]byte, bool)
 	}
 	// CachedReader lets the server answer a READ on its request loop, with
 	// no hand-off to a worker goroutine, when the data is already in

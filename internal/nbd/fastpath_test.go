@@ -73,11 +73,19 @@ func (e *fileExport) MappedSpan(off, n int64) ([]byte, bool) {
 	if !e.maps.Load() || off < from || off+n > e.size {
 		return nil, false
 	}
+	b, ok := e.copyOf(off, n)
+	if ok {
+		e.mapped.Add(1)
+	}
+	return b, ok
+}
+
+// copyOf is the file's n bytes at off, in memory as a mapping's are.
+func (e *fileExport) copyOf(off, n int64) ([]byte, bool) {
 	b := make([]byte, n)
 	if _, err := e.f.ReadAt(b, off); err != nil {
 		return nil, false
 	}
-	e.mapped.Add(1)
 	return b, true
 }
 

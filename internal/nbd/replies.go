@@ -24,8 +24,6 @@ type reply struct {
 	file    *os.File
 	fileOff int64
 	fileLen int64
-	pipe    *pipe // or then pipeLen bytes from a pipe (splice(2))
-	pipeLen int
 	weight  int64
 }
 
@@ -133,9 +131,6 @@ func (r *reply) setHeader(h []byte) { r.hdrLen = uint8(len(h)) }
 func (ss *session) release(r reply) {
 	if r.pooled {
 		putBuf(r.body)
-	}
-	if r.pipe != nil {
-		ss.pipes.put(r.pipe)
 	}
 	if r.weight > 0 {
 		ss.budget.Release(r.weight)

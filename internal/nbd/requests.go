@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"os"
 	"sync"
 	"sync/atomic"
 
@@ -26,10 +25,7 @@ func (ss *session) transmit(ctx context.Context) error {
 	if fs, ok := ss.export.(FileSpanner); ok && ss.out.sendsFiles() {
 		ss.files = fs
 	}
-	if sp, ok := ss.export.(StoredSpanner); ok && ss.out.sendsFiles() {
-		ss.spans = sp
-		ss.pipes.init(2 * ss.srv.cfg.MaxInFlight)
-	}
+	ss.loader, _ = ss.export.(LoadingSpanner)
 	ss.mapped, _ = ss.export.(MappedSpanner)
 	ss.cached, _ = ss.export.(CachedReader)
 	ss.cachedW, _ = ss.export.(CachedWriter)
@@ -41,7 +37,6 @@ func (ss *session) transmit(ctx context.Context) error {
 		ss.flush()
 		close(jobs)
 		wg.Wait() // DISC, errors and shutdown all let in-flight requests finish
-		ss.pipes.close()
 	}()
 	var hdr [RequestLen]byte
 	for {
@@ -95,10 +90,10 @@ func (ss *session) transmit(ctx context.Context) error {
 			ss.replyError(req, e, msg, weight)
 			continue
 		}
-		var span storedSpan
+		load := false
 		if req.Type == CmdRead {
 			var done bool
-			if done, span = ss.readNow(req, weight); done {
+			if done, load = ss.readNow(req, weight); done {
 				continue
 			}
 		}
@@ -111,7 +106,7 @@ func (ss *session) transmit(ctx context.Context) error {
 			wg.Add(1)
 			go ss.work(jobs, &idle, &wg)
 		}
-		j := job{req: req, payload: payload, weight: weight, span: span}
+		j := job{req: req, payload: payload, weight: weight, load: load}
 		select {
 		case jobs <- j:
 		default:
@@ -137,35 +132,35 @@ func (ss *session) transmit(ctx context.Context) error {
 // nbdkit's speed (pread then send, per thread); sent at once, they got
 // the same.
 //
-// When a worker must answer, span is where it can splice the data from,
-// if anywhere.
-func (ss *session) readNow(req Request, weight int64) (done bool, span storedSpan) {
+// When a worker must answer, load says it can take the data from the
+// export's mapping (LoadingSpanner) once storage has brought it in.
+func (ss *session) readNow(req Request, weight int64) (done, load bool) {
 	n := int(req.Length)
 	if n == 0 {
-		return false, span
+		return false, false
 	}
 	large := n >= minSendfile
 	if large {
 		if r, ok := ss.spanReply(req, weight); ok {
 			ss.sendRead(r, n, true)
-			return true, span
+			return true, false
 		}
-		if span, ok := ss.spliceable(req); ok {
-			return false, span // a worker splices it: no copy, not even from the cache
+		if ss.loader != nil && ss.loader.Loadable(int64(req.Offset), int64(n)) {
+			return false, true // a worker waits for it, then it is copied once, from the mapping
 		}
 	}
 	if ss.cached == nil {
-		return false, span
+		return false, false
 	}
 	buf := getBuf(n)
 	if !ss.cached.ReadCached(buf, int64(req.Offset)) {
 		putBuf(buf)
-		return false, span
+		return false, false
 	}
 	r := ss.dataReply(req, n, weight)
 	r.body, r.pooled = buf, true
 	ss.sendRead(r, n, large)
-	return true, span
+	return true, false
 }
 
 // sendRead queues the reply r to a READ of n bytes answered on the request
@@ -227,14 +222,7 @@ type job struct {
 	req     Request
 	payload []byte
 	weight  int64
-	span    storedSpan // a READ's data in the export's file, to splice
-}
-
-// storedSpan is a range of an export's file (StoredSpanner); f is nil
-// for none.
-type storedSpan struct {
-	f   *os.File
-	off int64
+	load    bool // a READ for LoadSpan
 }
 
 func (ss *session) work(jobs <-chan job, idle *atomic.Int32, wg *sync.WaitGroup) {
@@ -309,10 +297,14 @@ func (ss *session) handle(j job) {
 	var err error
 	switch req.Type {
 	case CmdRead:
-		if r, ok := ss.splicedRead(req, j.span, weight); ok {
-			ss.bytesRead.Add(n)
-			ss.send(r)
-			return
+		if j.load {
+			if b, ok := ss.loader.LoadSpan(off, n); ok {
+				ss.bytesRead.Add(n)
+				r := ss.dataReply(req, int(n), weight)
+				r.body = b
+				ss.send(r)
+				return
+			}
 		}
 		buf := getBuf(int(n))
 		var got int

@@ -49,8 +49,7 @@ type session struct {
 	mapped  MappedSpanner
 	cached  CachedReader
 	cachedW CachedWriter
-	spans   StoredSpanner // the export's, if out can splice
-	pipes   pipePool
+	loader  LoadingSpanner
 
 	revoked                      atomic.Bool
 	bytesRead, bytesWritten, ops atomic.Int64

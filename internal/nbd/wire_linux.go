@@ -35,20 +35,14 @@ func (w *socketWire) write(batch []reply) error {
 		if len(r.body) > 0 {
 			iov = append(iov, r.body)
 		}
-		if r.file == nil && r.pipe == nil {
+		if r.file == nil {
 			continue
 		}
 		if err := w.sendmsg(iov, true); err != nil {
 			return err
 		}
 		iov = iov[:0]
-		var err error
-		if r.pipe != nil {
-			err = w.splice(r.pipe, r.pipeLen)
-		} else {
-			err = w.sendfile(r.file, r.fileOff, r.fileLen)
-		}
-		if err != nil {
+		if err := w.sendfile(r.file, r.fileOff, r.fileLen); err != nil {
 			return err
 		}
 	}
@@ -118,7 +112,7 @@ func (w *socketWire) sendfile(f *os.File, off, n int64) error {
 // them and says how many it sent, and waits for room whenever the socket
 // is full. It returns how many bytes are left unsent and why. A send of
 // nothing is io.ErrUnexpectedEOF: the source (a file shorter than it
-// was, an emptied pipe) has run dry.
+// was) has run dry.
 func (w *socketWire) pour(n int64, send func(dst int, k int64) (int, error)) (int64, error) {
 	var serr error
 	werr := w.rc.Write(func(dst uintptr) bool {
