@@ -314,10 +314,12 @@ NAME[ceil]="ceiling"; NAME[ceil2]="ceiling"
 # each, starting from a cold page cache for the served file. Appends
 # "readersN key round MB/s cpu_ticks disk_MiB" to $RES.
 sectors() { awk '{print $3}' "/sys/class/block/$DEV/stat"; }
+# drop takes a file's pages out of the page cache: its next read is cold.
+drop() { sync "$1"; dd if="$1" iflag=nocache count=0 status=none; }
 # The ceiling (key ceil-sm) is n local readers of the file without NBD: dd.
 readers() { # key n round
   local k=$1 n=$2 r=$3 f=$SMALL i uri t0 t1 s0 s1 c0=0 c1=0 k0 k1 fails=0 pids=()
-  sync "$f"; dd if="$f" iflag=nocache count=0 status=none
+  drop "$f"
   s0=$(sectors); [ -n "${PID[$k]:-}" ] && c0=$(ticks "${PID[$k]}"); clientcpu; k0=$CLIENTCPU; t0=$(date +%s.%N)
   for i in $(seq "$n"); do
     uri=${URI[$k]:-}; [ "$k" = bf-sm ] && uri=${BFURI[$i]}
@@ -350,7 +352,7 @@ READER_COUNTS="1 10 $READERS_MAX"
 # bootfleet); this VM does not show why (it hands memory the clients freed
 # back to its host, and its disk is a file on that host).
 warmup() {
-  sync "$SMALL"; dd if="$SMALL" iflag=nocache count=0 status=none
+  drop "$SMALL"
   dd if="$SMALL" of=/dev/null bs=256k status=none
 }
 

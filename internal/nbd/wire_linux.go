@@ -93,47 +93,35 @@ func advance(bufs [][]byte, n int) [][]byte {
 	return bufs
 }
 
-// sendfile sends n bytes of f from off. The reply header has already gone
-// out, so a failure here leaves the stream broken and ends the session.
+// sendfile sends n bytes of f from off, waiting for room whenever the
+// socket is full. The reply header has already gone out, so a failure here
+// leaves the stream broken and ends the session.
 func (w *socketWire) sendfile(f *os.File, off, n int64) error {
-	var serr error
+	var serr, werr error
 	cerr := control(f, func(src uintptr) {
-		n, serr = w.pour(n, func(dst int, k int64) (int, error) {
-			return unix.Sendfile(dst, int(src), &off, int(min(k, 1<<30)))
+		werr = w.rc.Write(func(dst uintptr) bool {
+			for n > 0 {
+				m, err := unix.Sendfile(int(dst), int(src), &off, int(min(n, 1<<30)))
+				n -= int64(max(m, 0))
+				switch {
+				case err == unix.EINTR:
+				case err == unix.EAGAIN:
+					return false
+				case err != nil:
+					serr = err
+					return true
+				case m == 0:
+					serr = io.ErrUnexpectedEOF // the file is shorter than it was
+					return true
+				}
+			}
+			return true
 		})
 	})
-	if err := errors.Join(cerr, serr); err != nil {
+	if err := errors.Join(cerr, werr, serr); err != nil {
 		return fmt.Errorf("send read data from %s at %d (%d bytes left): %w", f.Name(), off, n, err)
 	}
 	return nil
-}
-
-// pour sends n bytes to the socket with send, which sends at most k of
-// them and says how many it sent, and waits for room whenever the socket
-// is full. It returns how many bytes are left unsent and why. A send of
-// nothing is io.ErrUnexpectedEOF: the source (a file shorter than it
-// was) has run dry.
-func (w *socketWire) pour(n int64, send func(dst int, k int64) (int, error)) (int64, error) {
-	var serr error
-	werr := w.rc.Write(func(dst uintptr) bool {
-		for n > 0 {
-			m, err := send(int(dst), n)
-			n -= int64(max(m, 0))
-			switch {
-			case err == unix.EINTR:
-			case err == unix.EAGAIN:
-				return false
-			case err != nil:
-				serr = err
-				return true
-			case m == 0:
-				serr = io.ErrUnexpectedEOF
-				return true
-			}
-		}
-		return true
-	})
-	return n, errors.Join(werr, serr)
 }
 
 // control runs fn on f's descriptor.
