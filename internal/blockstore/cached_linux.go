@@ -2,7 +2,6 @@ package blockstore
 
 import (
 	"errors"
-	"io"
 	"os"
 	"sync"
 	"sync/atomic"
@@ -101,39 +100,21 @@ func mapImage(f *os.File, size int64) []byte {
 // holds it, waiting for the disk if it must (nbd.LoadingSpanner: a worker
 // calls it). The pages come in through sendfile(2) to /dev/null, which
 // reads them as read(2) would, readahead included, without copying them
-// anywhere; then they are mapped (MADV_POPULATE_READ), so that the copy
-// into the socket, the only one, takes no page fault. Splicing the pages
-// into the socket copied nothing in the server, but the client then
-// copied bytes no CPU cache held: with the client on the same two CPUs,
-// one cold reader got 0.90 of nbdkit's speed in 15 rounds, and 1.04 to
-// 1.09 when sent from the mapping, at half the client's CPU time. False (no
-// mapping, or a read error) leaves the READ to ReadAt.
+// anywhere, and a load that continues another joins its stream (streams),
+// so a client's sequential reads reach the disk as one. Then the range is
+// mapped (MADV_POPULATE_READ), so that the copy into the socket, the only
+// one, takes no page fault. Splicing the pages into the socket copied
+// nothing in the server, but the client then copied bytes no CPU cache
+// held: with the client on the same two CPUs, one cold reader got 0.90 of
+// nbdkit's speed in 15 rounds, and 1.04 to 1.09 when sent from the
+// mapping, at half the client's CPU time. False (no mapping, or a read
+// error) leaves the READ to ReadAt.
 func (b *File) LoadSpan(off, n int64) ([]byte, bool) {
 	if !b.Loadable(off, n) {
 		return nil, false
 	}
-	null, err := devNull()
-	if err != nil {
-		return nil, false
-	}
-	var serr error
-	cerr := control(b.f, func(fd int) {
-		for o, left := off, int(n); left > 0; {
-			k, err := unix.Sendfile(null, fd, &o, left)
-			switch {
-			case err == unix.EINTR:
-				continue
-			case err != nil:
-				serr = err
-				return
-			case k == 0:
-				serr = io.ErrUnexpectedEOF
-				return
-			}
-			left -= k
-		}
-	})
-	if cerr != nil || serr != nil {
+	var ok bool
+	if control(b.f, func(fd int) { ok = b.streams.load(fd, off, n) }) != nil || !ok {
 		return nil, false
 	}
 	page := int64(os.Getpagesize())

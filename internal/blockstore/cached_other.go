@@ -22,3 +22,10 @@ func unmap([]byte) error { return nil }
 
 // MappedSpan is never ok here: images are not mapped.
 func (b *File) MappedSpan(off, n int64) ([]byte, bool) { return nil, false }
+
+// streams order LoadSpan's loads, which only Linux builds make.
+type streams struct{}
+
+func newStreams(*os.File) *streams { return nil }
+
+func (*streams) close() {}

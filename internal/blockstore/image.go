@@ -27,6 +27,8 @@ type File struct {
 	size int64
 	res  residency
 	m    []byte // the file mapped read-only for MappedSpan
+	// streams loads sequential ranges for LoadSpan in order.
+	streams *streams
 	// sharers is how many machines read the image at once (SetSharers).
 	sharers atomic.Int32
 }
@@ -54,6 +56,7 @@ func OpenImage(path string) (*File, error) {
 	}
 	b := &File{f: f, size: st.Size(), res: probeResidency(f)}
 	b.m = mapImage(f, b.size)
+	b.streams = newStreams(f)
 	return b, nil
 }
 
@@ -86,4 +89,7 @@ func (b *File) Size() int64 { return b.size }
 
 // Close closes the file. Disks opened on it must be closed first, and
 // nothing may use a slice MappedSpan returned after Close.
-func (b *File) Close() error { return errors.Join(unmap(b.m), b.f.Close()) }
+func (b *File) Close() error {
+	b.streams.close()
+	return errors.Join(unmap(b.m), b.f.Close())
+}

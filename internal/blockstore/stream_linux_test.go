@@ -1,0 +1,236 @@
+package blockstore
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+)
+
+// streamRange is what a test sees of a stream.
+type streamRange struct{ start, done int64 }
+
+func streamRanges(ss *streams) []streamRange {
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	var rs []streamRange
+	for _, s := range ss.all {
+		rs = append(rs, streamRange{s.start, s.done})
+	}
+	return rs
+}
+
+// TestStreamsJoin checks which loads join a stream and which start one:
+// continuing loads share one reader, scattered ones get their own, and
+// every loaded range is in the page cache afterwards.
+func TestStreamsJoin(t *testing.T) {
+	const k = 256 << 10
+	type load struct{ off, n int64 }
+	front := make([]load, 24)
+	for i := range front {
+		front[i] = load{int64(i) * k, k}
+	}
+	for _, tc := range []struct {
+		name  string
+		loads []load
+		want  []streamRange
+	}{
+		{"front to back", front, []streamRange{{0, 24 * k}}},
+		{"a gap within the slack", []load{{0, k}, {k + streamSlack, k}}, []streamRange{{0, 2*k + streamSlack}}},
+		{"a gap past the slack", []load{{0, k}, {k + streamSlack + 4096, k}}, []streamRange{{0, k}, {k + streamSlack + 4096, 2*k + streamSlack + 4096}}},
+		{"behind a stream's start", []load{{4 * k, k}, {0, k}}, []streamRange{{4 * k, 5 * k}, {0, k}}},
+		{"inside what a stream loaded", []load{{0, 4 * k}, {k, k}, {4 * k, k}}, []streamRange{{0, 5 * k}}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			data := randomBase(8<<20, 50).b
+			img := fileImage(t, t.TempDir(), data)
+			if err := img.f.Sync(); err != nil {
+				t.Fatal(err)
+			}
+			dropPages(t, img.f, 0, int64(len(data)))
+			for _, l := range tc.loads {
+				b, ok := img.LoadSpan(l.off, l.n)
+				if !ok || !bytes.Equal(b, data[l.off:l.off+l.n]) {
+					t.Fatalf("LoadSpan(%d, %d) ok = %v, or other bytes", l.off, l.n, ok)
+				}
+			}
+			got := streamRanges(img.streams)
+			if len(got) != len(tc.want) {
+				t.Fatalf("streams %v, want %v", got, tc.want)
+			}
+			for i := range got {
+				if got[i] != tc.want[i] {
+					t.Fatalf("streams %v, want %v", got, tc.want)
+				}
+			}
+		})
+	}
+}
+
+// TestStreamsConcurrentReaders has several clients read the whole image at
+// once, each with loads in flight as the nbd server's workers make them,
+// and checks every byte: waiters on one stream get their range, however
+// the loads interleave.
+func TestStreamsConcurrentReaders(t *testing.T) {
+	const size, k, inFlight, readers = 6 << 20, 128 << 10, 6, 5
+	data := randomBase(size, 51).b
+	img := fileImage(t, t.TempDir(), data)
+	if err := img.f.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	dropPages(t, img.f, 0, size)
+	var wg sync.WaitGroup
+	errs := make(chan string, readers*size/k)
+	for range readers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			slots := make(chan struct{}, inFlight)
+			var mine sync.WaitGroup
+			for off := int64(0); off < size; off += k {
+				slots <- struct{}{}
+				mine.Add(1)
+				go func() {
+					defer func() { <-slots; mine.Done() }()
+					if b, ok := img.LoadSpan(off, k); !ok || !bytes.Equal(b, data[off:off+k]) {
+						errs <- fmt.Sprintf("load at %d", off)
+					}
+				}()
+			}
+			mine.Wait()
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for e := range errs {
+		t.Fatalf("a load failed or gave other bytes (%s)", e)
+	}
+	if n := len(streamRanges(img.streams)); n < 1 || n > maxStreams {
+		t.Fatalf("%d streams, want 1 to %d", n, maxStreams)
+	}
+}
+
+// TestStreamsFailure: a load the file cannot give fails its stream and its
+// waiter hears it; later loads elsewhere, and again there, start afresh.
+func TestStreamsFailure(t *testing.T) {
+	const size = 1 << 20
+	data := randomBase(size, 52).b
+	img := fileImage(t, t.TempDir(), data)
+	fd := int(img.f.Fd())
+	ss := img.streams
+	for i := range 2 {
+		if ss.load(fd, size-4096, 8192) {
+			t.Fatalf("try %d: a load past the end of the file said it was loaded", i)
+		}
+	}
+	if !ss.load(fd, 0, 4096) {
+		t.Fatal("a load inside the file failed after another failed")
+	}
+	failed := 0
+	ss.mu.Lock()
+	for _, s := range ss.all {
+		if s.failed {
+			failed++
+		}
+	}
+	ss.mu.Unlock()
+	if failed != 2 {
+		t.Fatalf("%d failed streams, want 2 (a failed stream is never joined)", failed)
+	}
+}
+
+// TestStreamsLimit: scattered loads past maxStreams reuse the least
+// recently used idle stream, and with every stream busy a load reads its
+// range itself.
+func TestStreamsLimit(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "sparse.img")
+	const gap = 2*streamSlack + 4096
+	size := int64(maxStreams+8) * gap
+	if err := os.WriteFile(p, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Truncate(p, size); err != nil {
+		t.Fatal(err)
+	}
+	img, err := OpenImage(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer img.Close()
+	zeros := make([]byte, 4096)
+	for i := int64(0); i < maxStreams+8; i++ {
+		if b, ok := img.LoadSpan(i*gap, 4096); !ok || !bytes.Equal(b, zeros) {
+			t.Fatalf("load %d: ok = %v, or other bytes", i, ok)
+		}
+	}
+	rs := streamRanges(img.streams)
+	if len(rs) != maxStreams {
+		t.Fatalf("%d streams, want %d", len(rs), maxStreams)
+	}
+	for _, r := range rs {
+		if r.start < 8*gap {
+			t.Fatalf("stream at %d kept; the 8 least recently used should have gone", r.start)
+		}
+	}
+	ss := img.streams
+	ss.mu.Lock()
+	for _, s := range ss.all {
+		s.running = true
+	}
+	ss.mu.Unlock()
+	if b, ok := img.LoadSpan(2*gap+4096*3, 4096); !ok || !bytes.Equal(b, zeros) {
+		t.Fatal("a load with every stream busy failed")
+	}
+	if got := streamRanges(ss); len(got) != maxStreams {
+		t.Fatalf("%d streams after a load with all busy, want %d", len(got), maxStreams)
+	}
+	ss.mu.Lock()
+	for _, s := range ss.all {
+		s.running = false
+	}
+	ss.mu.Unlock()
+}
+
+// TestStreamsClose: closing the image closes every stream's descriptor.
+func TestStreamsClose(t *testing.T) {
+	fds := func() int {
+		es, err := os.ReadDir("/proc/self/fd")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(es)
+	}
+	p := filepath.Join(t.TempDir(), "base.img")
+	data := randomBase(16<<20, 53).b
+	if err := os.WriteFile(p, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	before := fds()
+	img, err := OpenImage(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := int64(0); i < 3; i++ {
+		off := i * (4 << 20)
+		if b, ok := img.LoadSpan(off, 4096); !ok || !bytes.Equal(b, data[off:off+4096]) {
+			t.Fatalf("load at %d failed", off)
+		}
+	}
+	if n := len(streamRanges(img.streams)); n != 3 {
+		t.Fatalf("%d streams, want 3", n)
+	}
+	if fds() != before+1+3 {
+		t.Fatalf("%d descriptors open, want %d: the image's and one per stream", fds(), before+4)
+	}
+	if err := img.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if fds() != before {
+		t.Fatalf("%d descriptors open after Close, want %d", fds(), before)
+	}
+	if img.streams.load(-1, 0, 4096) {
+		t.Fatal("a load after Close, on no descriptor, said it was loaded")
+	}
+}
