@@ -26,6 +26,6 @@ func (b *File) MappedSpan(off, n int64) ([]byte, bool) { return nil, false }
 // streams order LoadSpan's loads, which only Linux builds make.
 type streams struct{}
 
-func newStreams(*os.File) *streams { return nil }
+func newStreams(*os.File, int64) *streams { return nil }
 
 func (*streams) close() {}

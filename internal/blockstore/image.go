@@ -56,7 +56,7 @@ func OpenImage(path string) (*File, error) {
 	}
 	b := &File{f: f, size: st.Size(), res: probeResidency(f)}
 	b.m = mapImage(f, b.size)
-	b.streams = newStreams(f)
+	b.streams = newStreams(f, b.size)
 	return b, nil
 }
 

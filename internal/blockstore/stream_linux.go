@@ -5,6 +5,7 @@ import (
 	"io"
 	"os"
 	"sync"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -15,15 +16,20 @@ import (
 // ranges in flight at once; each one reading its own range made the
 // kernel's readahead see interleaved, partly random reads: 52 disk reads
 // per 128 MiB where a single reader (dd, or nbdkit's one file per client)
-// makes 34, and one cold reader got no more than nbdkit's speed. A load
+// makes 34 (streams: 36), and one cold reader got no more than nbdkit's
+// speed. A load
 // that starts inside, or just past, a range some stream is loading joins
 // that stream and waits for it; the stream's goroutine reads its range in
 // order through a file description of its own (its own readahead state),
-// as dd would. Loads far from every stream start a new one, so scattered
-// large reads (a machine booting) still go to the disk in parallel, and
-// every machine reading the same image shares the streams, as it shares
-// the page cache.
+// as dd would, and once its loads have shown it sequential it reads ahead
+// of them (stream.lead). Loads far from every stream start a new one, so
+// scattered large reads (a machine booting) still go to the disk in
+// parallel, and every machine reading the same image shares the streams,
+// as it shares the page cache. One cold reader, 15 rounds on the same
+// file: 1.02 of nbdkit's speed with streams that read only what was asked,
+// 1.19 to 1.22 with the lead.
 type streams struct {
+	size int64
 	path string // where to reopen the image: /proc/self/fd of its descriptor
 	mu   sync.Mutex
 	all  []*stream
@@ -33,10 +39,13 @@ type streams struct {
 }
 
 // stream is one range [start, want) being loaded in order; [start, done)
-// is in the page cache.
+// is in the page cache, and loads have asked for [start, asked) of it (the
+// rest is read ahead).
 type stream struct {
 	start, done, want int64
-	fd                int // its own open file description, or -1 until opened
+	asked             int64
+	idle              time.Time // when it stopped running
+	fd                int       // its own open file description, or -1 until opened
 	running           bool
 	failed            bool
 	used              uint64
@@ -52,14 +61,22 @@ const (
 	// request order. The stream reads the gap, which readahead would
 	// have read anyway.
 	streamSlack = 2 << 20
+	// streamBehind is how far behind the loads of a stream a load may
+	// start and still join it, taking those pages as loaded: more than
+	// one client keeps in flight (nbdcopy: 64 READs of 256 KiB).
+	streamBehind = 32 << 20
+	// streamFresh is how long a stopped stream vouches for its pages.
+	streamFresh = time.Second
+	// minLead and maxLead bound a stream's read ahead (stream.lead).
+	minLead, maxLead = 1 << 20, 8 << 20
 	// streamStep is what the stream's goroutine reads per system call:
 	// waiters are released at this granularity; the kernel's readahead,
 	// not this, sets the size of the disk reads.
 	streamStep = 256 << 10
 )
 
-func newStreams(f *os.File) *streams {
-	ss := &streams{}
+func newStreams(f *os.File, size int64) *streams {
+	ss := &streams{size: size}
 	control(f, func(fd int) { ss.path = fmt.Sprintf("/proc/self/fd/%d", fd) })
 	return ss
 }
@@ -75,7 +92,8 @@ func (ss *streams) load(fd int, off, n int64) bool {
 		ss.mu.Unlock()
 		return pull(fd, off, n) == nil
 	}
-	s.want = max(s.want, end)
+	s.asked = max(s.asked, end)
+	s.want = max(s.want, end, min(end+s.lead(), ss.size))
 	if !s.running {
 		s.running = true
 		ss.wg.Add(1)
@@ -96,9 +114,10 @@ func (ss *streams) join(off int64) *stream {
 		return nil
 	}
 	ss.tick++
+	now := time.Now()
 	idle := -1
 	for i, s := range ss.all {
-		if !s.failed && s.start <= off && off <= s.want+streamSlack {
+		if s.continues(off, now) {
 			s.used = ss.tick
 			return s
 		}
@@ -106,7 +125,7 @@ func (ss *streams) join(off int64) *stream {
 			idle = i
 		}
 	}
-	s := &stream{start: off, done: off, want: off, fd: -1, used: ss.tick}
+	s := &stream{start: off, done: off, want: off, asked: off, fd: -1, used: ss.tick}
 	s.moved = sync.NewCond(&ss.mu)
 	switch {
 	case len(ss.all) < maxStreams:
@@ -120,6 +139,32 @@ func (ss *streams) join(off int64) *stream {
 		return nil
 	}
 	return s
+}
+
+// continues says whether a load at off, at time now, joins s: it starts
+// where the loads of s have got to, or a little before or after. Only a
+// stream running or just stopped vouches for the pages behind it: a
+// machine booting again the next day finds them long gone from the page
+// cache, so a load then starts a new stream, which reads what is gone as
+// one sequential read.
+func (s *stream) continues(off int64, now time.Time) bool {
+	if s.failed || (!s.running && now.Sub(s.idle) > streamFresh) {
+		return false
+	}
+	return max(s.start, s.asked-streamBehind) <= off && off <= s.asked+streamSlack
+}
+
+// lead is how far past what its loads want s reads ahead: nothing until it
+// has loaded minLead in order, then as much as it has loaded, up to
+// maxLead. The kernel's own readahead stays within the reads it is asked
+// for, plus read_ahead_kb; this keeps the disk busy while the client
+// takes the replies (one cold reader kept it busy 70 of 100 ms without
+// it), and a short sequential run wastes at most what it read.
+func (s *stream) lead() int64 {
+	if run := s.asked - s.start; run >= minLead {
+		return min(run, maxLead)
+	}
+	return 0
 }
 
 // run reads the stream's range in order until it has caught up with what
@@ -160,6 +205,7 @@ func (ss *streams) run(s *stream, shared int) {
 		s.failed = true // its waiters read for themselves
 	}
 	s.running = false
+	s.idle = time.Now()
 	s.moved.Broadcast()
 	ss.mu.Unlock()
 }

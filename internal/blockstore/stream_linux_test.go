@@ -7,17 +7,22 @@ import (
 	"path/filepath"
 	"sync"
 	"testing"
+	"time"
 )
 
-// streamRange is what a test sees of a stream.
-type streamRange struct{ start, done int64 }
+// streamRange is what a test sees of a stream: the range its loads asked
+// for.
+type streamRange struct{ start, asked int64 }
 
-func streamRanges(ss *streams) []streamRange {
+func streamRanges(t *testing.T, ss *streams) []streamRange {
 	ss.mu.Lock()
 	defer ss.mu.Unlock()
 	var rs []streamRange
 	for _, s := range ss.all {
-		rs = append(rs, streamRange{s.start, s.done})
+		if s.done < s.asked && !s.failed {
+			t.Errorf("stream at %d: loads asked for up to %d and it stopped at %d", s.start, s.asked, s.done)
+		}
+		rs = append(rs, streamRange{s.start, s.asked})
 	}
 	return rs
 }
@@ -41,7 +46,7 @@ func TestStreamsJoin(t *testing.T) {
 		{"a gap within the slack", []load{{0, k}, {k + streamSlack, k}}, []streamRange{{0, 2*k + streamSlack}}},
 		{"a gap past the slack", []load{{0, k}, {k + streamSlack + 4096, k}}, []streamRange{{0, k}, {k + streamSlack + 4096, 2*k + streamSlack + 4096}}},
 		{"behind a stream's start", []load{{4 * k, k}, {0, k}}, []streamRange{{4 * k, 5 * k}, {0, k}}},
-		{"inside what a stream loaded", []load{{0, 4 * k}, {k, k}, {4 * k, k}}, []streamRange{{0, 5 * k}}},
+		{"a little behind", []load{{0, 4 * k}, {k, k}, {4 * k, k}}, []streamRange{{0, 5 * k}}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			data := randomBase(8<<20, 50).b
@@ -56,7 +61,7 @@ func TestStreamsJoin(t *testing.T) {
 					t.Fatalf("LoadSpan(%d, %d) ok = %v, or other bytes", l.off, l.n, ok)
 				}
 			}
-			got := streamRanges(img.streams)
+			got := streamRanges(t, img.streams)
 			if len(got) != len(tc.want) {
 				t.Fatalf("streams %v, want %v", got, tc.want)
 			}
@@ -66,6 +71,77 @@ func TestStreamsJoin(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestStreamContinues is the joining rule on its own.
+func TestStreamContinues(t *testing.T) {
+	const start, asked = 100 << 20, 200 << 20
+	now := time.Now()
+	for _, tc := range []struct {
+		name    string
+		running bool
+		idle    time.Duration // how long ago it stopped, when not running
+		failed  bool
+		off     int64
+		want    bool
+	}{
+		{"running, where its loads have got to", true, 0, false, asked, true},
+		{"running, just past", true, 0, false, asked + streamSlack, true},
+		{"running, too far past", true, 0, false, asked + streamSlack + 1, false},
+		{"running, a little behind", true, 0, false, asked - streamBehind, true},
+		{"running, far behind", true, 0, false, asked - streamBehind - 1, false},
+		{"running, before its start", true, 0, false, start - 1, false},
+		{"just stopped, continuing", false, streamFresh / 2, false, asked, true},
+		{"just stopped, a little behind", false, streamFresh / 2, false, asked - 4096, true},
+		{"stopped long ago, continuing", false, 2 * streamFresh, false, asked, false},
+		{"failed", false, 0, true, asked, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := &stream{start: start, done: asked + maxLead, want: asked + maxLead, asked: asked, running: tc.running, failed: tc.failed, idle: now.Add(-tc.idle)}
+			if got := s.continues(tc.off, now); got != tc.want {
+				t.Fatalf("continues(%d) = %v, want %v", tc.off, got, tc.want)
+			}
+		})
+	}
+}
+
+// TestStreamLead: a stream reads ahead of its loads once they have shown
+// it sequential, as far as they have read, up to maxLead and the end of
+// the image.
+func TestStreamLead(t *testing.T) {
+	const k = 256 << 10
+	data := randomBase(24<<20, 54).b
+	img := fileImage(t, t.TempDir(), data)
+	ss := img.streams
+	fd := int(img.f.Fd())
+	for _, step := range []struct {
+		off, n    int64
+		wantAhead int64 // of the end of this load
+	}{
+		{0, k, 0},
+		{k, k, 0},
+		{2 * k, k, 0},
+		{3 * k, k, minLead},
+		{4 * k, k, 5 * k},
+		{5 * k, k, 6 * k},
+		{6 * k, 8 << 20, maxLead},
+		{6*k + 8<<20, 4 << 20, maxLead},
+		{6*k + 12<<20, 4 << 20, 24<<20 - (6*k + 16<<20)},
+	} {
+		if !ss.load(fd, step.off, step.n) {
+			t.Fatalf("load at %d failed", step.off)
+		}
+		ss.mu.Lock()
+		s := ss.all[0]
+		for s.running {
+			s.moved.Wait()
+		}
+		ahead := s.done - (step.off + step.n)
+		ss.mu.Unlock()
+		if len(ss.all) != 1 || ahead != step.wantAhead {
+			t.Fatalf("after the load at %d: %d streams, read %d ahead, want 1 stream, %d ahead", step.off, len(ss.all), ahead, step.wantAhead)
+		}
 	}
 }
 
@@ -107,7 +183,7 @@ func TestStreamsConcurrentReaders(t *testing.T) {
 	for e := range errs {
 		t.Fatalf("a load failed or gave other bytes (%s)", e)
 	}
-	if n := len(streamRanges(img.streams)); n < 1 || n > maxStreams {
+	if n := len(streamRanges(t, img.streams)); n < 1 || n > maxStreams {
 		t.Fatalf("%d streams, want 1 to %d", n, maxStreams)
 	}
 }
@@ -165,7 +241,7 @@ func TestStreamsLimit(t *testing.T) {
 			t.Fatalf("load %d: ok = %v, or other bytes", i, ok)
 		}
 	}
-	rs := streamRanges(img.streams)
+	rs := streamRanges(t, img.streams)
 	if len(rs) != maxStreams {
 		t.Fatalf("%d streams, want %d", len(rs), maxStreams)
 	}
@@ -183,7 +259,7 @@ func TestStreamsLimit(t *testing.T) {
 	if b, ok := img.LoadSpan(2*gap+4096*3, 4096); !ok || !bytes.Equal(b, zeros) {
 		t.Fatal("a load with every stream busy failed")
 	}
-	if got := streamRanges(ss); len(got) != maxStreams {
+	if got := streamRanges(t, ss); len(got) != maxStreams {
 		t.Fatalf("%d streams after a load with all busy, want %d", len(got), maxStreams)
 	}
 	ss.mu.Lock()
@@ -218,7 +294,7 @@ func TestStreamsClose(t *testing.T) {
 			t.Fatalf("load at %d failed", off)
 		}
 	}
-	if n := len(streamRanges(img.streams)); n != 3 {
+	if n := len(streamRanges(t, img.streams)); n != 3 {
 		t.Fatalf("%d streams, want 3", n)
 	}
 	if fds() != before+1+3 {
