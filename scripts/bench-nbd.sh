@@ -61,7 +61,9 @@ if [ -z "${BF_NBDBENCH_NS:-}" ]; then
   trap 'ip netns delete "$NS" 2>/dev/null || true' EXIT
   trap 'exit 130' INT TERM
   ip netns exec "$NS" ip link set lo up
-  BF_NBDBENCH_NS=$NS LOAD_BEFORE="$(cut -d' ' -f1-3 /proc/loadavg)" ip netns exec "$NS" "$PWD/scripts/bench-nbd.sh" "$@"
+  # The version is taken before the report rewrites OUT, which made a
+  # clean tree look dirty when OUT is the tracked BENCHMARKS-nbd.md.
+  BF_NBDBENCH_NS=$NS LOAD_BEFORE="$(cut -d' ' -f1-3 /proc/loadavg)" BF_VERSION="$(git describe --always --dirty 2>/dev/null || echo '?')" ip netns exec "$NS" "$PWD/scripts/bench-nbd.sh" "$@"
   exit
 fi
 
@@ -488,7 +490,7 @@ sub_work() { sed "s|$WORK|\$WORK|g"; }
   echo
   echo "Written by \`scripts/bench-nbd.sh\` (ROUNDS=$ROUNDS, READER_ROUNDS=$READER_ROUNDS, SHORT_REPEAT=$SHORT_REPEAT, RUNTIME=$RUNTIME) on $(date -u +%FT%TZ) in ${ELAPSED} s."
   echo "Machine: $(nproc) CPUs ($(awk -F': ' '/model name/{print $2; exit}' /proc/cpuinfo)), shared with other work;"
-  echo "load average before: ${LOAD_BEFORE:-?}, after: $LOAD_AFTER. bootfleet $(git describe --always --dirty 2>/dev/null || echo '?');"
+  echo "load average before: ${LOAD_BEFORE:-?}, after: $LOAD_AFTER. bootfleet ${BF_VERSION:-?};"
   echo "$(qemu-nbd --version | head -1); $(nbdkit --version); nbd-server $(nbd-server -V 2>&1 | awk '/version/{print $NF; exit}'); $(fio --version); $(nbdcopy --version | head -1)."
   echo
   echo "Issue 5's target: bootfleet ahead of the best peer on every case."
