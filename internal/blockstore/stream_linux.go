@@ -29,13 +29,19 @@ import (
 // file: 1.02 of nbdkit's speed with streams that read only what was asked,
 // 1.19 to 1.22 with the lead.
 type streams struct {
+	// file is the image. Holding it keeps its descriptor open (no
+	// finalizer) while a stream still reads; File.Close closes it only
+	// after close has stopped them.
+	file *os.File
 	size int64
-	path string // where to reopen the image: /proc/self/fd of its descriptor
-	mu   sync.Mutex
-	all  []*stream
-	tick uint64 // last use, for evicting the least recently used idle stream
-	wg   sync.WaitGroup
-	shut bool
+	// fresh is how long a stopped stream vouches for its pages
+	// (streamFresh; tests make it longer).
+	fresh time.Duration
+	mu    sync.Mutex
+	all   []*stream
+	tick  uint64 // last use, for evicting the least recently used idle stream
+	wg    sync.WaitGroup
+	shut  bool
 }
 
 // stream is one range [start, want) being loaded in order; [start, done)
@@ -76,28 +82,26 @@ const (
 )
 
 func newStreams(f *os.File, size int64) *streams {
-	ss := &streams{size: size}
-	control(f, func(fd int) { ss.path = fmt.Sprintf("/proc/self/fd/%d", fd) })
-	return ss
+	return &streams{file: f, size: size, fresh: streamFresh}
 }
 
 // load returns once [off, off+n) is in the page cache, false if reading it
 // failed (the caller then reads it the ordinary way, which reports the
 // error).
-func (ss *streams) load(fd int, off, n int64) bool {
+func (ss *streams) load(off, n int64) bool {
 	end := off + n
 	ss.mu.Lock()
 	s := ss.join(off)
 	if s == nil {
 		ss.mu.Unlock()
-		return pull(fd, off, n) == nil
+		return ss.pull(-1, off, n) == nil
 	}
 	s.asked = max(s.asked, end)
 	s.want = max(s.want, end, min(end+s.lead(), ss.size))
 	if !s.running {
 		s.running = true
 		ss.wg.Add(1)
-		go ss.run(s, fd)
+		go ss.run(s)
 	}
 	for s.done < end && !s.failed {
 		s.moved.Wait()
@@ -114,10 +118,10 @@ func (ss *streams) join(off int64) *stream {
 		return nil
 	}
 	ss.tick++
-	now := time.Now()
+	stale := time.Now().Add(-ss.fresh)
 	idle := -1
 	for i, s := range ss.all {
-		if s.continues(off, now) {
+		if s.continues(off, stale) {
 			s.used = ss.tick
 			return s
 		}
@@ -141,14 +145,14 @@ func (ss *streams) join(off int64) *stream {
 	return s
 }
 
-// continues says whether a load at off, at time now, joins s: it starts
-// where the loads of s have got to, or a little before or after. Only a
-// stream running or just stopped vouches for the pages behind it: a
-// machine booting again the next day finds them long gone from the page
-// cache, so a load then starts a new stream, which reads what is gone as
-// one sequential read.
-func (s *stream) continues(off int64, now time.Time) bool {
-	if s.failed || (!s.running && now.Sub(s.idle) > streamFresh) {
+// continues says whether a load at off joins s: it starts where the loads
+// of s have got to, or a little before or after. Only a stream running, or
+// stopped since stale, vouches for the pages behind it: a machine booting
+// again the next day finds them long gone from the page cache, so a load
+// then starts a new stream, which reads what is gone as one sequential
+// read.
+func (s *stream) continues(off int64, stale time.Time) bool {
+	if s.failed || (!s.running && s.idle.Before(stale)) {
 		return false
 	}
 	return max(s.start, s.asked-streamBehind) <= off && off <= s.asked+streamSlack
@@ -168,31 +172,20 @@ func (s *stream) lead() int64 {
 }
 
 // run reads the stream's range in order until it has caught up with what
-// its loads want. shared is the image's descriptor, used when the stream
-// cannot open its own.
-func (ss *streams) run(s *stream, shared int) {
+// its loads want.
+func (ss *streams) run(s *stream) {
 	defer ss.wg.Done()
 	ss.mu.Lock()
 	if s.fd < 0 {
 		ss.mu.Unlock()
-		fd, err := -1, error(nil)
-		if ss.path != "" {
-			fd, err = unix.Open(ss.path, unix.O_RDONLY|unix.O_CLOEXEC, 0)
-		}
+		fd := ss.reopen()
 		ss.mu.Lock()
 		s.fd = fd
-		if err != nil {
-			s.fd = -1
-		}
-	}
-	fd := s.fd
-	if fd < 0 {
-		fd = shared
 	}
 	for s.done < s.want && !s.failed && !ss.shut {
 		from, k := s.done, min(s.want-s.done, streamStep)
 		ss.mu.Unlock()
-		err := pull(fd, from, k)
+		err := ss.pull(s.fd, from, k)
 		ss.mu.Lock()
 		if err != nil {
 			s.failed = true
@@ -208,6 +201,32 @@ func (ss *streams) run(s *stream, shared int) {
 	s.idle = time.Now()
 	s.moved.Broadcast()
 	ss.mu.Unlock()
+}
+
+// reopen opens the image again, for a file description (and readahead
+// state) of a stream's own; -1 if it cannot, and the stream then reads
+// through the image's own descriptor.
+func (ss *streams) reopen() int {
+	fd := -1
+	control(ss.file, func(own int) {
+		if f, err := unix.Open(fmt.Sprintf("/proc/self/fd/%d", own), unix.O_RDONLY|unix.O_CLOEXEC, 0); err == nil {
+			fd = f
+		}
+	})
+	return fd
+}
+
+// pull reads [off, off+n) into the page cache through fd, or through the
+// image's descriptor when fd is -1.
+func (ss *streams) pull(fd int, off, n int64) error {
+	if fd >= 0 {
+		return pull(fd, off, n)
+	}
+	var err error
+	if cerr := control(ss.file, func(own int) { err = pull(own, off, n) }); cerr != nil {
+		return cerr
+	}
+	return err
 }
 
 // close stops every stream and closes their descriptors.
