@@ -3,7 +3,6 @@ package blockstore
 import (
 	"errors"
 	"os"
-	"sync"
 	"sync/atomic"
 
 	"golang.org/x/sys/unix"
@@ -126,11 +125,6 @@ func (b *File) LoadSpan(off, n int64) ([]byte, bool) {
 	}
 	return b.m[off : off+n : off+n], true
 }
-
-// devNull is /dev/null opened for writing, once per process.
-var devNull = sync.OnceValues(func() (int, error) {
-	return unix.Open("/dev/null", unix.O_WRONLY|unix.O_CLOEXEC, 0)
-})
 
 func unmap(m []byte) error {
 	if m == nil {

@@ -44,18 +44,17 @@ type streams struct {
 	shut  bool
 }
 
-// stream is one range [start, want) being loaded in order; [start, done)
-// is in the page cache, and loads have asked for [start, asked) of it (the
-// rest is read ahead).
+// stream is one range being loaded in order: loads have asked for
+// [start, asked), [start, done) is in the page cache, and the stream reads
+// on to streams.target, its lead past asked.
 type stream struct {
-	start, done, want int64
-	asked             int64
-	idle              time.Time // when it stopped running
-	fd                int       // its own open file description, or -1 until opened
-	running           bool
-	failed            bool
-	used              uint64
-	moved             *sync.Cond // on streams.mu: done, failed or running changed
+	start, done, asked int64
+	idle               time.Time // when it stopped running
+	fd                 int       // its own open file description, or -1 until opened
+	running            bool
+	failed             bool
+	used               uint64
+	moved              *sync.Cond // on streams.mu: done, failed or running changed
 }
 
 const (
@@ -97,7 +96,6 @@ func (ss *streams) load(off, n int64) bool {
 		return ss.pull(-1, off, n) == nil
 	}
 	s.asked = max(s.asked, end)
-	s.want = max(s.want, end, min(end+s.lead(), ss.size))
 	if !s.running {
 		s.running = true
 		ss.wg.Add(1)
@@ -129,7 +127,7 @@ func (ss *streams) join(off int64) *stream {
 			idle = i
 		}
 	}
-	s := &stream{start: off, done: off, want: off, asked: off, fd: -1, used: ss.tick}
+	s := &stream{start: off, done: off, asked: off, fd: -1, used: ss.tick}
 	s.moved = sync.NewCond(&ss.mu)
 	switch {
 	case len(ss.all) < maxStreams:
@@ -158,7 +156,7 @@ func (s *stream) continues(off int64, stale time.Time) bool {
 	return max(s.start, s.asked-streamBehind) <= off && off <= s.asked+streamSlack
 }
 
-// lead is how far past what its loads want s reads ahead: nothing until it
+// lead is how far past what its loads asked for s reads ahead: nothing until it
 // has loaded minLead in order, then as much as it has loaded, up to
 // maxLead. The kernel's own readahead stays within the reads it is asked
 // for, plus read_ahead_kb; this keeps the disk busy while the client
@@ -171,8 +169,14 @@ func (s *stream) lead() int64 {
 	return 0
 }
 
-// run reads the stream's range in order until it has caught up with what
-// its loads want.
+// target is where s stops reading: its lead past what its loads asked
+// for, within the image. A load past the image's end is read as asked,
+// and fails.
+func (ss *streams) target(s *stream) int64 {
+	return max(s.asked, min(s.asked+s.lead(), ss.size))
+}
+
+// run reads the stream's range in order until it reaches its target.
 func (ss *streams) run(s *stream) {
 	defer ss.wg.Done()
 	ss.mu.Lock()
@@ -182,8 +186,8 @@ func (ss *streams) run(s *stream) {
 		ss.mu.Lock()
 		s.fd = fd
 	}
-	for s.done < s.want && !s.failed && !ss.shut {
-		from, k := s.done, min(s.want-s.done, streamStep)
+	for to := ss.target(s); s.done < to && !s.failed && !ss.shut; to = ss.target(s) {
+		from, k := s.done, min(to-s.done, streamStep)
 		ss.mu.Unlock()
 		err := ss.pull(s.fd, from, k)
 		ss.mu.Lock()
@@ -269,3 +273,8 @@ func pull(fd int, off, n int64) error {
 	}
 	return nil
 }
+
+// devNull is /dev/null opened for writing, once per process.
+var devNull = sync.OnceValues(func() (int, error) {
+	return unix.Open("/dev/null", unix.O_WRONLY|unix.O_CLOEXEC, 0)
+})

@@ -119,7 +119,7 @@ func TestStreamContinues(t *testing.T) {
 		{"failed", false, 0, true, asked, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			s := &stream{start: start, done: asked + maxLead, want: asked + maxLead, asked: asked, running: tc.running, failed: tc.failed, idle: now.Add(-tc.idle)}
+			s := &stream{start: start, done: asked + maxLead, asked: asked, running: tc.running, failed: tc.failed, idle: now.Add(-tc.idle)}
 			if got := s.continues(tc.off, now.Add(-streamFresh)); got != tc.want {
 				t.Fatalf("continues(%d) = %v, want %v", tc.off, got, tc.want)
 			}
