@@ -2,12 +2,6 @@
 
 package nbd
 
-import (
-	"os"
-	"syscall"
-)
+import "syscall"
 
 func newSocketWire(syscall.RawConn) wire { return nil }
-
-// inPageCache is only asked on Linux, where file spans are sent.
-func inPageCache(*os.File, int64, int64) bool { return true }
