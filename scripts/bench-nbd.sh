@@ -552,7 +552,8 @@ sub_work() { sed "s|$WORK|\$WORK|g"; }
   echo "so it has no row); the peers write into the image file. Round 1 is the overlay's first touch of each 64 KiB"
   echo "block (copy from the base, then write); later rounds write into blocks it holds. A write into a held block is"
   echo "taken on the request loop when the overlay's file system accepts RWF_NOWAIT writes (tmpfs here, or XFS);"
-  echo "ext4 refuses them, so on ext4 writes go through worker goroutines, a slower path this table does not show."
+  echo "ext4 refuses them, and there only writes of whole pages are (they need nothing from the disk); the rest go"
+  echo "through worker goroutines."
   echo
   table rw IOPS ceil $WRITERS
   echo

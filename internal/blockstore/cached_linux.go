@@ -42,6 +42,16 @@ func readCached(f *os.File, r residency, p []byte, off int64) bool {
 // writeCached writes p to f at off if it can without waiting for storage;
 // nowaitWrites is cleared when the file system turns out not to support
 // RWF_NOWAIT writes, so later calls do not ask again.
+//
+// Such a file system (ext4, where persistent overlays usually live) still
+// takes whole pages into the page cache without reading the disk: a write
+// that covers every byte of its pages needs no old data. It then waits
+// only as every writer of the page cache does, when dirty pages pile up
+// faster than the disk takes them, which is back-pressure the client
+// should feel. Handing each such write to a worker goroutine cost a
+// wake-up and a reply of its own: on ext4, fio's 4 KiB random writes got
+// 0.7 of nbdkit's IOPS that way. A write of part of a page goes to a
+// worker, since the page may have to come from the disk first.
 func writeCached(f *os.File, r residency, nowaitWrites *atomic.Bool, p []byte, off int64) bool {
 	switch r {
 	case inMemory:
@@ -49,7 +59,11 @@ func writeCached(f *os.File, r residency, nowaitWrites *atomic.Bool, p []byte, o
 		return n == len(p)
 	case noWait:
 		if !nowaitWrites.Load() {
-			return false
+			if !wholePages(off, len(p)) {
+				return false
+			}
+			n, _ := f.WriteAt(p, off)
+			return n == len(p)
 		}
 		n := -1
 		var err error
@@ -62,6 +76,12 @@ func writeCached(f *os.File, r residency, nowaitWrites *atomic.Bool, p []byte, o
 		return n == len(p)
 	}
 	return false
+}
+
+// wholePages says whether [off, off+n) starts and ends on page boundaries.
+func wholePages(off int64, n int) bool {
+	page := int64(os.Getpagesize())
+	return n > 0 && off%page == 0 && int64(n)%page == 0
 }
 
 func fstatfs(f *os.File, st *unix.Statfs_t) error {

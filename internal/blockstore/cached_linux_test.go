@@ -30,6 +30,18 @@ func fsResidency(t *testing.T, dir string) (res residency, fsType int64, ok bool
 	return mayWait, st.Type, false
 }
 
+// diskDir is a temp dir on a disk file system (one whose reads take
+// RWF_NOWAIT), for a test that needs a page cache in front of a disk;
+// why says what the test needs it for.
+func diskDir(t *testing.T, why string) string {
+	t.Helper()
+	dir := t.TempDir()
+	if res, fsType, _ := fsResidency(t, dir); res != noWait {
+		testutil.SkipUnlessCI(t, fmt.Sprintf("%s is on file system %#x, not a disk file system: %s", dir, fsType, why))
+	}
+	return dir
+}
+
 func shmDir(t *testing.T) string {
 	t.Helper()
 	dir, err := os.MkdirTemp("/dev/shm", "bf-residency-test-")
@@ -89,10 +101,7 @@ func TestProbeResidency(t *testing.T) {
 // doing the I/O itself (~0.5 ms). So only correctness is asserted, and
 // that data a ReadAt brought back is always served.
 func TestReadCachedNotResident(t *testing.T) {
-	dir := t.TempDir()
-	if res, fsType, _ := fsResidency(t, dir); res != noWait {
-		testutil.SkipUnlessCI(t, fmt.Sprintf("%s is on file system %#x: no page cache to drop", dir, fsType))
-	}
+	dir := diskDir(t, "it drops pages from the page cache")
 	mem := randomBase(1<<20, 80)
 	img := fileImage(t, dir, mem.b)
 	if err := img.f.Sync(); err != nil { // only clean pages can be dropped
@@ -157,10 +166,7 @@ func resident(t *testing.T, f *os.File, off, n int64) bool {
 }
 
 func TestMappedSpan(t *testing.T) {
-	dir := t.TempDir()
-	if res, fsType, _ := fsResidency(t, dir); res != noWait {
-		testutil.SkipUnlessCI(t, fmt.Sprintf("%s is on file system %#x: no disk-backed image to map", dir, fsType))
-	}
+	dir := diskDir(t, "it maps an image on a disk")
 	mem := randomBase(stageSize, 90)
 	img := fileImage(t, dir, mem.b)
 	o, model := stagedOverlay(t, img, mem.b, filepath.Join(dir, "overlay"))
@@ -224,5 +230,49 @@ func TestMappedSpan(t *testing.T) {
 		if b, ok := shm.MappedSpan(sbs, 2*sbs); !ok || !bytes.Equal(b, mem.b[sbs:3*sbs]) {
 			t.Fatalf("MappedSpan of an image on tmpfs with %d machines reading it: ok %v (bytes right: %v), want the image's bytes", n, ok, ok && bytes.Equal(b, mem.b[sbs:3*sbs]))
 		}
+	}
+}
+
+// TestWriteCachedWholePages is the state of ext4 once it has refused an
+// RWF_NOWAIT write: WriteCached then takes writes of whole pages into
+// held blocks with a plain pwrite (they need nothing from the disk) and
+// leaves writes of part of a page to WriteAt.
+func TestWriteCachedWholePages(t *testing.T) {
+	dir := diskDir(t, "it writes to an overlay on ext4 or the like")
+	mem := randomBase(stageSize, 90)
+	img := fileImage(t, dir, mem.b)
+	for i, tc := range []struct {
+		name   string
+		off, n int64
+		taken  bool
+	}{
+		{"one whole page", 4 * sbs, sbs, true},
+		{"two whole pages in two blocks", 4 * sbs, 2 * sbs, true},
+		{"held zeroes, whole", 8 * sbs, sbs, true},
+		{"part of a page", 4*sbs + 7, 100, false},
+		{"a page's length, unaligned", 4*sbs + 512, sbs, false},
+		{"whole pages then part of one", 4 * sbs, sbs + 512, false},
+		{"whole page of a base block", 0, sbs, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			o, model := stagedOverlay(t, img, mem.b, filepath.Join(dir, fmt.Sprint("case", i)))
+			o.nowaitWrites.Store(false)
+			p := randomBase(int(tc.n), uint64(91+i)).b
+			if got := o.WriteCached(p, tc.off); got != tc.taken {
+				t.Fatalf("WriteCached(%d bytes at %d) = %v, want %v", tc.n, tc.off, got, tc.taken)
+			}
+			// As the server does: a refused write, perhaps half done, is
+			// completed by WriteAt.
+			if !tc.taken {
+				if _, err := o.WriteAt(p, tc.off); err != nil {
+					t.Fatal(err)
+				}
+			}
+			copy(model[tc.off:], p)
+			if !bytes.Equal(readAll(t, o, o.Size()), model) {
+				t.Fatal("the disk does not read as written")
+			}
+			closeReopenEquals(t, o, img, model)
+		})
 	}
 }

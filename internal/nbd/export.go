@@ -91,9 +91,10 @@ type (
 	}
 	// CachedWriter is CachedReader's twin for WRITE without FUA:
 	// WriteCached writes p at off and returns true only if it could
-	// without waiting (no allocation, no I/O). False sends the request to a
-	// worker's WriteAt with the same bytes, which also completes a write
-	// WriteCached left half done.
+	// without waiting for storage (no allocation, no read from the disk;
+	// the page cache may still throttle a writer that outruns the disk).
+	// False sends the request to a worker's WriteAt with the same bytes,
+	// which also completes a write WriteCached left half done.
 	CachedWriter interface {
 		WriteCached(p []byte, off int64) bool
 	}
