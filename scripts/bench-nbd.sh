@@ -19,7 +19,9 @@
 # image at once (nbdcopy, one connection each; bootfleet: one machine each,
 # overlay ephemeral as in a lab), from a file on the real disk whose page
 # cache is dropped before each run. It reports the aggregate MB/s and the
-# bytes the disk read, which must not grow with the reader count.
+# bytes the disk read, which must not grow with the reader count. And 4 KiB
+# random write again with the files on the disk (ext4 here), where
+# persistent overlays usually live (CASES word: diskwrites).
 #
 # Usage: scripts/bench-nbd.sh   (root, repo root, after `make build`)
 # Env: ROUNDS (default 5), RUNTIME seconds per fio run (default 4, plus 1 s ramp);
@@ -27,17 +29,17 @@
 # short and their cold reads swing the most); SHORT_REPEAT (default 3): the
 # runs that last well under a second (sequential read, one reader) run this
 # many times per round, each time in a new server order;
-# CASES (default "reads writes readers") and OUT (default BENCHMARKS-nbd.md)
+# CASES (default "reads writes diskwrites readers") and OUT (default BENCHMARKS-nbd.md)
 # to run some cases only, e.g. CASES=readers OUT=/tmp/readers.md; the cases
 # left out show as failed in that report.
-# A full run takes about 9 minutes.
+# A full run takes about 12 minutes.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROUNDS=${ROUNDS:-5}
 RUNTIME=${RUNTIME:-4}
 BIN=$PWD/bin/bootfleet
 OUT=${OUT:-BENCHMARKS-nbd.md}
-CASES=${CASES:-reads writes readers}
+CASES=${CASES:-reads writes diskwrites readers}
 READER_ROUNDS=${READER_ROUNDS:-9}
 SHORT_REPEAT=${SHORT_REPEAT:-3}
 IMG_MIB=512
@@ -160,11 +162,19 @@ READERS_MAX=50
     -e '/^profiles:/,$d' "$WORK/bootfleet.yaml"
   echo "profiles:"
   echo "  lab: {kernel: $WORK/vmlinuz, root: {image: small, overlay: ephemeral}}"
+  echo "  rw: {kernel: $WORK/vmlinuz, root: {image: bench, overlay: persistent}}"
   echo "machines:"
+  echo '  - {mac: "52:54:00:bf:00:03", name: bench-disk, profile: rw}'
   for i in $(seq "$READERS_MAX"); do printf '  - {mac: "52:54:00:bf:01:%02x", name: lab-%02d, profile: lab}\n' "$i" "$i"; done
 } > "$WORK/bootfleet-disk.yaml"
 start_bf "$WORK/bootfleet-disk.yaml" "$WORK/bf2.log" 8081 "$DISK/data" small "$SMALL"
 BF2=$LAST_PID
+# The disk-write case: the big image on the disk too, as bootfleet's
+# second image and as the file the peers write.
+DIMG=$DISK/disk.img
+cp "$IMG" "$DIMG"
+"$BIN" image import --server http://127.0.0.1:8081 --data "$DISK/data" bench "$DIMG" >> "$WORK/bf2.log.import" 2>&1 </dev/null ||
+  { echo "bench-nbd.sh: bootfleet image import of the disk copy failed:" >&2; cat "$WORK/bf2.log.import" >&2; exit 1; }
 BLOB=$(find "$DISK/data" -type f -size "$((SMALL_MIB << 10))k" | head -1)
 [ -n "$BLOB" ] || { echo "bench-nbd.sh: cannot find bootfleet's stored copy of the small image" >&2; exit 1; }
 # Every server of the readers case reads this one file: bootfleet's stored
@@ -174,9 +184,11 @@ BLOB=$(find "$DISK/data" -type f -size "$((SMALL_MIB << 10))k" | head -1)
 cmp -s "$BLOB" "$SMALL" || { echo "bench-nbd.sh: bootfleet's stored copy $BLOB differs from the small image" >&2; exit 1; }
 rm -f "$SMALL"
 SMALL=$BLOB
-SRVCMD[bf]="bin/bootfleet serve -c bootfleet.yaml (nbd.listen 127.0.0.1:10809, log.level warn) + bin/bootfleet image import bench disk.img; export from GET /ipxe/{mac}"
+SRVCMD[bf]="bin/bootfleet serve -c bootfleet.yaml (nbd.listen 127.0.0.1:10809, log.level warn) + bin/bootfleet image import bench disk.img; export from GET /ipxe/{mac}. On the disk: a second one, bootfleet-disk.yaml (data on /var/tmp, nbd.listen 127.0.0.1:10819)"
 NAME[bf-none]="bootfleet, overlay: none";             URI[bf-none]=$(export_of 52-54-00-bf-00-01);       PID[bf-none]=$BF
 NAME[bf-pers]="bootfleet, overlay: persistent";       URI[bf-pers]=$(export_of 52-54-00-bf-00-02);       PID[bf-pers]=$BF
+NAME[bf-disk]="bootfleet, overlay: persistent";       PID[bf-disk]=$BF2
+URI[bf-disk]=$(curl -s "http://127.0.0.1:8081/ipxe/52-54-00-bf-00-03" | grep -o 'bootfleet\.root=nbd:[^ ]*' | awk -F: '{print "nbd://"$2":"$3"/"$4}')
 
 # Peers serve $IMG itself: the read-only instance for the read cases, the
 # writable one for the write case, each with its packaged defaults.
@@ -194,6 +206,10 @@ QSM="qemu-nbd --image-opts -r -t -e 0 -b 127.0.0.1 -p 10821 -x disk driver=raw,f
 KSM="nbdkit -f -r -i 127.0.0.1 -p 10823 file file=$SMALL"
 $QSM 2> "$WORK/qemu-sm.log" & PID[qemu-sm]=$!; PIDS+=("$!")
 $KSM 2> "$WORK/kit-sm.log" & PID[kit-sm]=$!; PIDS+=("$!")
+QRWD="qemu-nbd -f raw -t -e 0 -b 127.0.0.1 -p 10832 -x disk $DIMG"
+KRWD="nbdkit -f -i 127.0.0.1 -p 10834 file file=$DIMG"
+$QRWD 2> "$WORK/qemu-rwd.log" & PID[qemu-rwd]=$!; PIDS+=("$!")
+$KRWD 2> "$WORK/kit-rwd.log" & PID[kit-rwd]=$!; PIDS+=("$!")
 # nbd-server forks a child per connection (-d would serve one client only),
 # so it runs as the daemon it is and is found by its pid file.
 cat > "$WORK/nbd-server.conf" <<CONF
@@ -208,14 +224,16 @@ cat > "$WORK/nbd-server.conf" <<CONF
 [small]
     exportname = $SMALL
     readonly = true
+[rwdisk]
+    exportname = $DIMG
 CONF
 nbd-server -C "$WORK/nbd-server.conf" -p "$WORK/nbd-server.pid" 2> "$WORK/nbds.log"
 for i in $(seq 50); do [ -s "$WORK/nbd-server.pid" ] && break; sleep 0.1; done
 NBDS_PID=$(cat "$WORK/nbd-server.pid")
 PID[nbds-ro]=$NBDS_PID; PID[nbds-rw]=$NBDS_PID
-SRVCMD[qemu]="$QRO ; $QRW ; $QSM"
-SRVCMD[kit]="$KRO ; $KRW ; $KSM"
-SRVCMD[nbds]="nbd-server -C nbd-server.conf (port 10815; export ro: readonly = true, export rw: read-write; other options default)"
+SRVCMD[qemu]="$QRO ; $QRW ; $QSM ; $QRWD"
+SRVCMD[kit]="$KRO ; $KRW ; $KSM ; $KRWD"
+SRVCMD[nbds]="nbd-server -C nbd-server.conf (port 10815; export ro: readonly = true, exports rw and rwdisk: read-write; other options default)"
 NAME[qemu-ro]="qemu-nbd";    URI[qemu-ro]=nbd://127.0.0.1:10811/disk
 NAME[qemu-rw]="qemu-nbd";    URI[qemu-rw]=nbd://127.0.0.1:10812/disk
 NAME[kit-ro]="nbdkit file";  URI[kit-ro]=nbd://127.0.0.1:10813
@@ -226,6 +244,9 @@ NAME[bf-sm]="bootfleet, overlay: ephemeral"; PID[bf-sm]=$BF2
 NAME[qemu-sm]="qemu-nbd";    URI[qemu-sm]=nbd://127.0.0.1:10821/disk
 NAME[kit-sm]="nbdkit file";  URI[kit-sm]=nbd://127.0.0.1:10823
 NAME[nbds-sm]="nbd-server";  URI[nbds-sm]=nbd://127.0.0.1:10815/small; PID[nbds-sm]=$NBDS_PID
+NAME[qemu-rwd]="qemu-nbd";   URI[qemu-rwd]=nbd://127.0.0.1:10832/disk
+NAME[kit-rwd]="nbdkit file"; URI[kit-rwd]=nbd://127.0.0.1:10834
+NAME[nbds-rwd]="nbd-server"; URI[nbds-rwd]=nbd://127.0.0.1:10815/rwdisk; PID[nbds-rwd]=$NBDS_PID
 # bootfleet's readers are machines, each with its own export.
 declare -a BFURI
 for i in $(seq "$READERS_MAX"); do
@@ -236,8 +257,9 @@ URI[bf-sm]=${BFURI[1]}
 SMALLS="bf-sm qemu-sm kit-sm nbds-sm"
 READERS="bf-none bf-pers qemu-ro kit-ro nbds-ro"
 WRITERS="bf-pers qemu-rw kit-rw nbds-rw"
+DWRITERS="bf-disk qemu-rwd kit-rwd nbds-rwd"
 declare -A MULTI
-for k in $READERS $WRITERS; do
+for k in $READERS $WRITERS $DWRITERS; do
   up "$k"
   MULTI[$k]=$(nbdinfo "${URI[$k]}" | awk '/can_multi_conn:/{print $2}')
 done
@@ -264,6 +286,7 @@ settle() { local i; for i in $(seq 40); do [ -z "$(pgrep -P "$NBDS_PID" || true)
 
 FIO="fio --ioengine=nbd --bs=4k --iodepth=32 --numjobs=1 --ramp_time=1 --runtime=$RUNTIME --time_based --output-format=terse"
 LFIO="fio --ioengine=psync --bs=4k --numjobs=1 --ramp_time=1 --runtime=$RUNTIME --time_based --output-format=terse --filename=$IMG"
+DFIO="fio --ioengine=psync --bs=4k --numjobs=1 --ramp_time=1 --runtime=$RUNTIME --time_based --output-format=terse --filename=$DIMG"
 command_for() { # case key
   case $1/$2 in
     seq/ceil)      echo "dd if=$IMG of=/dev/null bs=1M" ;;
@@ -271,8 +294,9 @@ command_for() { # case key
     seq/*)         echo "nbdcopy ${URI[$2]} null:" ;;
     rr*/ceil)      echo "$LFIO --name=rr --rw=randread" ;;
     rw/ceil)       echo "$LFIO --name=rw --rw=randwrite" ;;
+    rwd/ceil)      echo "$DFIO --name=rw --rw=randwrite" ;;
     rr*/*)         echo "$FIO --name=rr --uri=${URI[$2]} --rw=randread" ;;
-    rw/*)          echo "$FIO --name=rw --uri=${URI[$2]} --rw=randwrite" ;;
+    rw*/*)         echo "$FIO --name=rw --uri=${URI[$2]} --rw=randwrite" ;;
   esac
 }
 RES=$WORK/results; : > "$RES"
@@ -297,7 +321,7 @@ run() { # case key round: appends "case key round value cpu_ticks client_cpu_s" 
       else v=nan; fi ;;
     *)
       out=$(eval "$cmd" 2> "$WORK/stderr" || true)
-      v=$(echo "$out" | awk -F';' -v f="$([ "$c" = rw ] && echo 49 || echo 8)" '/^3;/{ if ($5 != 0 || $f == 0) print "nan"; else print $f; n++ } END{ if (!n) print "nan" }') ;;
+      v=$(echo "$out" | awk -F';' -v f="$([ "${c#rw}" != "$c" ] && echo 49 || echo 8)" '/^3;/{ if ($5 != 0 || $f == 0) print "nan"; else print $f; n++ } END{ if (!n) print "nan" }') ;;
   esac
   if [ "$v" = nan ]; then
     { echo "$c ${NAME[$k]:-$k} failed (round $r): $cmd"; tail -3 "$WORK/stderr"; } | tee -a "$WORK/errors" >&2
@@ -377,6 +401,12 @@ has writes && for r in $(seq "$ROUNDS"); do
   for k in $(rotate "$r" $WRITERS ceil); do run rw "$k" "$r"; done
   run rr-ovl bf-pers "$r"
   echo "== writes, round $r/$ROUNDS done ($(( $(date +%s) - T0 )) s)"
+done
+# Each run starts with no dirty pages left by the one before it (sync,
+# untimed), so no server's run pays for another's write-back.
+has diskwrites && for r in $(seq "$ROUNDS"); do
+  for k in $(rotate "$r" $DWRITERS ceil); do sync; run rwd "$k" "$r"; done
+  echo "== disk writes, round $r/$ROUNDS done ($(( $(date +%s) - T0 )) s)"
 done
 has readers && for r in $(seq "$READER_ROUNDS"); do
   for n in $READER_COUNTS; do
@@ -500,6 +530,7 @@ sub_work() { sed "s|$WORK|\$WORK|g"; }
   echo "Sequential read:"; verdict seq MB/s $READERS
   echo; echo "4 KiB random read, queue depth 32:"; verdict rr IOPS $READERS
   echo; echo "4 KiB random write, queue depth 32:"; verdict rw IOPS $WRITERS
+  echo; echo "4 KiB random write to the disk (ext4), queue depth 32:"; verdict rwd IOPS $DWRITERS
   for n in $READER_COUNTS; do
     echo; echo "$n concurrent readers of one ${SMALL_MIB} MiB image, cold page cache (aggregate):"; verdict "readers$n" MB/s $SMALLS
   done
@@ -556,6 +587,17 @@ sub_work() { sed "s|$WORK|\$WORK|g"; }
   echo "through worker goroutines."
   echo
   table rw IOPS ceil $WRITERS
+  echo
+  echo "## 4 KiB random write, on the disk"
+  echo
+  echo "The same, with the files on the real disk (/dev/$DEV, $(df --output=fstype "$DISK" | tail -1)), where persistent overlays usually live:"
+  echo "bootfleet's second server (data directory on the disk) serves a machine with a persistent overlay on a copy"
+  echo "of the image imported there; the peers write into a copy of the image on the disk. Before each run, \`sync\`"
+  echo "(untimed) writes back what the run before it left dirty. A run dirties at most the file's ${IMG_MIB} MiB, below"
+  echo "the kernel's dirty limits here ($(cat /proc/sys/vm/dirty_background_ratio)% and $(cat /proc/sys/vm/dirty_ratio)% of memory), so this measures the file system's"
+  echo "buffered write path, not the disk."
+  echo
+  table rwd IOPS ceil $DWRITERS
   echo
   echo "## 4 KiB random read through a filled overlay"
   echo
