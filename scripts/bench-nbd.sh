@@ -472,7 +472,7 @@ table() { # case unit ceiling-key keys...
       # The client also gets its share of one CPU over the fio run (the
       # 1 s ramp included): fio is one thread, so near 100% it is the limit.
       cpu = kcpu = "-"
-      if (cm!="nan" && m!="nan") cpu = (u=="MB/s") ? sprintf("%.2f s/GB", cm/(mib*1048576/1e9)) : sprintf("%.1f us/op", cm*1e6/(m*rt))
+      if (cm!="nan" && m!="nan") cpu = (u=="MB/s") ? sprintf("%.2f s/GB", cm/(mib*1048576/1e9)) : sprintf("%.1f us/op", cm*1e6/(m*(rt+1)))
       if (kc!="nan" && m!="nan") kcpu = (u=="MB/s") ? sprintf("%.2f s/GB", kc/(mib*1048576/1e9)) : sprintf("%.1f us/op, %.0f%% of a CPU", kc*1e6/(m*(rt+1)), kc/(rt+1)*100)
       printf "| %s | %s | %s | %s | %s | %s | %s | `%s` |\n", n, f, cf, vs, cpu, kcpu, runs, cmd }'
   done
@@ -548,7 +548,8 @@ sub_work() { sed "s|$WORK|\$WORK|g"; }
   echo "  sequential read, \`fio\` psync on the file for random I/O. The practical ceiling for an NBD server here is the best"
   echo "  peer, which the \"vs best peer\" column compares with."
   echo "- Server CPU: user+system time of the server process (nbd-server: its reaped per-connection children), median,"
-  echo "  per GB moved or per 4 KiB operation (over the measured ${RUNTIME} s; the 1 s ramp adds a little)."
+  echo "  per GB moved or per 4 KiB operation. A fio run's operations are counted as its IOPS over the ${RUNTIME} s measured plus"
+  echo "  the 1 s ramp, which its CPU time covers too (client CPU alike)."
   echo "- Client CPU: user+system time of the client processes (fio, nbdcopy), median, per GB or per operation; for fio"
   echo "  also its share of one CPU over the run. fio's nbd engine is one thread: near 100% of a CPU the client, not the"
   echo "  server, sets the IOPS, and servers that all reach that point can only tie, within the noise."
