@@ -24,7 +24,8 @@
 # persistent overlays usually live (CASES word: diskwrites).
 #
 # Usage: scripts/bench-nbd.sh   (root, repo root, after `make build`)
-# Env: ROUNDS (default 5), RUNTIME seconds per fio run (default 4, plus 1 s ramp);
+# Env: ROUNDS (default 9: the fio runs are client-bound and swing by 30%
+# between runs, and a sign test over 5 rounds cannot call any edge), RUNTIME seconds per fio run (default 4, plus 1 s ramp);
 # READER_ROUNDS for the concurrent-readers case (default 9: its runs are
 # short and their cold reads swing the most); SHORT_REPEAT (default 3): the
 # runs that last well under a second (sequential read, one reader) run this
@@ -32,10 +33,10 @@
 # CASES (default "reads writes diskwrites readers") and OUT (default BENCHMARKS-nbd.md)
 # to run some cases only, e.g. CASES=readers OUT=/tmp/readers.md; the cases
 # left out show as failed in that report.
-# A full run takes about 12 minutes.
+# A full run takes about 18 minutes.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-ROUNDS=${ROUNDS:-5}
+ROUNDS=${ROUNDS:-9}
 RUNTIME=${RUNTIME:-4}
 BIN=$PWD/bin/bootfleet
 OUT=${OUT:-BENCHMARKS-nbd.md}
@@ -454,6 +455,18 @@ paired() { # case key peer -> ratio (nan without a round where both worked)
     END{for (r in a) if (r in b && b[r]>0) print a[r]/b[r]}' "$RES" | sort -g |
     awk '{a[NR]=$1} END{ if (!NR) print "nan"; else print (NR%2) ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2 }'
 }
+# wins: in how many rounds key beat peer, of the rounds where both
+# worked, and the two-sided sign test's p for that count under a tie (each
+# round a coin toss). With 5 rounds even 5 of 5 gives p = 0.06, so no
+# verdict of 5 rounds can tell a small edge from a tie.
+wins() { # case key peer -> "k n p"
+  awk -v c="$1" -v k="$2" -v p="$3" '$1==c && $4!="nan" && $2==k{a[$3]=$4} $1==c && $4!="nan" && $2==p{b[$3]=$4}
+    END{ for (r in a) if (r in b) { n++; if (a[r] > b[r]) w++ }
+      lo = w < n - w ? w : n - w; t = 0; q = 1
+      for (i = 0; i <= lo; i++) { if (i > 0) q = q * (n - i + 1) / i; t += q }
+      pv = n ? 2 * t / 2^n : 1; if (pv > 1) pv = 1
+      printf "%d %d %.3f\n", w, n, pv }' "$RES"
+}
 show() { awk -v v="$1" -v u="$2" 'BEGIN{ if (v=="nan") print "failed"; else if (u=="MB/s") printf "%.0f MB/s", v; else printf "%.0f IOPS", v }'; }
 # A table for one case: server, median, the ceiling beside it, share of the
 # best peer, server CPU per unit of work, the runs, the exact command.
@@ -484,11 +497,17 @@ verdict() { # case unit keys...: one line per bootfleet row against the best pee
     case $k in bf-*) ;; *) continue ;; esac
     m=$(median "$c" "$k")
     awk -v n="${NAME[$k]}" -v m="$m" -v bv="$bv" -v who="$who" -v f="$(show "$m" "$u")" -v bf="$(show "$bv" "$u")" \
-        -v pr="$(paired "$c" "$k" "$bk")" 'BEGIN{
+        -v pr="$(paired "$c" "$k" "$bk")" -v ws="$(wins "$c" "$k" "$bk")" 'BEGIN{
       if (m=="nan") { printf "- %s: failed.\n", n; exit }
       d=(m/bv-1)*100
       printf "- %s: %s against %s (%s): %s by %.0f%%", n, f, who, bf, (d>=0 ? "**ahead**" : "**behind**"), (d<0?-d:d)
       if (pr!="nan") printf "; round by round, the median ratio is %.0f%%", pr*100
+      split(ws, w, " ")
+      if (w[2] > 0) {
+        printf "; ahead in %d of %d paired runs", w[1], w[2]
+        if (w[3] >= 0.05) printf " (sign test p = %.2f: not told apart from a tie)", w[3]
+        else printf " (sign test p = %.3f)", w[3]
+      }
       printf ".\n" }'
   done
 }
@@ -559,6 +578,9 @@ sub_work() { sed "s|$WORK|\$WORK|g"; }
   echo "  1 s ramp then ${RUNTIME} s; nbdcopy uses its defaults (4 connections when the server offers multi-conn, else 1)."
   echo "- Summary lines also give the median over rounds (and repetitions) of bootfleet's figure over the best peer's in the same one:"
   echo "  runs of one round are seconds apart, so that ratio moves less with the machine's load than the medians do."
+  echo "  They also count the paired runs bootfleet won, with a two-sided sign test: p is the chance of a count that far"
+  echo "  from half if the two servers were equal. Where p >= 0.05 the row cannot be told apart from a tie in this run,"
+  echo "  whatever its medians say (with 5 rounds even 5 wins of 5 gives p = 0.06)."
   echo "- Noise: other work shares the CPUs, and the slowest and fastest run of one row differ by up to $(awk '$4!="nan" && $2 !~ /^ceil/{k=$1" "$2; if (!(k in lo) || $4<lo[k]) lo[k]=$4; if ($4>hi[k]) hi[k]=$4} END{for (k in lo) if (hi[k]/lo[k]>m) m=hi[k]/lo[k]; printf "%.1fx", m}' "$RES")"
   echo "  in this run. Server CPU per unit of work moves much less between runs than throughput: compare it too."
   if [ -r /sys/module/page_reporting/parameters/page_reporting_order ]; then
