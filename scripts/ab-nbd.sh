@@ -45,7 +45,7 @@ head -c $((512 << 20)) /dev/urandom > "$W/disk.img"
 cp "$W/disk.img" "$W/kit.img"
 echo k > "$W/vmlinuz"
 mkdir -p "$W/ipxe"; echo e > "$W/ipxe/ipxe.efi"; echo k > "$W/ipxe/undionly.kpxe"
-declare -A URI PIDOF
+declare -A URI
 NAMES=()
 port=11000
 for v in "$@"; do
@@ -101,18 +101,15 @@ for r in $(seq "$ROUNDS"); do
   done
   echo "== round $r/$ROUNDS: $(awk -v r="$r" '$1==r{printf "%s %s  ", $2, $3}' "$RES")"
 done
+# Medians (the mean of the middle two for an even count), then each
+# variant against nbdkit round by round.
 for k in "${NAMES[@]}"; do
   awk -v k="$k" '$2==k{print $3}' "$RES" | sort -n |
-    awk -v k="$k" '{a[NR]=$1} END{printf "%-10s median %7d IOPS  runs:", k, a[int((NR+1)/2)]; for (i=1; i<=NR; i++) printf " %d", a[i]; print ""}'
+    awk -v k="$k" '{a[NR]=$1} END{printf "%-10s median %7d IOPS  runs:", k, (NR%2) ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2; for (i=1; i<=NR; i++) printf " %d", a[i]; print ""}'
 done
 for k in "${NAMES[@]}"; do
   [ "$k" = nbdkit ] && continue
-  awk -v k="$k" '$2==k{a[$1]=$3} $2=="nbdkit"{b[$1]=$3}
-    END{ for (r in a) if (b[r] > 0) { n++; x[n] = a[r] / b[r]; if (a[r] > b[r]) w++ }
-      for (i = 1; i <= n; i++) for (j = i + 1; j <= n; j++) if (x[j] < x[i]) { t = x[i]; x[i] = x[j]; x[j] = t }
-      med = (n % 2) ? x[(n + 1) / 2] : (x[n / 2] + x[n / 2 + 1]) / 2
-      lo = w < n - w ? w : n - w; s = 0; q = 1
-      for (i = 0; i <= lo; i++) { if (i > 0) q = q * (n - i + 1) / i; s += q }
-      p = 2 * s / 2^n; if (p > 1) p = 1
-      printf "%-10s over nbdkit, round by round: median %.3f, ahead in %d of %d (sign test p = %.2f)\n", k, med, w, n, p }' "$RES"
+  awk -v k="$k" '$2==k{a[$1]=$3} $2=="nbdkit"{b[$1]=$3} END{for (r in a) if (r in b) print a[r], b[r]}' "$RES" |
+    awk -f "$(dirname "$0")/pairs.awk" |
+    awk -v k="$k" '{printf "%-10s over nbdkit, round by round: median %.3f, ahead in %d of %d (sign test p = %.2f)\n", k, $1, $2, $3, $4}'
 done

@@ -447,25 +447,14 @@ best_peer() { # case keys... -> "value key name"
   done
   echo "$best $bk $who"
 }
-# paired: the median over rounds of key's figure over peer's figure in the
-# same round. Runs of one round are seconds apart, so this ratio moves less
-# with the machine's load than the ratio of the two medians.
-paired() { # case key peer -> ratio (nan without a round where both worked)
+# versus: key against peer round by round (scripts/pairs.awk): the median
+# of key's figure over peer's in the same round, the rounds key won of
+# those where both worked, and the sign test's p for that count. Runs of
+# one round are seconds apart, so the ratio moves less with the machine's
+# load than the ratio of the two medians.
+versus() { # case key peer -> "ratio wins n p" (ratio nan without a round where both worked)
   awk -v c="$1" -v k="$2" -v p="$3" '$1==c && $4!="nan" && $2==k{a[$3]=$4} $1==c && $4!="nan" && $2==p{b[$3]=$4}
-    END{for (r in a) if (r in b && b[r]>0) print a[r]/b[r]}' "$RES" | sort -g |
-    awk '{a[NR]=$1} END{ if (!NR) print "nan"; else print (NR%2) ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2 }'
-}
-# wins: in how many rounds key beat peer, of the rounds where both
-# worked, and the two-sided sign test's p for that count under a tie (each
-# round a coin toss). With 5 rounds even 5 of 5 gives p = 0.06, so no
-# verdict of 5 rounds can tell a small edge from a tie.
-wins() { # case key peer -> "k n p"
-  awk -v c="$1" -v k="$2" -v p="$3" '$1==c && $4!="nan" && $2==k{a[$3]=$4} $1==c && $4!="nan" && $2==p{b[$3]=$4}
-    END{ for (r in a) if (r in b) { n++; if (a[r] > b[r]) w++ }
-      lo = w < n - w ? w : n - w; t = 0; q = 1
-      for (i = 0; i <= lo; i++) { if (i > 0) q = q * (n - i + 1) / i; t += q }
-      pv = n ? 2 * t / 2^n : 1; if (pv > 1) pv = 1
-      printf "%d %d %.3f\n", w, n, pv }' "$RES"
+    END{for (r in a) if (r in b) print a[r], b[r]}' "$RES" | awk -f scripts/pairs.awk
 }
 show() { awk -v v="$1" -v u="$2" 'BEGIN{ if (v=="nan") print "failed"; else if (u=="MB/s") printf "%.0f MB/s", v; else printf "%.0f IOPS", v }'; }
 # A table for one case: server, median, the ceiling beside it, share of the
@@ -497,16 +486,15 @@ verdict() { # case unit keys...: one line per bootfleet row against the best pee
     case $k in bf-*) ;; *) continue ;; esac
     m=$(median "$c" "$k")
     awk -v n="${NAME[$k]}" -v m="$m" -v bv="$bv" -v who="$who" -v f="$(show "$m" "$u")" -v bf="$(show "$bv" "$u")" \
-        -v pr="$(paired "$c" "$k" "$bk")" -v ws="$(wins "$c" "$k" "$bk")" 'BEGIN{
+        -v vs="$(versus "$c" "$k" "$bk")" 'BEGIN{
       if (m=="nan") { printf "- %s: failed.\n", n; exit }
       d=(m/bv-1)*100
       printf "- %s: %s against %s (%s): %s by %.0f%%", n, f, who, bf, (d>=0 ? "**ahead**" : "**behind**"), (d<0?-d:d)
-      if (pr!="nan") printf "; round by round, the median ratio is %.0f%%", pr*100
-      split(ws, w, " ")
-      if (w[2] > 0) {
-        printf "; ahead in %d of %d paired runs", w[1], w[2]
-        if (w[3] >= 0.05) printf " (sign test p = %.2f: not told apart from a tie)", w[3]
-        else printf " (sign test p = %.3f)", w[3]
+      split(vs, w, " ")
+      if (w[3] > 0) {
+        printf "; round by round, the median ratio is %.0f%%; ahead in %d of %d paired runs", w[1]*100, w[2], w[3]
+        if (w[4] >= 0.05) printf " (sign test p = %.2f: not told apart from a tie)", w[4]
+        else printf " (sign test p = %.3f)", w[4]
       }
       printf ".\n" }'
   done
