@@ -23,6 +23,15 @@ func probeResidency(f *os.File) residency {
 	return noWait
 }
 
+// adviseRandom tells the kernel that f is read at random, so its reads
+// bring in only the pages asked for. Readahead fills the page cache with
+// large folios, and on ext4 (Linux 6.16 and later) a 4 KiB write into one
+// walks every buffer head of the folio: after a client had read its whole
+// disk once, fio's 4 KiB random writes ran at a third of their speed.
+func adviseRandom(f *os.File) {
+	_ = control(f, func(fd int) { _ = unix.Fadvise(fd, 0, 0, unix.FADV_RANDOM) })
+}
+
 // readCached fills p from f at off if it can without waiting for storage.
 func readCached(f *os.File, r residency, p []byte, off int64) bool {
 	switch r {

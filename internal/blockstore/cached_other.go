@@ -9,6 +9,8 @@ import (
 
 func probeResidency(*os.File) residency { return mayWait }
 
+func adviseRandom(*os.File) {}
+
 func readCached(*os.File, residency, []byte, int64) bool { return false }
 
 func writeCached(*os.File, residency, *atomic.Bool, []byte, int64) bool { return false }

@@ -117,6 +117,7 @@ func (o *Overlay) load(opts Options) error {
 		return fmt.Errorf("blockstore: open overlay data: %w", err)
 	}
 	o.data = df
+	adviseRandom(df)
 	o.dataRes = probeResidency(df)
 	o.nowaitWrites.Store(true)
 	n := numBlocks(o.size, int(o.bs))
@@ -417,12 +418,33 @@ func (o *Overlay) writeBlock(blk, in int64, p []byte) error {
 	if err != nil {
 		return err
 	}
-	if _, err := o.data.WriteAt(block, int64(slot)*o.bs); err != nil {
+	if err := o.writeFresh(block, int64(slot)*o.bs); err != nil {
 		// The slot was never in any map, so it can be reused at once.
 		o.free = append(o.free, slot)
 		return fmt.Errorf("blockstore: allocate overlay block %d: %w", blk, err)
 	}
 	o.setEntry(blk, slot+1)
+	return nil
+}
+
+// writeFresh writes a block copied into a new slot at at. On a disk's
+// file system it goes a page at a time: the page cache keeps the bytes of
+// one write in folios as large as the write, and on ext4 (Linux 6.16 and
+// later) every later 4 KiB write into a large folio walks all of its
+// buffer heads. Written whole, the slots left fio's 4 KiB random writes
+// spending 11% of the server's CPU in ext4_block_write_begin, against 3%
+// with pages; the extra system calls come once per block. Memory file
+// systems take the block whole.
+func (o *Overlay) writeFresh(block []byte, at int64) error {
+	step := len(block)
+	if o.dataRes != inMemory {
+		step = os.Getpagesize()
+	}
+	for i := 0; i < len(block); i += step {
+		if _, err := o.data.WriteAt(block[i:min(i+step, len(block))], at+int64(i)); err != nil {
+			return err
+		}
+	}
 	return nil
 }
 
