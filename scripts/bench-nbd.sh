@@ -21,7 +21,9 @@
 # cache is dropped before each run. It reports the aggregate MB/s and the
 # bytes the disk read, which must not grow with the reader count. And 4 KiB
 # random write again with the files on the disk (ext4 here), where
-# persistent overlays usually live (CASES word: diskwrites).
+# persistent overlays usually live (CASES word: diskwrites), and once more
+# right after each server read its whole export from a cold page cache, as
+# a client that reads its disk and then writes (CASES word: diskrereads).
 #
 # Usage: scripts/bench-nbd.sh   (root, repo root, after `make build`)
 # Env: ROUNDS (default 9: the fio runs are client-bound and swing by 30%
@@ -30,17 +32,17 @@
 # short and their cold reads swing the most); SHORT_REPEAT (default 3): the
 # runs that last well under a second (sequential read, one reader) run this
 # many times per round, each time in a new server order;
-# CASES (default "reads writes diskwrites readers") and OUT (default BENCHMARKS-nbd.md)
+# CASES (default "reads writes diskwrites diskrereads readers") and OUT (default BENCHMARKS-nbd.md)
 # to run some cases only, e.g. CASES=readers OUT=/tmp/readers.md; the cases
 # left out show as failed in that report.
-# A full run takes about 18 minutes.
+# A full run takes about 23 minutes.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROUNDS=${ROUNDS:-9}
 RUNTIME=${RUNTIME:-4}
 BIN=$PWD/bin/bootfleet
 OUT=${OUT:-BENCHMARKS-nbd.md}
-CASES=${CASES:-reads writes diskwrites readers}
+CASES=${CASES:-reads writes diskwrites diskrereads readers}
 READER_ROUNDS=${READER_ROUNDS:-9}
 SHORT_REPEAT=${SHORT_REPEAT:-3}
 IMG_MIB=512
@@ -409,6 +411,27 @@ has diskwrites && for r in $(seq "$ROUNDS"); do
   for k in $(rotate "$r" $DWRITERS ceil); do sync; run rwd "$k" "$r"; done
   echo "== disk writes, round $r/$ROUNDS done ($(( $(date +%s) - T0 )) s)"
 done
+# The same writes right after the server read its whole export (nbdcopy,
+# untimed) from a cold page cache: the folios that reading leaves in the
+# page cache are the ones the writes then land in. bootfleet's overlay is
+# filled first when the case before did not fill it.
+has diskrereads && ! has diskwrites && nbdcopy "$DIMG" "${URI[bf-disk]}"
+files_of() { # key -> the files a server reads and writes for the disk cases
+  case $1 in
+    bf-disk) find "$DISK/data/overlays" -path '*52-54-00-bf-00-03*' -type f; find "$DISK/data/images" -type f -size "$((IMG_MIB << 10))k" ;;
+    *) echo "$DIMG" ;;
+  esac
+}
+has diskrereads && for r in $(seq "$ROUNDS"); do
+  for k in $(rotate "$r" $DWRITERS); do
+    sync
+    for f in $(files_of "$k"); do drop "$f"; done
+    nbdcopy "${URI[$k]}" null: 2>> "$WORK/stderr" || echo "bench-nbd.sh: the read before ${NAME[$k]}'s writes failed" >&2
+    [ "$k" = "${k#nbds}" ] || settle
+    run rwd-read "$k" "$r"
+  done
+  echo "== writes after a read, round $r/$ROUNDS done ($(( $(date +%s) - T0 )) s)"
+done
 has readers && for r in $(seq "$READER_ROUNDS"); do
   for n in $READER_COUNTS; do
     warmup
@@ -462,7 +485,7 @@ show() { awk -v v="$1" -v u="$2" 'BEGIN{ if (v=="nan") print "failed"; else if (
 table() { # case unit ceiling-key keys...
   local c=$1 u=$2 ck=$3 k m bp bv ceil cm; shift 3
   read -r bv _ <<< "$(best_peer "$c" "$@")"
-  ceil=$(median "${c%-ovl}" "$ck")
+  ceil=$(median "${c%-*}" "$ck") # rr-ovl and rwd-read share the ceilings of rr and rwd
   echo "| server | median | ceiling (no NBD) | vs best peer | server CPU | client CPU | runs | command |"
   echo "|---|---:|---:|---:|---:|---:|---|---|"
   for k in "$@"; do
@@ -538,6 +561,7 @@ sub_work() { sed "s|$WORK|\$WORK|g"; }
   echo; echo "4 KiB random read, queue depth 32:"; verdict rr IOPS $READERS
   echo; echo "4 KiB random write, queue depth 32:"; verdict rw IOPS $WRITERS
   echo; echo "4 KiB random write to the disk (ext4), queue depth 32:"; verdict rwd IOPS $DWRITERS
+  echo; echo "4 KiB random write to the disk right after a cold read of the whole export, queue depth 32:"; verdict rwd-read IOPS $DWRITERS
   for n in $READER_COUNTS; do
     echo; echo "$n concurrent readers of one ${SMALL_MIB} MiB image, cold page cache (aggregate):"; verdict "readers$n" MB/s $SMALLS
   done
@@ -609,6 +633,17 @@ sub_work() { sed "s|$WORK|\$WORK|g"; }
   echo "buffered write path, not the disk."
   echo
   table rwd IOPS ceil $DWRITERS
+  echo
+  echo "## 4 KiB random write to the disk, right after a read of it"
+  echo
+  echo "The case above again, but before each run the server's files leave the page cache (\`sync\`, then"
+  echo "\`dd iflag=nocache count=0\` on each) and the server reads its whole export (\`nbdcopy URI null:\`, untimed), as a"
+  echo "client that reads its disk and then writes. On ext4 since Linux 6.16 the page cache holds what readahead brought"
+  echo "in as large folios (up to 2 MiB), and a 4 KiB write into one walks every buffer head of the folio. bootfleet reads"
+  echo "its overlay with \`POSIX_FADV_RANDOM\` (single pages, only those asked for) and copies blocks in a page at a time."
+  echo "This kernel: $(uname -r). The ceiling is the one of the case above (no read before it)."
+  echo
+  table rwd-read IOPS ceil $DWRITERS
   echo
   echo "## 4 KiB random read through a filled overlay"
   echo
