@@ -78,9 +78,14 @@ func (h sessionHook) OnSession(st nbd.SessionStats) {
 	h(mac, st)
 }
 
+// close runs once the NBD server has stopped: it closes the listener and
+// the base images left open for the next boot.
 func (d *diskless) close() {
 	if d.ln != nil {
 		d.ln.Close()
+	}
+	if err := d.disks.Close(); err != nil {
+		d.log.Warn("closing base images failed", "err", err)
 	}
 }
 

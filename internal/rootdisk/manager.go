@@ -34,8 +34,11 @@ type Config struct {
 	Leases LeaseLookup
 	// BlockSize is the overlays' allocation unit; 0 for blockstore's default.
 	BlockSize int
-	Logger    *slog.Logger // default: discard
-	Now       func() time.Time
+	// ImageLinger is how long a base image stays open after its last
+	// session ends: 0 for two minutes, negative to close it at once.
+	ImageLinger time.Duration
+	Logger      *slog.Logger // default: discard
+	Now         func() time.Time
 }
 
 // Manager issues per-boot exports and serves them. It implements
@@ -372,6 +375,9 @@ func (m *Manager) Release(sha string) (bool, error) {
 		if b, err := os.ReadFile(p); err == nil && strings.TrimSpace(string(b)) == sha {
 			return false, nil
 		}
+	}
+	if err := m.dropIdle(sha); err != nil { // a lingering image would hold the deleted file's space
+		m.log.Warn("closing an unused base image failed", "sha256", sha, "err", err)
 	}
 	return true, m.cfg.Blobs.Remove(sha)
 }
