@@ -37,6 +37,10 @@ type File struct {
 // MappedSpan serves only an image that two or more share.
 func (b *File) SetSharers(n int) { b.sharers.Store(int32(min(n, 1<<30))) }
 
+// InMemory says whether the image lives in memory (tmpfs, ramfs), where
+// its pages stay whether or not anything maps them.
+func (b *File) InMemory() bool { return b.res == inMemory }
+
 // OpenImage opens the base image at path read-only. Images are immutable:
 // replacing the file under running clients would corrupt their overlays,
 // so import new versions under a new path.

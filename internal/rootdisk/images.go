@@ -21,6 +21,12 @@ type sharedImage struct {
 // 12% of the server's CPU while one client read a 512 MiB image again and
 // again. The machines of a lab boot one after another; a minute or two
 // apart they still find the image mapped.
+//
+// Only an image in memory (tmpfs) lingers. On a disk, the page cache
+// keeps what it can of a closed image anyway, and a mapping left in place
+// would pin the pages it maps against a cache drop (FADV_DONTNEED and
+// drop_caches skip mapped pages), which an admin, or a benchmark's cold
+// read, expects to empty the cache.
 const defaultImageLinger = 2 * time.Minute
 
 // openImage returns the open base image of blob sha at path, opening it
@@ -44,9 +50,9 @@ func (m *Manager) openImage(sha, path string) (*blockstore.File, error) {
 	return f, nil
 }
 
-// closeImage lets go of blob sha's image. After the last user it stays
-// open for the linger (Config.ImageLinger), then closes unless reopened.
-// The caller holds m.mu.
+// closeImage lets go of blob sha's image. After the last user an image in
+// memory stays open for the linger (Config.ImageLinger), then closes
+// unless reopened; one on a disk closes at once. The caller holds m.mu.
 func (m *Manager) closeImage(sha string) error {
 	s := m.images[sha]
 	if s == nil {
@@ -60,7 +66,7 @@ func (m *Manager) closeImage(sha string) error {
 	if linger == 0 {
 		linger = defaultImageLinger
 	}
-	if linger < 0 {
+	if linger < 0 || !s.file.InMemory() {
 		delete(m.images, sha)
 		return s.file.Close()
 	}

@@ -34,8 +34,9 @@ type Config struct {
 	Leases LeaseLookup
 	// BlockSize is the overlays' allocation unit; 0 for blockstore's default.
 	BlockSize int
-	// ImageLinger is how long a base image stays open after its last
-	// session ends: 0 for two minutes, negative to close it at once.
+	// ImageLinger is how long a base image in memory (tmpfs) stays open
+	// after its last session ends: 0 for two minutes, negative to close it
+	// at once. An image on a disk always closes at once.
 	ImageLinger time.Duration
 	Logger      *slog.Logger // default: discard
 	Now         func() time.Time

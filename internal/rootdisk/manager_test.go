@@ -9,9 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
-	"github.com/bootfleet/bootfleet/internal/blockstore"
 	"github.com/bootfleet/bootfleet/internal/imagestore"
 	"github.com/bootfleet/bootfleet/internal/inventory"
 	"github.com/bootfleet/bootfleet/internal/nbd"
@@ -68,7 +66,12 @@ type fixture struct {
 
 func newFixture(t *testing.T) *fixture {
 	t.Helper()
-	data := t.TempDir()
+	return fixtureIn(t, t.TempDir())
+}
+
+// fixtureIn is newFixture with its data directory in data.
+func fixtureIn(t *testing.T, data string) *fixture {
+	t.Helper()
 	blobs, err := imagestore.Open(data)
 	if err != nil {
 		t.Fatal(err)
@@ -451,74 +454,5 @@ func TestMachinesShareBaseImage(t *testing.T) {
 		if want := 1 - i; len(f.m.images) != want {
 			t.Fatalf("after %d of 2 machines detached: %d images open, want %d", i+1, len(f.m.images), want)
 		}
-	}
-}
-
-// TestImageLingers: a base image stays open after its last session for
-// the next boot to find, closes once the linger has passed, and closes at
-// once when its content is released or the manager closes.
-func TestImageLingers(t *testing.T) {
-	session := func(t *testing.T, f *fixture, mac string) (io.Closer, *blockstore.File) {
-		t.Helper()
-		e, err := f.m.Lookup(f.issue(t, mac, "ephemeral"), tcp("10.0.0.9"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		return e.(io.Closer), f.m.att[mac].base
-	}
-	open := func(f *fixture) int {
-		f.m.mu.Lock()
-		defer f.m.mu.Unlock()
-		return len(f.m.images)
-	}
-	for _, tc := range []struct {
-		name  string
-		end   func(t *testing.T, f *fixture) // ends the linger
-		after time.Duration
-	}{
-		{"linger passes", func(t *testing.T, f *fixture) {}, 50 * time.Millisecond},
-		{"content released", func(t *testing.T, f *fixture) {
-			f.m.mu.Lock()
-			f.m.boot = map[string]*boot{} // no boot pins it any more
-			f.m.mu.Unlock()
-			if deleted, err := f.m.Release(f.img.SHA256); err != nil || !deleted {
-				t.Fatalf("Release: deleted=%v err=%v", deleted, err)
-			}
-		}, time.Hour},
-		{"manager closed", func(t *testing.T, f *fixture) {
-			if err := f.m.Close(); err != nil {
-				t.Fatal(err)
-			}
-		}, time.Hour},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			f := newFixture(t)
-			f.m.cfg.ImageLinger = tc.after
-			c, first := session(t, f, "52:54:00:00:00:01")
-			if err := c.Close(); err != nil {
-				t.Fatal(err)
-			}
-			if n := open(f); n != 1 {
-				t.Fatalf("right after the last session: %d images open, want 1 (lingering)", n)
-			}
-			c, again := session(t, f, "52:54:00:00:00:03")
-			if again != first {
-				t.Fatal("the next boot opened the image anew instead of taking the lingering one")
-			}
-			if err := c.Close(); err != nil {
-				t.Fatal(err)
-			}
-			tc.end(t, f)
-			deadline := time.Now().Add(5 * time.Second)
-			for open(f) != 0 {
-				if time.Now().After(deadline) {
-					t.Fatalf("the image is still open 5 s after its linger (%v) ended", tc.after)
-				}
-				time.Sleep(5 * time.Millisecond)
-			}
-			if _, ok := first.MappedSpan(0, 4096); ok {
-				t.Fatal("the closed image still hands out its mapping")
-			}
-		})
 	}
 }
