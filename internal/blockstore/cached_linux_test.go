@@ -42,22 +42,12 @@ func diskDir(t *testing.T, why string) string {
 	return dir
 }
 
-func shmDir(t *testing.T) string {
-	t.Helper()
-	dir, err := os.MkdirTemp("/dev/shm", "bf-residency-test-")
-	if err != nil {
-		testutil.SkipUnlessCI(t, "no /dev/shm: "+err.Error())
-	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
-	return dir
-}
-
 func TestProbeResidency(t *testing.T) {
 	for _, tc := range []struct {
 		name string
 		dir  func(*testing.T) string
 	}{
-		{"/dev/shm", shmDir},
+		{"/dev/shm", testutil.ShmDir},
 		{"test temp dir", (*testing.T).TempDir},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -224,7 +214,7 @@ func TestMappedSpan(t *testing.T) {
 	}
 	// An image in memory is mapped for any number of machines: it has no
 	// readahead for the mapping to disturb.
-	shm := fileImage(t, shmDir(t), mem.b)
+	shm := fileImage(t, testutil.ShmDir(t), mem.b)
 	for _, n := range []int{0, 1, 2} {
 		shm.SetSharers(n)
 		if b, ok := shm.MappedSpan(sbs, 2*sbs); !ok || !bytes.Equal(b, mem.b[sbs:3*sbs]) {

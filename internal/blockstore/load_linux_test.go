@@ -5,6 +5,8 @@ import (
 	"testing"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/bootfleet/bootfleet/internal/testutil"
 )
 
 // TestLoadSpan checks the mapped bytes a worker sends for a READ: the ranges
@@ -14,7 +16,7 @@ func TestLoadSpan(t *testing.T) {
 	for _, where := range []struct {
 		name string
 		dir  func(t *testing.T) string
-	}{{"temp dir", func(t *testing.T) string { return t.TempDir() }}, {"tmpfs", shmDir}} {
+	}{{"temp dir", func(t *testing.T) string { return t.TempDir() }}, {"tmpfs", testutil.ShmDir}} {
 		t.Run(where.name, func(t *testing.T) {
 			mem := randomBase(stageSize, 40)
 			img := fileImage(t, where.dir(t), mem.b)

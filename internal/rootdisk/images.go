@@ -73,9 +73,9 @@ func (m *Manager) closeImage(sha string) error {
 	s.idle = time.AfterFunc(linger, func() {
 		m.mu.Lock()
 		defer m.mu.Unlock()
-		// Reopened meanwhile (refs > 0), or already closed by dropIdle:
-		// nothing to do.
-		if m.images[sha] == s && s.refs == 0 {
+		// Closed meanwhile, and perhaps opened anew with a linger of its
+		// own: not this timer's to close. dropIdle leaves it if reopened.
+		if m.images[sha] == s {
 			if err := m.dropIdle(sha); err != nil {
 				m.log.Warn("closing an unused base image failed", "sha256", sha, "err", err)
 			}

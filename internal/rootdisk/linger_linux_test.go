@@ -2,26 +2,12 @@ package rootdisk
 
 import (
 	"io"
-	"os"
 	"testing"
 	"time"
-
-	"golang.org/x/sys/unix"
 
 	"github.com/bootfleet/bootfleet/internal/blockstore"
 	"github.com/bootfleet/bootfleet/internal/testutil"
 )
-
-// shmData is a data directory on /dev/shm, where images are in memory.
-func shmData(t *testing.T) string {
-	t.Helper()
-	dir, err := os.MkdirTemp("/dev/shm", "bf-rootdisk-test-")
-	if err != nil {
-		testutil.SkipUnlessCI(t, "no /dev/shm: "+err.Error())
-	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
-	return dir
-}
 
 // TestImageLingers: a base image in memory stays open after its last
 // session for the next boot to find, closes once the linger has passed,
@@ -62,7 +48,7 @@ func TestImageLingers(t *testing.T) {
 		}, time.Hour},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			f := fixtureIn(t, shmData(t))
+			f := fixtureIn(t, testutil.ShmDir(t))
 			f.m.cfg.ImageLinger = tc.after
 			c, first := session(t, f, "52:54:00:00:00:01")
 			if err := c.Close(); err != nil {
@@ -96,19 +82,14 @@ func TestImageLingers(t *testing.T) {
 // TestDiskImageDoesNotLinger: an image on a disk closes with its last
 // session, so no mapping keeps its pages from a cache drop.
 func TestDiskImageDoesNotLinger(t *testing.T) {
-	data := t.TempDir()
-	var st unix.Statfs_t
-	if err := unix.Statfs(data, &st); err != nil {
-		t.Fatal(err)
-	}
-	if st.Type == unix.TMPFS_MAGIC || st.Type == unix.RAMFS_MAGIC {
-		testutil.SkipUnlessCI(t, data+" is in memory, not on a disk")
-	}
-	f := fixtureIn(t, data)
+	f := newFixture(t)
 	f.m.cfg.ImageLinger = time.Hour
 	e, err := f.m.Lookup(f.issue(t, "52:54:00:00:00:01", "ephemeral"), tcp("10.0.0.9"))
 	if err != nil {
 		t.Fatal(err)
+	}
+	if f.m.att["52:54:00:00:00:01"].base.InMemory() {
+		testutil.SkipUnlessCI(t, "the test's temp dir is in memory, not on a disk")
 	}
 	if err := e.(io.Closer).Close(); err != nil {
 		t.Fatal(err)

@@ -42,6 +42,18 @@ func SkipUnlessCI(t testing.TB, why string) {
 	t.Skipf("%s (BOOTFLEET_CI=1 turns this skip into a failure)", why)
 }
 
+// ShmDir is a temp dir on /dev/shm (tmpfs), for a test that needs files
+// in memory; it is removed when the test ends.
+func ShmDir(t *testing.T) string {
+	t.Helper()
+	dir, err := os.MkdirTemp("/dev/shm", "bf-test-")
+	if err != nil {
+		SkipUnlessCI(t, "no /dev/shm: "+err.Error())
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	return dir
+}
+
 // FreeAddr is a loopback TCP address nothing listens on right now.
 func FreeAddr(t testing.TB) string {
 	t.Helper()
