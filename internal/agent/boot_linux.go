@@ -114,17 +114,26 @@ func (a *Agent) Boot(ctx context.Context) error {
 	a.mark("BOOTFLEET-NBD: %s size=%d block=%d flags=%#x", dev, info.Size, info.KernelBlockSize(), uint16(info.Flags))
 	a.milestone(opts, "agent-nbd-connected")
 
-	if err := a.mountRoot(dev, opts); err != nil {
+	rootDev, fstype, err := a.findRoot(dev, opts)
+	if err != nil {
 		return err
+	}
+	init, err := a.mountRoot(rootDev, fstype, opts)
+	if err != nil {
+		return err
+	}
+	if err := a.handOffNetwork(nic); err != nil {
+		// Not fatal: an image without networkd or NetworkManager needs none.
+		a.Log.Warn("network hand-off files not written; the root's network service may reconfigure the root disk's NIC", "err", err)
 	}
 	if err := a.startWatcher(opts); err != nil {
 		// Not fatal: the root works, it just will not survive a server restart.
 		a.Log.Warn("reconnect watcher not started; a dropped NBD connection will be fatal", "err", err)
 	}
-	a.Log.Info("switching root", "init", opts.Init, "elapsed", time.Since(start).Round(time.Millisecond))
+	a.Log.Info("switching root", "init", opts.Init, "resolved", init, "elapsed", time.Since(start).Round(time.Millisecond))
 	a.mark("BOOTFLEET-SWITCHROOT: %s", opts.Init)
 	a.milestone(opts, "agent-switch-root")
-	if err := moveMounts(); err != nil {
+	if err := moveMounts(a.Log); err != nil {
 		return err
 	}
 	argv := []string{"switch_root", newRoot, opts.Init}
@@ -132,16 +141,23 @@ func (a *Agent) Boot(ctx context.Context) error {
 }
 
 func mountEarly() error {
-	for _, m := range []struct{ src, dir, fstype string }{
-		{"proc", "/proc", "proc"}, {"sysfs", "/sys", "sysfs"}, {"devtmpfs", "/dev", "devtmpfs"},
+	for _, m := range []struct{ src, dir, fstype, data string }{
+		{"proc", "/proc", "proc", ""}, {"sysfs", "/sys", "sysfs", ""}, {"devtmpfs", "/dev", "devtmpfs", ""},
+		// /run moves into the new root, where systemd keeps it: it carries
+		// the lease and the network hand-off files.
+		{"tmpfs", "/run", "tmpfs", "mode=0755"},
 	} {
 		os.MkdirAll(m.dir, 0o755)
-		if err := unix.Mount(m.src, m.dir, m.fstype, unix.MS_NOSUID, ""); err != nil && !errors.Is(err, unix.EBUSY) {
+		if err := unix.Mount(m.src, m.dir, m.fstype, unix.MS_NOSUID, m.data); err != nil && !errors.Is(err, unix.EBUSY) {
 			return fmt.Errorf("mount %s on %s: %w", m.fstype, m.dir, err)
 		}
 	}
 	return nil
 }
+
+// moduleParams are the parameters the agent loads modules with. nbd gets
+// partition scanning, for whole-disk images.
+var moduleParams = map[string]string{"nbd": "max_part=16"}
 
 // loadModules insmods /etc/modules in order. A module the kernel already
 // has (built in, or loaded) is fine.
@@ -163,7 +179,7 @@ func (a *Agent) loadModules() error {
 		if err != nil {
 			return fmt.Errorf("module %s: %w", name, err)
 		}
-		err = unix.FinitModule(int(mf.Fd()), "", 0)
+		err = unix.FinitModule(int(mf.Fd()), moduleParams[name], 0)
 		mf.Close()
 		if err != nil && !errors.Is(err, unix.EEXIST) {
 			return fmt.Errorf("load module %s: %w (modules must come from the same kernel package as the kernel)", name, err)
@@ -262,15 +278,17 @@ func dialAndHandshake(ctx context.Context, t Target) (*net.TCPConn, ExportInfo, 
 	return tc, info, nil
 }
 
-// mountRoot waits for the device to show its size and mounts it on /newroot.
-func (a *Agent) mountRoot(dev string, o Options) error {
+// mountRoot waits for the device to show its size, mounts it on /newroot
+// and checks that the new root has an init; it returns the init's real
+// path inside the new root.
+func (a *Agent) mountRoot(dev, fstype string, o Options) (string, error) {
 	deadline := time.Now().Add(deviceWaitMax)
 	for {
-		if b, err := os.ReadFile("/sys/block/" + filepath.Base(dev) + "/size"); err == nil && strings.TrimSpace(string(b)) != "0" {
+		if b, err := os.ReadFile("/sys/class/block/" + filepath.Base(dev) + "/size"); err == nil && strings.TrimSpace(string(b)) != "0" {
 			break
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("%s still has size 0 after %v", dev, deviceWaitMax)
+			return "", fmt.Errorf("%s still has size 0 after %v", dev, deviceWaitMax)
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
@@ -279,26 +297,59 @@ func (a *Agent) mountRoot(dev string, o Options) error {
 	if o.ReadOnly {
 		flags |= unix.MS_RDONLY
 	}
-	if err := unix.Mount(dev, newRoot, o.FSType, flags, o.RootFlags); err != nil {
-		return fmt.Errorf("mount %s (%s) on %s: %w (is the image a bare %s file system, not a partitioned disk? is the module in the initramfs?)", dev, o.FSType, newRoot, err, o.FSType)
+	if err := unix.Mount(dev, newRoot, fstype, flags, o.RootFlags); err != nil {
+		return "", fmt.Errorf("mount %s (%s) on %s: %w (is the %s module in the initramfs? bootfleet.rootfstype= and bootfleet.root.part= choose another)", dev, fstype, newRoot, err, fstype)
 	}
-	if _, err := os.Stat(filepath.Join(newRoot, o.Init)); err != nil {
-		return fmt.Errorf("the root file system has no %s (set bootfleet.init= or fix the image): %w", o.Init, err)
+	init, err := ResolveInRoot(newRoot, o.Init)
+	if err != nil {
+		return "", err
 	}
-	a.Log.Info("root mounted", "dev", dev, "fstype", o.FSType, "ro", o.ReadOnly)
-	return nil
+	a.Log.Info("root mounted", "dev", dev, "fstype", fstype, "ro", o.ReadOnly, "init", init)
+	return init, nil
 }
 
-// moveMounts carries /proc, /sys and /dev into the new root; busybox
-// switch_root does not.
-func moveMounts() error {
-	for _, d := range []string{"/dev", "/proc", "/sys"} {
+// moveMounts carries /dev, /proc, /sys and /run into the new root;
+// busybox switch_root does not. /run is optional: a read-only image
+// without the directory still boots, without the network hand-off.
+func moveMounts(log interface{ Warn(string, ...any) }) error {
+	for _, d := range []string{"/dev", "/proc", "/sys", "/run"} {
 		target := newRoot + d
 		os.MkdirAll(target, 0o755)
-		if err := unix.Mount(d, target, "", unix.MS_MOVE, ""); err != nil {
+		err := unix.Mount(d, target, "", unix.MS_MOVE, "")
+		if err != nil && d == "/run" {
+			log.Warn("/run not carried into the new root", "err", err)
+			continue
+		}
+		if err != nil {
 			return fmt.Errorf("move %s to %s: %w (the root image needs the directory)", d, target, err)
 		}
 	}
+	return nil
+}
+
+// handOffNetwork writes the files that keep the new root's network
+// services off nic (see HandoffFiles) into /run, which the new root keeps.
+func (a *Agent) handOffNetwork(nic string) error {
+	text, err := os.ReadFile(LeaseFile)
+	if err != nil {
+		return fmt.Errorf("read the lease the DHCP script recorded: %w", err)
+	}
+	addr, _ := os.ReadFile("/sys/class/net/" + nic + "/address")
+	mac, _ := net.ParseMAC(strings.TrimSpace(string(addr)))
+	lease, err := ParseLease(string(text), mac)
+	if err != nil {
+		return err
+	}
+	for rel, content := range HandoffFiles(lease) {
+		p := filepath.Join("/run", rel)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			return err
+		}
+		if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+			return err
+		}
+	}
+	a.Log.Info("network hand-off written", "nic", nic, "mac", mac, "address", lease.Address)
 	return nil
 }
 

@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/bootfleet/bootfleet/internal/diskprobe"
 )
 
 // CmdlineRootKey is the kernel command line parameter naming the root export.
@@ -39,14 +41,15 @@ func (t Target) String() string { return "nbd:" + t.Addr() + ":<export>" }
 // Options is what the agent reads from the kernel command line.
 type Options struct {
 	Root       Target
-	FSType     string        // bootfleet.rootfstype=, default ext4
-	RootFlags  string        // bootfleet.rootflags=, mount data, default none
-	ReadOnly   bool          // bootfleet.ro: mount the root read-only
-	Init       string        // bootfleet.init=, default /sbin/init
-	DeadConn   time.Duration // bootfleet.nbd.dead=SECONDS
-	IOTimeout  time.Duration // bootfleet.nbd.timeout=SECONDS, 1..3600
-	Shell      bool          // bootfleet.shell: on failure, run /bin/sh instead of powering off
-	DeviceName string        // NBD device, always nbd0 for now
+	FSType     string           // bootfleet.rootfstype=; default: what diskprobe finds
+	RootPart   diskprobe.Choice // bootfleet.root.part=N|PARTUUID=U|LABEL=L; default: automatic
+	RootFlags  string           // bootfleet.rootflags=, mount data, default none
+	ReadOnly   bool             // bootfleet.ro: mount the root read-only
+	Init       string           // bootfleet.init=, default /sbin/init
+	DeadConn   time.Duration    // bootfleet.nbd.dead=SECONDS
+	IOTimeout  time.Duration    // bootfleet.nbd.timeout=SECONDS, 1..3600
+	Shell      bool             // bootfleet.shell: on failure, run /bin/sh instead of powering off
+	DeviceName string           // NBD device, always nbd0 for now
 	// Milestones is bootfleet.milestones=URL: the agent GETs URL/NAME at
 	// each step, so the server's boot record shows them. Empty: none sent.
 	Milestones string
@@ -59,7 +62,7 @@ var ErrNoRoot = errors.New("no " + CmdlineRootKey + "= on the kernel command lin
 // (/proc/cmdline). Later occurrences of a key win, as with the kernel's own
 // parameters. Quoted values ("a b") are not supported; none of ours need spaces.
 func ParseCmdline(cmdline string) (Options, error) {
-	o := Options{FSType: "ext4", Init: "/sbin/init", DeadConn: DefaultDeadConnTimeout, IOTimeout: DefaultIOTimeout, DeviceName: "nbd0"}
+	o := Options{Init: "/sbin/init", DeadConn: DefaultDeadConnTimeout, IOTimeout: DefaultIOTimeout, DeviceName: "nbd0"}
 	var root string
 	for _, w := range strings.Fields(cmdline) {
 		k, v, hasValue := strings.Cut(w, "=")
@@ -68,6 +71,12 @@ func ParseCmdline(cmdline string) (Options, error) {
 			root = v
 		case "bootfleet.rootfstype":
 			o.FSType = v
+		case "bootfleet.root.part":
+			c, err := diskprobe.ParseChoice(v)
+			if err != nil {
+				return o, fmt.Errorf("bootfleet.root.part=%q: %w", v, err)
+			}
+			o.RootPart = c
 		case "bootfleet.rootflags":
 			o.RootFlags = v
 		case "bootfleet.ro":
@@ -103,8 +112,8 @@ func ParseCmdline(cmdline string) (Options, error) {
 		return o, err
 	}
 	o.Root = t
-	if o.FSType == "" || !strings.HasPrefix(o.Init, "/") {
-		return o, fmt.Errorf("bootfleet.rootfstype=%q bootfleet.init=%q: want a file system type and an absolute path", o.FSType, o.Init)
+	if !strings.HasPrefix(o.Init, "/") {
+		return o, fmt.Errorf("bootfleet.init=%q: want an absolute path in the root image", o.Init)
 	}
 	return o, nil
 }

@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/bootfleet/bootfleet/internal/diskprobe"
 )
 
 func TestParseTarget(t *testing.T) {
@@ -59,7 +61,7 @@ func TestParseCmdline(t *testing.T) {
 		wantErr string
 	}{
 		{name: "defaults", in: "console=ttyS0 bootfleet.root=nbd:1.2.3.4:10809:e quiet", check: func(o Options) bool {
-			return o.Root == Target{"1.2.3.4", 10809, "e"} && o.FSType == "ext4" && o.Init == "/sbin/init" &&
+			return o.Root == Target{"1.2.3.4", 10809, "e"} && o.FSType == "" && o.RootPart == (diskprobe.Choice{}) && o.Init == "/sbin/init" &&
 				o.DeadConn == DefaultDeadConnTimeout && o.IOTimeout == DefaultIOTimeout && !o.ReadOnly && !o.Shell && o.DeviceName == "nbd0"
 		}},
 		{name: "last wins", in: "bootfleet.root=nbd:a:1:x bootfleet.root=nbd:b:2:y", check: func(o Options) bool {
@@ -68,6 +70,12 @@ func TestParseCmdline(t *testing.T) {
 		{name: "overrides", in: "bootfleet.root=nbd:a:1:x bootfleet.rootfstype=xfs bootfleet.rootflags=noatime bootfleet.ro bootfleet.init=/bin/sh bootfleet.nbd.dead=5 bootfleet.nbd.timeout=7 bootfleet.shell=1", check: func(o Options) bool {
 			return o.IOTimeout == 7*time.Second && o.FSType == "xfs" && o.RootFlags == "noatime" && o.ReadOnly && o.Init == "/bin/sh" && o.DeadConn == 5*time.Second && o.Shell
 		}},
+		{name: "root partition by number", in: "bootfleet.root=nbd:a:1:x bootfleet.root.part=3", check: func(o Options) bool { return o.RootPart.Part == 3 }},
+		{name: "root partition by PARTUUID", in: "bootfleet.root=nbd:a:1:x bootfleet.root.part=PARTUUID=1234abcd-02", check: func(o Options) bool {
+			return o.RootPart.PartUUID == "1234abcd-02"
+		}},
+		{name: "root partition by label", in: "bootfleet.root=nbd:a:1:x bootfleet.root.part=LABEL=labroot", check: func(o Options) bool { return o.RootPart.Label == "labroot" }},
+		{name: "bad root partition", in: "bootfleet.root=nbd:a:1:x bootfleet.root.part=UUID=x", wantErr: "bootfleet.root.part"},
 		{name: "ro=0", in: "bootfleet.root=nbd:a:1:x bootfleet.ro=0", check: func(o Options) bool { return !o.ReadOnly }},
 		{name: "milestones", in: "bootfleet.root=nbd:a:1:x bootfleet.milestones=http://10.0.0.1:8080/milestone/52-54-00-00-00-01/", check: func(o Options) bool {
 			return o.Milestones == "http://10.0.0.1:8080/milestone/52-54-00-00-00-01"

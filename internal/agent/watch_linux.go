@@ -27,7 +27,10 @@ func (a *Agent) startWatcher(o Options) error {
 		Files: []*os.File{nil, os.Stdout, os.Stderr},
 		Sys:   &syscall.SysProcAttr{Setsid: true},
 	}
-	p, err := os.StartProcess(self, []string{"bootfleet-agent", watchArg, strconv.Itoa(nbdIndex)}, attr)
+	// argv[0] starting with '@' marks a root storage daemon: systemd's
+	// final kill at shutdown spares it, so the root disk keeps its
+	// reconnection until the root is unmounted.
+	p, err := os.StartProcess(self, []string{"@bootfleet-agent", watchArg, strconv.Itoa(nbdIndex)}, attr)
 	if err != nil {
 		return err
 	}

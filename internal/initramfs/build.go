@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 )
@@ -24,6 +25,12 @@ type Options struct {
 	// ModulesDir is a lib/modules/VERSION directory, e.g. of the running
 	// kernel on a Debian server whose kernel the clients also boot.
 	ModulesDir string
+	// Image is a raw disk image (bootfleet's stored image of a root): the
+	// newest kernel in its /boot and that kernel's modules from its
+	// /lib/modules are used, so kernel and modules always match the root,
+	// and the root's file system module is added. Linux only; needs root
+	// to mount the image read-only.
+	Image string
 	// Modules to load; default DefaultModules. Their dependencies are added.
 	Modules []string
 	// Busybox is a static busybox binary; default /bin/busybox (Debian's
@@ -43,7 +50,7 @@ type Result struct {
 }
 
 // applets are the busybox commands the agent and the udhcpc script use.
-var applets = []string{"sh", "ip", "udhcpc", "switch_root", "mount", "umount", "poweroff", "sleep", "cat", "ls", "dmesg", "insmod"}
+var applets = []string{"sh", "ip", "udhcpc", "switch_root", "mount", "umount", "poweroff", "sleep", "cat", "ls", "dmesg", "insmod", "mkdir", "printf"}
 
 // udhcpcScript configures the lease udhcpc got. It must not flush the
 // address on a later deconfig: the root file system lives on this link.
@@ -59,6 +66,8 @@ bound|renew)
   for r in $router; do ip -4 route add default via "$r" dev "$interface"; break; done
   : >/etc/resolv.conf
   for d in $dns; do echo "nameserver $d" >>/etc/resolv.conf; done
+  mkdir -p /run/bootfleet
+  printf 'interface=%s\nip=%s\nmask=%s\nrouter=%s\ndns=%s\n' "$interface" "$ip" "${mask:-24}" "$router" "$dns" >/run/bootfleet/lease
   echo "BOOTFLEET-IP: $ip/${mask:-24} router=${router:-none} server=${serverid:-?}"
   ;;
 esac
@@ -71,8 +80,8 @@ func Build(out io.Writer, o Options) (Result, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	if (o.KernelDeb == "") == (o.ModulesDir == "") {
-		return Result{}, errors.New("give exactly one of --kernel-deb (a linux-image .deb) and --modules-dir (a lib/modules/VERSION directory)")
+	if n := countSet(o.KernelDeb, o.ModulesDir, o.Image); n != 1 {
+		return Result{}, errors.New("give exactly one of --kernel-deb (a linux-image .deb), --modules-dir (a lib/modules/VERSION directory) and --image (a root disk image)")
 	}
 	if o.Busybox == "" {
 		o.Busybox = "/bin/busybox"
@@ -109,6 +118,20 @@ func Build(out io.Writer, o Options) (Result, error) {
 		res.KernelVersion = filepath.Base(modDir)
 		if res.Vmlinuz, err = os.ReadFile(filepath.Join(tmp, "boot", "vmlinuz-"+res.KernelVersion)); err != nil {
 			return Result{}, fmt.Errorf("%s has no boot/vmlinuz-%s: %w", o.KernelDeb, res.KernelVersion, err)
+		}
+	} else if o.Image != "" {
+		k, err := openImageKernel(o.Image)
+		if err != nil {
+			return Result{}, err
+		}
+		defer k.close()
+		log.Info("kernel found in the image", "image", o.Image, "kernel", k.version, "root_fs", k.fsType)
+		modDir, res.KernelVersion = k.modulesDir, k.version
+		if res.Vmlinuz, err = os.ReadFile(k.vmlinuz); err != nil {
+			return Result{}, fmt.Errorf("read the image's kernel: %w", err)
+		}
+		if !slices.Contains(o.Modules, k.fsType) {
+			o.Modules = append(slices.Clip(o.Modules), k.fsType)
 		}
 	} else {
 		res.KernelVersion = filepath.Base(filepath.Clean(modDir))
@@ -162,6 +185,16 @@ func Build(out io.Writer, o Options) (Result, error) {
 		return Result{}, fmt.Errorf("write initramfs: %w", werr)
 	}
 	return res, nil
+}
+
+func countSet(vs ...string) int {
+	n := 0
+	for _, v := range vs {
+		if v != "" {
+			n++
+		}
+	}
+	return n
 }
 
 // readStatic reads an executable that must run without a dynamic loader,

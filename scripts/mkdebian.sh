@@ -1,0 +1,138 @@
+#!/usr/bin/env bash
+# Makes a Debian 12 disk image for a bootfleet diskless root, as an image
+# author would: a stock debootstrap root with systemd, systemd-networkd
+# doing DHCP on every wired NIC, and the distribution's own kernel.
+#
+#   scripts/mkdebian.sh [--fs ext4|xfs|btrfs] [--table gpt|mbr|none]
+#                       [--size 2G] [--add DIR] OUT.raw
+#
+# --table gpt: an EFI system partition, then the root with the x86-64 root
+#   type GUID of the Discoverable Partitions Specification (a cloud image's
+#   layout); mbr: a swap partition, then the root as type 83 (an older PC's);
+#   none: the file system alone.
+# --add DIR: files copied over the root before the file system is made.
+#
+# The debootstrap tree is cached as a tarball (BOOTFLEET_CACHE, default
+# /var/cache/bootfleet-e2e), so a machine fetches the packages once. The
+# mirror is the one apt on this machine uses. Needs root, debootstrap,
+# fdisk (sfdisk), e2fsprogs, xfsprogs, btrfs-progs and dosfstools.
+set -euo pipefail
+
+fs=ext4 table=gpt size=2G add=""
+while [ $# -gt 1 ]; do
+  case "$1" in
+  --fs) fs=$2; shift 2 ;;
+  --table) table=$2; shift 2 ;;
+  --size) size=$2; shift 2 ;;
+  --add) add=$2; shift 2 ;;
+  *) echo "mkdebian: unknown option $1" >&2; exit 2 ;;
+  esac
+done
+[ $# -eq 1 ] || { echo "usage: $0 [--fs ext4|xfs|btrfs] [--table gpt|mbr|none] [--size 2G] [--add DIR] OUT.raw" >&2; exit 2; }
+out=$1
+case "$fs" in ext4|xfs|btrfs) ;; *) echo "mkdebian: --fs $fs: want ext4, xfs or btrfs" >&2; exit 2 ;; esac
+case "$table" in gpt|mbr|none) ;; *) echo "mkdebian: --table $table: want gpt, mbr or none" >&2; exit 2 ;; esac
+
+cache=${BOOTFLEET_CACHE:-/var/cache/bootfleet-e2e}
+packages="systemd-sysv,udev,iproute2,linux-image-amd64"
+# The cache key covers everything that shapes the tree.
+key=$(printf '%s\n' "$packages" "$(sed -n '/^# tree:/,/^# end tree/p' "$0")" | sha256sum | cut -c1-16)
+tarball="$cache/debian-bookworm-$key.tar"
+
+# mirror prints the Debian mirror apt is configured with here.
+mirror() {
+  local m
+  m=$(grep -hs '^URIs:' /etc/apt/sources.list.d/*.sources | awk '$2 !~ /security/ {print $2; exit}')
+  [ -n "$m" ] || m=$(grep -hs '^deb ' /etc/apt/sources.list | awk '$2 !~ /security/ {print $2; exit}')
+  [ -n "$m" ] || { echo "mkdebian: no Debian mirror in apt's sources" >&2; exit 1; }
+  echo "$m"
+}
+
+work=$(mktemp -d /var/tmp/mkdebian.XXXXXX)
+cleanup() {
+  mountpoint -q "$work/mnt" 2>/dev/null && umount "$work/mnt"
+  rm -rf "$work"
+}
+trap cleanup EXIT
+
+if [ ! -s "$tarball" ]; then
+  mkdir -p "$cache"
+  echo "mkdebian: debootstrap bookworm ($packages); cached as $tarball" >&2
+  debootstrap --variant=minbase --include="$packages" bookworm "$work/tree" "$(mirror)" >"$work/debootstrap.log" 2>&1 ||
+    { tail -30 "$work/debootstrap.log" >&2; exit 1; }
+  # tree: what an image author sets up; edits here change the cache key.
+  echo bootfleet-client >"$work/tree/etc/hostname"
+  : >"$work/tree/etc/machine-id"
+  cat >"$work/tree/etc/systemd/network/20-wired.network" <<'EOF'
+[Match]
+Name=en* eth*
+
+[Network]
+DHCP=yes
+EOF
+  chroot "$work/tree" systemctl enable systemd-networkd >/dev/null 2>&1
+  chroot "$work/tree" passwd -d root >/dev/null
+  rm -rf "$work/tree/var/cache/apt/archives/"*.deb "$work/tree/var/lib/apt/lists/"*
+  # end tree
+  tar --numeric-owner -C "$work/tree" -cf "$tarball.tmp" .
+  mv "$tarball.tmp" "$tarball"
+  rm -rf "$work/tree"
+fi
+
+mkdir -p "$work/root"
+tar --numeric-owner -C "$work/root" -xf "$tarball"
+[ -z "$add" ] || cp -a "$add/." "$work/root/"
+
+mib=$(numfmt --from=iec "$size")
+mib=$((mib / 1048576))
+# Layout in MiB: the root starts at 34 (gpt) or 65 (mbr) and leaves 1 MiB
+# at the end for the backup GPT.
+case "$table" in
+gpt) rootstart=34 ;;
+mbr) rootstart=65 ;;
+none) rootstart=0 ;;
+esac
+rootmib=$((mib - rootstart - (rootstart > 0 ? 1 : 0)))
+
+fsimg="$work/root.fs"
+truncate -s "${rootmib}M" "$fsimg"
+case "$fs" in
+ext4) mkfs.ext4 -q -F -L debroot -d "$work/root" "$fsimg" ;;
+btrfs) mkfs.btrfs -q -f -L debroot --rootdir "$work/root" "$fsimg" >/dev/null ;;
+xfs)
+  # mkfs.xfs cannot fill a file system from a directory: copy through a loop mount.
+  mkfs.xfs -q -f -L debroot "$fsimg"
+  mkdir -p "$work/mnt"
+  mount -o loop "$fsimg" "$work/mnt"
+  cp -a "$work/root/." "$work/mnt/"
+  umount "$work/mnt"
+  ;;
+esac
+rm -rf "$work/root"
+
+if [ "$table" = none ]; then
+  mv "$fsimg" "$out"
+  exit 0
+fi
+rm -f "$out"
+truncate -s "${mib}M" "$out"
+if [ "$table" = gpt ]; then
+  sfdisk -q "$out" <<EOF
+label: gpt
+start=2048, size=$((32 * 2048)), type=U, name="EFI system"
+start=$((rootstart * 2048)), size=$((rootmib * 2048)), type=4F68BCE3-E8CD-4DB1-96E7-FBCAF984B709, name="root"
+EOF
+  truncate -s 32M "$work/esp.fs"
+  mkfs.fat -n ESP "$work/esp.fs" >/dev/null
+  dd if="$work/esp.fs" of="$out" bs=1M seek=1 conv=notrunc,sparse status=none
+else
+  sfdisk -q "$out" <<EOF
+label: dos
+start=2048, size=$((64 * 2048)), type=82
+start=$((rootstart * 2048)), size=$((rootmib * 2048)), type=83
+EOF
+  truncate -s 64M "$work/swap.img"
+  mkswap -q "$work/swap.img"
+  dd if="$work/swap.img" of="$out" bs=1M seek=1 conv=notrunc,sparse status=none
+fi
+dd if="$fsimg" of="$out" bs=1M seek="$rootstart" conv=notrunc,sparse status=none
