@@ -10,14 +10,19 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/bootfleet/bootfleet/internal/imagestore"
 	"github.com/bootfleet/bootfleet/internal/inventory"
 )
 
 // ImageFiles stores the content of root disk images; *rootdisk.Manager
 // implements it.
 type ImageFiles interface {
-	// Import stores r's bytes and returns their hex sha256 and size.
-	Import(r io.Reader) (sha string, size int64, err error)
+	// Import stores the image r holds as raw content, converting it
+	// first when it is in another format, and returns the hex sha256 and
+	// size as served and the bytes read; cancelling ctx stops it. Errors
+	// about the content wrap imagestore.ErrRefused; see
+	// imagestore.Store.ImportContext.
+	Import(ctx context.Context, r io.Reader) (imagestore.Imported, error)
 	// Release deletes content no image name points to any more, unless a
 	// machine still boots from it; it reports whether it deleted it.
 	Release(sha string) (bool, error)
@@ -33,9 +38,15 @@ type DiskResetter interface {
 // Image is an image on the wire.
 type Image struct {
 	Name     string    `json:"name"`
-	SHA256   string    `json:"sha256"`
-	Size     int64     `json:"size"`
+	SHA256   string    `json:"sha256"` // of the content as served (raw)
+	Size     int64     `json:"size"`   // bytes as served: a converted image's virtual size
 	Imported time.Time `json:"imported"`
+	// Format and Allocated are only in the answer to an import: Format is
+	// the upload's ("raw", or "qcow2", "vmdk", ... when converted),
+	// Allocated the bytes the stored content takes on the server's disk
+	// (less than Size: stored sparse).
+	Format    string `json:"format,omitempty"`
+	Allocated int64  `json:"allocated,omitempty"`
 }
 
 // ImageList is the answer of GET /images.
@@ -94,36 +105,51 @@ func (s *server) putImage(w http.ResponseWriter, r *http.Request) error {
 		return oldErr
 	}
 	start := s.cfg.Now()
-	sha, size, err := s.cfg.Images.Import(r.Body)
+	res, err := s.cfg.Images.Import(r.Context(), r.Body)
 	if err != nil {
-		var mbe *http.MaxBytesError
-		if errors.As(err, &mbe) || errors.Is(err, context.Canceled) {
-			return err
-		}
-		if size == 0 {
-			return inventory.Invalid("", "%v", err)
-		}
-		return fmt.Errorf("import image %s: %w", name, err)
+		return s.importError(w, name, res, err)
 	}
-	if r.ContentLength >= 0 && size != r.ContentLength {
-		return inventory.Invalid("", "received %d bytes, Content-Length said %d; upload again", size, r.ContentLength)
+	if r.ContentLength >= 0 && res.Received != r.ContentLength {
+		return inventory.Invalid("", "received %d bytes, Content-Length said %d; upload again", res.Received, r.ContentLength)
 	}
-	img, err := s.cfg.Store.PutImage(r.Context(), inventory.Image{Name: name, SHA256: sha, Size: size, Imported: s.cfg.Now()})
+	img, err := s.cfg.Store.PutImage(r.Context(), inventory.Image{Name: name, SHA256: res.SHA256, Size: res.Size, Imported: s.cfg.Now()})
 	if err != nil {
 		return err
 	}
-	s.log.Info("image imported", "name", name, "sha256", sha, "size", size, "seconds", s.cfg.Now().Sub(start).Seconds())
+	s.log.Info("image imported", "name", name, "sha256", res.SHA256, "format", res.Format.String(), "size", res.Size,
+		"allocated", res.Allocated, "received", res.Received, "seconds", s.cfg.Now().Sub(start).Seconds())
 	status := http.StatusCreated
 	if oldErr == nil {
 		status = http.StatusOK
-		if old.SHA256 != sha {
+		if old.SHA256 != res.SHA256 {
 			s.release(old)
 		}
 	}
 	s.changed(r, "", "", "")
 	w.Header().Set("Location", Prefix+"/images/"+name)
-	writeJSON(w, status, imageOut(img))
+	out := imageOut(img)
+	out.Format, out.Allocated = res.Format.String(), res.Allocated
+	writeJSON(w, status, out)
 	return nil
+}
+
+// importError answers a failed import: the uploader's mistakes (a bad
+// image, an image naming other files) are 400 with what to do; a server
+// without qemu-img for an upload that needs it is 501, saying what to
+// install, since the one reading it is the admin who can.
+func (s *server) importError(w http.ResponseWriter, name string, res imagestore.Imported, err error) error {
+	var mbe *http.MaxBytesError
+	switch {
+	case errors.As(err, &mbe) || errors.Is(err, context.Canceled):
+		return err
+	case errors.Is(err, imagestore.ErrRefused) || res.Received == 0:
+		return inventory.Invalid("", "%v", err)
+	case errors.Is(err, imagestore.ErrNoQemuImg):
+		s.log.Error("image import needs qemu-img", "name", name, "format", res.Format.String(), "err", err)
+		writeJSON(w, http.StatusNotImplemented, ErrorBody{Error: err.Error()})
+		return nil
+	}
+	return fmt.Errorf("import image %s: %w", name, err)
 }
 
 func (s *server) deleteImage(w http.ResponseWriter, r *http.Request) error {

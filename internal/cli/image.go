@@ -10,11 +10,13 @@ import (
 	"net/http"
 	"os"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/bootfleet/bootfleet/internal/api"
+	"github.com/bootfleet/bootfleet/internal/imagestore"
 )
 
 func imageCmd() *cobra.Command {
@@ -31,11 +33,14 @@ func imageCmd() *cobra.Command {
 // imageImportCmd uploads the file to the server (PUT /images/NAME), which
 // stores it content-addressed in its data directory. Uploading rather than
 // writing into the data directory works from any machine and leaves the
-// server the only writer of its data directory.
+// server the only writer of its data directory. The server converts an
+// image that is not raw; the file's format is read here too, so an image
+// the server would refuse for naming other files is refused before a
+// long upload.
 func imageImportCmd(o *clientOpts) *cobra.Command {
 	return &cobra.Command{
 		Use:   "import NAME FILE",
-		Short: "Import a raw disk or filesystem image (e.g. ext4) under NAME; re-importing a name replaces it for the next boots",
+		Short: "Import a disk image (raw, qcow2, VMDK, VHDX, VHD or VDI; told from its content) or a filesystem image (e.g. ext4) under NAME; re-importing a name replaces it for the next boots",
 		Args:  cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			c, err := o.client()
@@ -55,29 +60,76 @@ func imageImportCmd(o *clientOpts) *cobra.Command {
 			if !st.Mode().IsRegular() {
 				return fmt.Errorf("%s is a %v; want a regular file holding a disk or filesystem image", path, st.Mode().Type())
 			}
-			pr := newProgress(cmd.ErrOrStderr(), "import "+name, st.Size(), f)
-			body := io.TeeReader(pr, pr.sum)
-			var img api.Image
-			if err := c.upload(cmd.Context(), "/images/"+pathKey(name), body, st.Size(), &img); err != nil {
-				pr.abort()
+			format, err := fileFormat(f)
+			if err != nil {
+				return fmt.Errorf("%s: %w", path, err)
+			}
+			img, pr, err := uploadImage(cmd, c, name, f, st.Size(), format)
+			if err != nil {
 				return err
 			}
-			pr.finish()
-			if local := hex.EncodeToString(pr.sum.Sum(nil)); img.SHA256 != local {
-				return fmt.Errorf("server stored sha256 %s but the file hashes to %s; the upload was corrupted, import again", img.SHA256, local)
+			if pr.n != st.Size() {
+				return fmt.Errorf("sent %d bytes of %s, which has %d; it changed during the upload, import again", pr.n, path, st.Size())
+			}
+			// The server hashes what it serves: the upload itself only
+			// when it is raw, the converted disk otherwise.
+			if pr.sum != nil {
+				if local := hex.EncodeToString(pr.sum.Sum(nil)); img.SHA256 != local {
+					return fmt.Errorf("server stored sha256 %s but the file hashes to %s; the upload was corrupted, import again", img.SHA256, local)
+				}
+			} else if img.Format != format.String() {
+				return fmt.Errorf("the server stored the %s file as it is (it answered format %q): it predates image conversion; upgrade it, or import a raw image made with qemu-img convert -O raw %s OUT.raw", format, img.Format, path)
 			}
 			if o.output == "json" {
 				return printJSON(cmd.OutOrStdout(), img)
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "imported image %s\n", img.Name)
+			if format == imagestore.Raw {
+				fmt.Fprintf(cmd.OutOrStdout(), "imported image %s\n", img.Name)
+			} else {
+				fmt.Fprintf(cmd.OutOrStdout(), "imported image %s (converted from %s)\n", img.Name, format)
+			}
 			return printImage(cmd.OutOrStdout(), img)
 		},
 	}
 }
 
+// fileFormat reads the format of the image f holds and rewinds f.
+func fileFormat(f *os.File) (imagestore.Format, error) {
+	head := make([]byte, imagestore.HeaderSize)
+	n, err := io.ReadFull(f, head)
+	if err != nil && err != io.EOF && err != io.ErrUnexpectedEOF {
+		return imagestore.Raw, err
+	}
+	format, err := imagestore.DetectFormat(head[:n])
+	if err != nil {
+		return format, err
+	}
+	_, err = f.Seek(0, io.SeekStart)
+	return format, err
+}
+
+// uploadImage PUTs the size bytes of r as image name with a progress bar.
+// An image the server converts says so once the bar is full, as the
+// server answers only after converting it.
+func uploadImage(cmd *cobra.Command, c *client, name string, r io.Reader, size int64, format imagestore.Format) (api.Image, *progress, error) {
+	pr := newProgress(cmd.ErrOrStderr(), "import "+name, size, r)
+	if format == imagestore.Raw {
+		pr.sum = sha256.New()
+	} else {
+		pr.then = func() { fmt.Fprintf(pr.w, "converting %s to raw on the server ...\n", format) }
+	}
+	var img api.Image
+	err := c.upload(cmd.Context(), "/images/"+pathKey(name), pr, size, &img)
+	pr.end(err == nil)
+	return img, pr, err
+}
+
 func printImage(w io.Writer, img api.Image) error {
-	return keyValues(w, [][2]string{{"name", img.Name}, {"sha256", img.SHA256},
-		{"size", sizeString(img.Size)}, {"imported", formatTime(&img.Imported)}})
+	kv := [][2]string{{"name", img.Name}, {"sha256", img.SHA256}, {"size", sizeString(img.Size)}}
+	if img.Format != "" { // the answer to an import
+		kv = append(kv, [2]string{"allocated", sizeString(img.Allocated)}, [2]string{"format", img.Format})
+	}
+	return keyValues(w, append(kv, [2]string{"imported", formatTime(&img.Imported)}))
 }
 
 func imageListCmd(o *clientOpts) *cobra.Command {
@@ -147,11 +199,13 @@ type progress struct {
 	label      string
 	total, n   int64
 	r          io.Reader
-	sum        hash.Hash
+	sum        hash.Hash // hashes what is read, if set
 	tty        bool
 	lastDecile int64
 	lastDraw   time.Time
 	start      time.Time
+	then       func() // called after the bar is full, if set
+	once       sync.Once
 }
 
 func newProgress(w io.Writer, label string, total int64, r io.Reader) *progress {
@@ -161,13 +215,28 @@ func newProgress(w io.Writer, label string, total int64, r io.Reader) *progress 
 			tty = true
 		}
 	}
-	return &progress{w: w, label: label, total: total, r: r, sum: sha256.New(), tty: tty, lastDecile: -1, start: time.Now()}
+	return &progress{w: w, label: label, total: total, r: r, tty: tty, lastDecile: -1, start: time.Now()}
 }
 
+// Read reads on; the read that completes the upload ends the bar, since
+// the answer may be long in coming (a conversion) and the bar must not
+// look stuck meanwhile. The HTTP transport calls Read on a goroutine of
+// its own: the state is done with when that read calls end, whose
+// sync.Once makes the caller's end wait for it.
 func (p *progress) Read(b []byte) (int, error) {
 	n, err := p.r.Read(b)
+	if n == 0 {
+		return n, err
+	}
+	if p.sum != nil {
+		p.sum.Write(b[:n])
+	}
 	p.n += int64(n)
-	p.report(false)
+	if p.total > 0 && p.n >= p.total {
+		p.end(true)
+	} else {
+		p.report(false)
+	}
 	return n, err
 }
 
@@ -198,17 +267,20 @@ func (p *progress) report(final bool) {
 		pct, sizeString(p.n), sizeString(p.total), rate)
 }
 
-func (p *progress) finish() {
-	p.report(true)
-	if p.tty {
-		fmt.Fprintln(p.w)
-	}
-}
-
-func (p *progress) abort() {
-	if p.tty {
-		fmt.Fprintln(p.w)
-	}
+// end ends the bar once: full (then calling then) when the upload went
+// through, cut short otherwise.
+func (p *progress) end(ok bool) {
+	p.once.Do(func() {
+		if ok {
+			p.report(true)
+		}
+		if p.tty {
+			fmt.Fprintln(p.w)
+		}
+		if ok && p.then != nil {
+			p.then()
+		}
+	})
 }
 
 // upload PUTs body (size bytes, not JSON) and decodes the JSON answer. It

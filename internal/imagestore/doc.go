@@ -3,4 +3,11 @@
 // (files are read-only and named by their hash), so a machine that booted
 // a version keeps reading exactly that version after the name moves on.
 // Names live in the inventory (inventory.Images), not here.
+//
+// Images are stored raw and sparse, as the NBD server serves them: an
+// upload in another format (qcow2, VMDK, VHDX, VHD, VDI; DetectFormat
+// tells them from the content) is converted once with qemu-img, and the
+// sha256 names the raw content. An image that names other files (a
+// backing file, an external data file, a VMDK descriptor's extents) is
+// refused, so the server never serves a file it was not sent.
 package imagestore

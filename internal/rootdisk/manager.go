@@ -1,6 +1,7 @@
 package rootdisk
 
 import (
+	"context"
 	"crypto/subtle"
 	"errors"
 	"fmt"
@@ -351,8 +352,10 @@ func (m *Manager) Reset(mac net.HardwareAddr, force bool) error {
 	return nil
 }
 
-// Import stores an image's content; see imagestore.Store.Import.
-func (m *Manager) Import(r io.Reader) (string, int64, error) { return m.cfg.Blobs.Import(r) }
+// Import stores an image's content; see imagestore.Store.ImportContext.
+func (m *Manager) Import(ctx context.Context, r io.Reader) (imagestore.Imported, error) {
+	return m.cfg.Blobs.ImportContext(ctx, r)
+}
 
 // Release deletes image content no image name points to any more, unless a
 // boot, a connected machine or a persistent overlay still uses it. The

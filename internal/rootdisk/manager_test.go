@@ -285,11 +285,11 @@ func TestReimportKeepsPersistentBase(t *testing.T) {
 	mac := "52:54:00:00:00:01"
 	write(t, f, f.issue(t, mac, "persistent"), []byte("mine"), 0)
 	old := f.img
-	sum, size, err := f.m.Import(strings.NewReader(strings.Repeat("new!", 64<<10)))
+	res, err := f.m.Import(t.Context(), strings.NewReader(strings.Repeat("new!", 64<<10)))
 	if err != nil {
 		t.Fatal(err)
 	}
-	f.img = inventory.Image{Name: "debian", SHA256: sum, Size: size}
+	f.img = inventory.Image{Name: "debian", SHA256: res.SHA256, Size: res.Size}
 	if deleted, err := f.m.Release(old.SHA256); err != nil || deleted {
 		t.Fatalf("Release of a persistent overlay's base: deleted=%v err=%v, want kept", deleted, err)
 	}

@@ -1,0 +1,180 @@
+package api
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/bootfleet/bootfleet/internal/imagestore"
+	"github.com/bootfleet/bootfleet/internal/inventory/sqlite"
+)
+
+// storeFiles is ImageFiles over a real store, without rootdisk's checks
+// for machines booted from the content.
+type storeFiles struct{ *imagestore.Store }
+
+func (f storeFiles) Import(ctx context.Context, r io.Reader) (imagestore.Imported, error) {
+	return f.ImportContext(ctx, r)
+}
+func (f storeFiles) Release(sha string) (bool, error) { return true, f.Remove(sha) }
+
+// failingFiles is ImageFiles failing every import with err.
+type failingFiles struct{ err error }
+
+func (f failingFiles) Import(context.Context, io.Reader) (imagestore.Imported, error) {
+	return imagestore.Imported{Format: imagestore.QCOW2, Received: 1}, f.err
+}
+func (failingFiles) Release(string) (bool, error) { return false, nil }
+
+// newImageEnv runs the API with files as its image store.
+func newImageEnv(t *testing.T, files ImageFiles) *env {
+	t.Helper()
+	st, err := sqlite.Open(context.Background(), filepath.Join(t.TempDir(), sqlite.FileName))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	h, err := New(Config{Store: st, Token: token, Images: files, Now: func() time.Time { return time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := &env{store: st, srv: httptest.NewServer(h)}
+	t.Cleanup(e.srv.Close)
+	return e
+}
+
+// put uploads body as image name and decodes the answer: an Image, or the
+// error in ErrorBody.
+func (e *env) put(t *testing.T, name string, body []byte) (int, Image, ErrorBody) {
+	t.Helper()
+	req, err := http.NewRequest("PUT", e.srv.URL+Prefix+"/images/"+name, bytes.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", bearer)
+	resp, err := e.srv.Client().Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	var img Image
+	var eb ErrorBody
+	if resp.StatusCode < 300 {
+		err = json.Unmarshal(b, &img)
+	} else {
+		err = json.Unmarshal(b, &eb)
+	}
+	if err != nil {
+		t.Fatalf("PUT %s: %v in %q", name, err, b)
+	}
+	return resp.StatusCode, img, eb
+}
+
+func TestPutImageRaw(t *testing.T) {
+	s, err := imagestore.Open(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := newImageEnv(t, storeFiles{s})
+	disk := make([]byte, 8<<20) // 8 MiB, 4 KiB of it data
+	copy(disk[1<<20:], bytes.Repeat([]byte("root"), 1024))
+	want := sha256.Sum256(disk)
+	code, img, eb := e.put(t, "debian", disk)
+	if code != http.StatusCreated || img.SHA256 != hex.EncodeToString(want[:]) || img.Size != int64(len(disk)) || img.Format != "raw" {
+		t.Fatalf("PUT: %d %+v %+v; want 201, raw, sha256 %x, size %d", code, img, eb, want, len(disk))
+	}
+	if img.Allocated <= 0 || img.Allocated > 64<<10 {
+		t.Fatalf("allocated %d bytes, want the 4 KiB of data and little more", img.Allocated)
+	}
+	var got Image
+	e.mustDo(t, "GET", "/images/debian", "", http.StatusOK, &got)
+	if got.SHA256 != img.SHA256 || got.Size != img.Size || got.Format != "" || got.Allocated != 0 {
+		t.Fatalf("GET: %+v; want the import's hash and size, no format or allocated", got)
+	}
+}
+
+// TestPutImageQCOW2: a qcow2 upload is stored as the raw disk it holds.
+func TestPutImageQCOW2(t *testing.T) {
+	if _, err := exec.LookPath("qemu-img"); err != nil {
+		if os.Getenv("BOOTFLEET_CI") == "1" {
+			t.Fatal("BOOTFLEET_CI=1 but qemu-img is not installed; run scripts/deps.sh")
+		}
+		t.Skip("qemu-img not installed (apt-get install qemu-utils)")
+	}
+	dir := t.TempDir()
+	disk := make([]byte, 64<<20)
+	copy(disk[5<<20:], bytes.Repeat([]byte("qcow"), 1<<18))
+	raw, qcow2 := filepath.Join(dir, "disk.raw"), filepath.Join(dir, "disk.qcow2")
+	if err := os.WriteFile(raw, disk, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command("qemu-img", "convert", "-f", "raw", "-O", "qcow2", raw, qcow2).CombinedOutput(); err != nil {
+		t.Fatalf("qemu-img convert: %v\n%s", err, out)
+	}
+	body, err := os.ReadFile(qcow2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := imagestore.Open(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := newImageEnv(t, storeFiles{s})
+	want := sha256.Sum256(disk)
+	code, img, eb := e.put(t, "debian", body)
+	if code != http.StatusCreated || img.Format != "qcow2" || img.SHA256 != hex.EncodeToString(want[:]) || img.Size != int64(len(disk)) {
+		t.Fatalf("PUT: %d %+v %+v; want 201, qcow2, the raw disk's sha256 %x and size %d", code, img, eb, want, len(disk))
+	}
+	if img.Allocated > 4<<20 {
+		t.Fatalf("allocated %d bytes, want about the 1 MiB of data", img.Allocated)
+	}
+	if !s.Has(img.SHA256) {
+		t.Fatalf("content %s not stored", img.SHA256)
+	}
+}
+
+func TestPutImageRefused(t *testing.T) {
+	s, err := imagestore.Open(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	real := newImageEnv(t, storeFiles{s})
+	noQemu := newImageEnv(t, failingFiles{fmt.Errorf("%w: install it on the server (apt-get install qemu-utils)", imagestore.ErrNoQemuImg)})
+	qcow2Backing := make([]byte, 512)
+	copy(qcow2Backing, "QFI\xfb\x00\x00\x00\x03\x00\x00\x00\x00\x00\x00\x01\x00")
+	tests := []struct {
+		name   string
+		e      *env
+		body   []byte
+		status int
+		msg    string
+	}{
+		{"empty", real, nil, 400, "image is empty"},
+		{"vmdk descriptor", real, []byte("# Disk DescriptorFile\nversion=1\nRW 2048 FLAT \"/dev/sda\" 0\n"), 400,
+			"VMDK descriptor file: its data is in the extent files it names, which are not uploaded; convert it to a single file first"},
+		{"qcow2 backing file", real, qcow2Backing, 400, "qcow2 image has a backing file, which is not uploaded"},
+		{"no qemu-img", noQemu, []byte("QFI\xfb"), 501, "apt-get install qemu-utils"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			code, _, eb := tt.e.put(t, "debian", tt.body)
+			if code != tt.status || !strings.Contains(eb.Error, tt.msg) {
+				t.Fatalf("PUT: %d %q; want %d saying %q", code, eb.Error, tt.status, tt.msg)
+			}
+			tt.e.mustDo(t, "GET", "/images/debian", "", http.StatusNotFound, nil)
+		})
+	}
+}
