@@ -181,6 +181,13 @@ func (a *Agent) loadModules() error {
 		}
 		err = unix.FinitModule(int(mf.Fd()), moduleParams[name], 0)
 		mf.Close()
+		if errors.Is(err, unix.ENODEV) {
+			// A variant for hardware or CPU features this machine lacks
+			// (sha256_ssse3 without SSSE3): a dependent module that really
+			// needs it fails to load on its own, with its own error.
+			a.Log.Warn("module not for this machine; skipped", "module", name, "err", err)
+			continue
+		}
 		if err != nil && !errors.Is(err, unix.EEXIST) {
 			return fmt.Errorf("load module %s: %w (modules must come from the same kernel package as the kernel)", name, err)
 		}
@@ -349,7 +356,7 @@ func (a *Agent) handOffNetwork(nic string) error {
 			return err
 		}
 	}
-	a.Log.Info("network hand-off written", "nic", nic, "mac", mac, "address", lease.Address)
+	a.Log.Info("network hand-off written", "nic", nic, "mac", mac.String(), "address", lease.Address.String())
 	return nil
 }
 

@@ -69,6 +69,9 @@ func ParseLease(text string, mac net.HardwareAddr) (Lease, error) {
 //     with the lease as static configuration and KeepConfiguration=yes, so
 //     networkd neither flushes the address at start nor drops it at
 //     shutdown, and still counts the link as online for wait-online.
+//   - udev: a .link file that keeps the NIC's kernel name. Renaming it to
+//     its predictable name (enp0s3) fails while it is up, and udev then
+//     never marks it initialized, so networkd would leave it pending.
 //   - NetworkManager: the NIC, by MAC, is unmanaged.
 //
 // ifupdown has no runtime override; the README tells image authors to
@@ -93,6 +96,8 @@ func HandoffFiles(l Lease) map[string]string {
 	}
 	files := map[string]string{"systemd/network/00-bootfleet-root.network": nd.String()}
 	if mac != "" {
+		files["systemd/network/00-bootfleet-root.link"] = "# Written by bootfleet-agent: this NIC carries the root disk over NBD.\n" +
+			"[Match]\nMACAddress=" + mac + "\n\n[Link]\nName=" + l.Interface + "\n"
 		files["NetworkManager/conf.d/90-bootfleet-root.conf"] = "# Written by bootfleet-agent: this NIC carries the root disk over NBD.\n" +
 			"[keyfile]\nunmanaged-devices=mac:" + mac + "\n"
 	}

@@ -55,6 +55,9 @@ func TestHandoffFiles(t *testing.T) {
 	if strings.Contains(nd, "DHCP=") {
 		t.Errorf("networkd file must not start a second DHCP client on the root's NIC:\n%s", nd)
 	}
+	if link := files["systemd/network/00-bootfleet-root.link"]; !strings.Contains(link, "MACAddress=52:54:00:12:34:56") || !strings.Contains(link, "Name=eth0") {
+		t.Errorf("udev .link file must keep the name eth0 for the MAC: %q", link)
+	}
 	if nm := files["NetworkManager/conf.d/90-bootfleet-root.conf"]; !strings.Contains(nm, "unmanaged-devices=mac:52:54:00:12:34:56") {
 		t.Errorf("NetworkManager file: %q", nm)
 	}
@@ -63,7 +66,9 @@ func TestHandoffFiles(t *testing.T) {
 	if nd := files["systemd/network/00-bootfleet-root.network"]; !strings.Contains(nd, "Name=eth0") {
 		t.Errorf("without a MAC the networkd file must match by name:\n%s", nd)
 	}
-	if _, ok := files["NetworkManager/conf.d/90-bootfleet-root.conf"]; ok {
-		t.Error("without a MAC there is no NetworkManager file")
+	for _, f := range []string{"NetworkManager/conf.d/90-bootfleet-root.conf", "systemd/network/00-bootfleet-root.link"} {
+		if _, ok := files[f]; ok {
+			t.Errorf("without a MAC there is no %s", f)
+		}
 	}
 }

@@ -22,9 +22,16 @@ func (a *Agent) startWatcher(o Options) error {
 	if err != nil {
 		self = "/init"
 	}
+	// A closed standard input makes the Go runtime open /dev/null at
+	// start, which races with the agent moving /dev into the new root.
+	null, err := os.Open(os.DevNull)
+	if err != nil {
+		return err
+	}
+	defer null.Close()
 	attr := &os.ProcAttr{
 		Env:   []string{"BOOTFLEET_NBD_HOST=" + o.Root.Host, "BOOTFLEET_NBD_PORT=" + strconv.Itoa(o.Root.Port), "BOOTFLEET_NBD_EXPORT=" + o.Root.Export},
-		Files: []*os.File{nil, os.Stdout, os.Stderr},
+		Files: []*os.File{null, os.Stdout, os.Stderr},
 		Sys:   &syscall.SysProcAttr{Setsid: true},
 	}
 	// argv[0] starting with '@' marks a root storage daemon: systemd's

@@ -30,11 +30,15 @@ type Tree struct {
 	files   map[string]string // normalized name -> path
 	builtin map[string]bool
 	aliases map[string][]string // alias -> module names, loaded lazily for softdeps
+	// builtinAliases maps an alias to the built-in module that provides
+	// it (modules.builtin.modinfo): a softdep such a module satisfies
+	// needs nothing loaded.
+	builtinAliases map[string]string
 }
 
 // OpenTree indexes dir, a lib/modules/VERSION directory.
 func OpenTree(dir string) (*Tree, error) {
-	t := &Tree{dir: dir, files: map[string]string{}, builtin: map[string]bool{}}
+	t := &Tree{dir: dir, files: map[string]string{}, builtin: map[string]bool{}, builtinAliases: map[string]string{}}
 	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return err
@@ -63,6 +67,14 @@ func OpenTree(dir string) (*Tree, error) {
 			}
 		}
 		f.Close()
+	}
+	if b, err := os.ReadFile(filepath.Join(dir, "modules.builtin.modinfo")); err == nil {
+		for _, rec := range bytes.Split(b, []byte{0}) {
+			key, alias, ok := strings.Cut(string(rec), "=")
+			if name, isAlias := strings.CutSuffix(key, ".alias"); ok && isAlias {
+				t.builtinAliases[alias] = normalize(name)
+			}
+		}
 	}
 	return t, nil
 }
@@ -139,6 +151,10 @@ func (t *Tree) Resolve(wanted []string) ([]Module, error) {
 func (t *Tree) resolveAlias(alias string) (string, error) {
 	if _, ok := t.files[normalize(alias)]; ok || t.builtin[normalize(alias)] {
 		return alias, nil
+	}
+	if name, ok := t.builtinAliases[alias]; ok {
+		t.builtin[name] = true
+		return name, nil
 	}
 	if t.aliases == nil {
 		t.aliases = map[string][]string{}
