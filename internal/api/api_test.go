@@ -157,6 +157,8 @@ func TestErrors(t *testing.T) {
 		{"DELETE unknown", "DELETE", "/machines/52:54:00:00:00:99", bearer, ``, 404, "mac", "no machine"},
 		{"DELETE config machine", "DELETE", "/machines/pc-cfg", bearer, ``, 409, "mac", "config file"},
 		{"profile without kernel", "POST", "/profiles", bearer, `{"name":"x"}`, 400, "kernel", "required"},
+		{"profile kernel and root kernel", "POST", "/profiles", bearer, `{"name":"x","kernel":"/k","root_image":"d","root_kernel":"image"}`, 400, "kernel", "must be empty when root_kernel is image"},
+		{"profile bad root kernel", "POST", "/profiles", bearer, `{"name":"x","kernel":"/k","root_image":"d","root_kernel":"own"}`, 400, "root_kernel", "want image"},
 		{"profile bad name", "POST", "/profiles", bearer, `{"name":"a/b","kernel":"/k"}`, 400, "name", "profile name"},
 		{"profile bad template", "POST", "/profiles", bearer, `{"name":"x","kernel":"/k","cmdline":"host={{.Nmae}}"}`, 400, "cmdline", "Nmae"},
 		{"profile broken template", "POST", "/profiles", bearer, `{"name":"x","kernel":"/k","cmdline":"{{"}`, 400, "cmdline", "template"},
@@ -299,6 +301,11 @@ func TestProfilesAndLeases(t *testing.T) {
 		t.Fatalf("profiles: %+v", pl)
 	}
 	e.mustDo(t, "DELETE", "/profiles/rescue", "", 204, nil)
+	e.mustDo(t, "POST", "/profiles", `{"name":"own","root_image":"debian","root_kernel":"image"}`, 201, &p)
+	if p.RootKernel != "image" || p.Kernel != "" || p.Overlay != "ephemeral" {
+		t.Fatalf("created with root_kernel image: %+v", p)
+	}
+	e.mustDo(t, "DELETE", "/profiles/own", "", 204, nil)
 
 	exp := time.Date(2026, 1, 2, 4, 0, 0, 0, time.UTC)
 	for i, ip := range []string{"10.0.0.100", "10.0.0.20"} {

@@ -38,15 +38,17 @@ type MachinePatch struct {
 	Labels  map[string]*string `json:"labels,omitempty"`
 }
 
-// Profile is a profile on the wire.
+// Profile is a profile on the wire. Kernel is empty when RootKernel is
+// image: the machine boots the kernel its root image holds.
 type Profile struct {
-	Name      string   `json:"name"`
-	Kernel    string   `json:"kernel"`
-	Initrd    []string `json:"initrd,omitempty"`
-	Cmdline   string   `json:"cmdline,omitempty"`
-	RootImage string   `json:"root_image,omitempty"`
-	Overlay   string   `json:"overlay,omitempty"`
-	Source    string   `json:"source,omitempty"`
+	Name       string   `json:"name"`
+	Kernel     string   `json:"kernel"`
+	Initrd     []string `json:"initrd,omitempty"`
+	Cmdline    string   `json:"cmdline,omitempty"`
+	RootImage  string   `json:"root_image,omitempty"`
+	Overlay    string   `json:"overlay,omitempty"`
+	RootKernel string   `json:"root_kernel,omitempty"`
+	Source     string   `json:"source,omitempty"`
 }
 
 // Lease is a DHCP lease on the wire.
@@ -110,10 +112,10 @@ func parseIPField(field, s string) (net.IP, error) {
 
 func profileOut(p inventory.Profile) Profile {
 	return Profile{Name: p.Name, Kernel: p.Kernel, Initrd: p.Initrds, Cmdline: p.Cmdline,
-		RootImage: p.RootImage, Overlay: p.Overlay, Source: string(p.Source)}
+		RootImage: p.RootImage, Overlay: p.Overlay, RootKernel: p.RootKernel, Source: string(p.Source)}
 }
 
 func profileIn(p Profile) inventory.Profile {
 	return inventory.Profile{Name: p.Name, Kernel: p.Kernel, Initrds: p.Initrd, Cmdline: p.Cmdline,
-		RootImage: p.RootImage, Overlay: p.Overlay}
+		RootImage: p.RootImage, Overlay: p.Overlay, RootKernel: p.RootKernel}
 }

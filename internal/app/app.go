@@ -52,7 +52,7 @@ func Run(ctx context.Context, c *config.Config, log *slog.Logger) error {
 	}
 	defer dl.close()
 	inv, err := OpenInventory(ctx, c, view, InventoryOptions{Store: c.Store, OpenReads: c.API.OpenReads, Discover: true,
-		Images: dl.disks, Disks: dl.disks}, log)
+		Images: imageFiles{dl.disks, dl.kernels, log}, Disks: dl.disks, Reloaded: dl.prepareKernels}, log)
 	if err != nil {
 		return err
 	}
@@ -69,7 +69,7 @@ func Run(ctx context.Context, c *config.Config, log *slog.Logger) error {
 	taps := telemetryTaps(c, rec, tracker, log)
 	front, err := frontHandler(c, rec, inv, httpboot.New(httpboot.Config{
 		Files: roots, Fleet: view, Boots: inv.BootClock(taps.boots),
-		Transfers: taps.transfers, Milestones: taps.milestones, Roots: rootArgs{inv.Store(), dl.disks},
+		Transfers: taps.transfers, Milestones: taps.milestones, Roots: rootArgs{inv.Store(), dl.disks}, Kernels: dl.kernels,
 		BaseURL: baseURL, ServerIP: serverIP.String(), Logger: log,
 	}), log)
 	if err != nil {

@@ -43,6 +43,9 @@ type InventoryOptions struct {
 	// nil refuses them.
 	Images api.ImageFiles
 	Disks  api.DiskResetter
+	// Reloaded, if set, is called with the store and the new fleet config
+	// after every reload of the view. It must not block.
+	Reloaded func(inventory.Images, *config.Config)
 }
 
 // Inventory ties the store to the running server: it keeps fleet.View in
@@ -143,7 +146,13 @@ func (inv *Inventory) Refresh(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("load fleet view from the inventory: %w", err)
 	}
-	return inv.view.Apply(fc)
+	if err := inv.view.Apply(fc); err != nil {
+		return err
+	}
+	if inv.opts.Reloaded != nil {
+		inv.opts.Reloaded(inv.store, fc)
+	}
+	return nil
 }
 
 // Handler serves the API under /api/v1/ and everything else with next.

@@ -5,10 +5,14 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"path/filepath"
+	"slices"
 	"strconv"
 	"time"
 
 	"github.com/bootfleet/bootfleet/internal/config"
+	"github.com/bootfleet/bootfleet/internal/httpboot"
+	"github.com/bootfleet/bootfleet/internal/imagekernel"
 	"github.com/bootfleet/bootfleet/internal/imagestore"
 	"github.com/bootfleet/bootfleet/internal/inventory"
 	"github.com/bootfleet/bootfleet/internal/nbd"
@@ -18,10 +22,11 @@ import (
 // diskless wires the diskless-root service: image content in the data
 // directory, per-boot exports, and the NBD server that serves them.
 type diskless struct {
-	disks  *rootdisk.Manager
-	leases *leaseIPs
-	ln     net.Listener // nil when nbd.listen is off
-	log    *slog.Logger
+	disks   *rootdisk.Manager
+	kernels *imagekernel.Builder // boot files of root.kernel: image profiles
+	leases  *leaseIPs
+	ln      net.Listener // nil when nbd.listen is off
+	log     *slog.Logger
 }
 
 // newDiskless opens the image store and, unless nbd.listen is off, the NBD
@@ -34,6 +39,11 @@ func newDiskless(c *config.Config, serverIP net.IP, log *slog.Logger) (*diskless
 	}
 	d := &diskless{leases: &leaseIPs{}, log: log}
 	d.disks, err = rootdisk.New(rootdisk.Config{Data: c.Data, Blobs: blobs, Leases: d.leases, Logger: log})
+	if err != nil {
+		return nil, err
+	}
+	d.kernels, err = imagekernel.New(imagekernel.Config{Dir: filepath.Join(c.Data, "kernels"), Blobs: blobs,
+		Agent: c.NBD.Agent, Logger: log})
 	if err != nil {
 		return nil, err
 	}
@@ -78,12 +88,14 @@ func (h sessionHook) OnSession(st nbd.SessionStats) {
 	h(mac, st)
 }
 
-// close runs once the NBD server has stopped: it closes the listener and
-// the base images left open for the next boot.
+// close runs once the NBD server has stopped: it closes the listener,
+// waits for kernel builds (which have an image mounted) and closes the
+// base images left open for the next boot.
 func (d *diskless) close() {
 	if d.ln != nil {
 		d.ln.Close()
 	}
+	d.kernels.Close()
 	if err := d.disks.Close(); err != nil {
 		d.log.Warn("closing base images failed", "err", err)
 	}
@@ -96,12 +108,62 @@ type rootArgs struct {
 	disks *rootdisk.Manager
 }
 
-func (r rootArgs) RootArg(ctx context.Context, mac net.HardwareAddr, root config.Root) (string, error) {
+func (r rootArgs) IssueRoot(ctx context.Context, mac net.HardwareAddr, root config.Root) (httpboot.RootBoot, error) {
 	img, err := r.store.GetImage(ctx, root.Image)
 	if err != nil {
-		return "", fmt.Errorf("root image: %w", err)
+		return httpboot.RootBoot{}, fmt.Errorf("root image: %w", err)
 	}
-	return r.disks.Issue(mac, img, root.Overlay)
+	b, err := r.disks.IssueBoot(mac, img, root.Overlay)
+	if err != nil {
+		return httpboot.RootBoot{}, err
+	}
+	return httpboot.RootBoot{Arg: b.Root, Image: img.Name, SHA256: b.SHA256}, nil
+}
+
+// imageFiles is the API's image content: the disks' blobs, and the kernels
+// built from them, which go with the content they were built from.
+type imageFiles struct {
+	*rootdisk.Manager
+	kernels *imagekernel.Builder
+	log     *slog.Logger
+}
+
+func (f imageFiles) Release(sha string) (bool, error) {
+	deleted, err := f.Manager.Release(sha)
+	if deleted && err == nil {
+		if err := f.kernels.Remove(sha); err != nil {
+			f.log.Warn("image kernel files kept", "sha256", sha, "err", err)
+		}
+	}
+	return deleted, err
+}
+
+// prepareKernels starts building, in the background, the boot files of
+// the images that root.kernel: image profiles name, so the first boot of a
+// new image version need not wait for them. It runs after every fleet view
+// reload: at start, after API writes such as an image import, and on the
+// reloads of a shared store.
+func (d *diskless) prepareKernels(store inventory.Images, fc *config.Config) {
+	var names []string
+	for _, p := range fc.Profiles {
+		if p.Root.Kernel == config.RootKernelImage && !slices.Contains(names, p.Root.Image) {
+			names = append(names, p.Root.Image)
+		}
+	}
+	if len(names) == 0 {
+		return
+	}
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		for _, name := range names {
+			img, err := store.GetImage(ctx, name)
+			if err != nil {
+				continue // not imported yet: its profile's scripts say so
+			}
+			d.kernels.Prepare(img.Name, img.SHA256)
+		}
+	}()
 }
 
 // leaseIPs answers rootdisk's lease checks from the inventory's leases.

@@ -44,7 +44,9 @@ it and switches to it.
 With --image, the kernel and its modules come from the image itself (its
 /boot/vmlinuz-VERSION and /lib/modules/VERSION), so the machine runs the
 kernel its root was built for, with every module of that kernel at hand;
-run it again after importing a new version of the image. NAME is an image
+run it again after importing a new version of the image (or give the
+profile root.kernel: image, and the server builds and serves these files
+itself for each image version it boots). NAME is an image
 imported on this server (read from its data directory, --data), or the
 path of a raw image file. It mounts the image's root read-only, so it runs
 as root on the server.

@@ -23,10 +23,22 @@ func profileCmd() *cobra.Command {
 func profileAddCmd(o *clientOpts) *cobra.Command {
 	var p api.Profile
 	cmd := &cobra.Command{
-		Use:   "add NAME --kernel PATH|URL [--initrd PATH|URL]... [--cmdline TEMPLATE] [--root-image IMAGE [--overlay MODE]]",
+		Use:   "add NAME --kernel PATH|URL [--initrd PATH|URL]... [--cmdline TEMPLATE] [--root-image IMAGE [--overlay MODE] [--root-kernel image]]",
 		Short: "Add a profile",
-		Args:  cobra.ExactArgs(1),
+		Long: `Add a profile: what the machines given it boot.
+
+With --root-image the machine's root is that image over NBD. With
+--root-kernel image as well, it boots the newest kernel in the image's /boot
+(give no --kernel or --initrd): the server builds the initramfs from the
+image's own modules at the first boot of each image version, so importing a
+new version of the image brings its kernel along.`,
+		Example: `  bootfleet profile add linux --kernel /srv/vmlinuz --initrd /srv/initrd.img --cmdline 'console=ttyS0'
+  bootfleet profile add lab --root-image debian --root-kernel image --cmdline 'console=ttyS0'`,
+		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if p.Kernel == "" && p.RootKernel == "" {
+				return fmt.Errorf("--kernel PATH|URL is required, or --root-image IMAGE --root-kernel image to boot the kernel the image holds")
+			}
 			c, err := o.client()
 			if err != nil {
 				return err
@@ -40,12 +52,12 @@ func profileAddCmd(o *clientOpts) *cobra.Command {
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&p.Kernel, "kernel", "", "kernel: a local path or http(s) URL (required)")
+	f.StringVar(&p.Kernel, "kernel", "", "kernel: a local path or http(s) URL (required unless --root-kernel image)")
 	f.StringArrayVar(&p.Initrd, "initrd", nil, "initrd: a local path or http(s) URL (repeatable, in order)")
 	f.StringVar(&p.Cmdline, "cmdline", "", "kernel command line template, e.g. 'console=ttyS0 host={{.Name}}'")
 	f.StringVar(&p.RootImage, "root-image", "", "diskless root: an imported image, served over NBD (adds bootfleet.root= to the command line)")
 	f.StringVar(&p.Overlay, "overlay", "", "with --root-image: ephemeral (default), persistent or none")
-	cmd.MarkFlagRequired("kernel")
+	f.StringVar(&p.RootKernel, "root-kernel", "", "with --root-image: image boots the kernel in the image, with an initramfs built from it (no --kernel or --initrd)")
 	return cmd
 }
 
@@ -68,7 +80,7 @@ func profileListCmd(o *clientOpts) *cobra.Command {
 			}
 			rows := make([][]string, 0, len(pl.Profiles))
 			for _, p := range pl.Profiles {
-				rows = append(rows, []string{p.Name, p.Kernel, orDash(strings.Join(p.Initrd, ",")), orDash(p.Cmdline), p.Source})
+				rows = append(rows, []string{p.Name, kernelOf(p), orDash(strings.Join(p.Initrd, ",")), orDash(p.Cmdline), p.Source})
 			}
 			return table(cmd.OutOrStdout(), []string{"NAME", "KERNEL", "INITRD", "CMDLINE", "SOURCE"}, rows)
 		},
@@ -102,7 +114,7 @@ func (o *clientOpts) printProfile(cmd *cobra.Command, p api.Profile, verb string
 	if verb != "" {
 		fmt.Fprintf(w, "%s profile %s\n", verb, p.Name)
 	}
-	kv := [][2]string{{"name", p.Name}, {"kernel", p.Kernel}}
+	kv := [][2]string{{"name", p.Name}, {"kernel", kernelOf(p)}}
 	for i, rd := range p.Initrd {
 		kv = append(kv, [2]string{fmt.Sprintf("initrd[%d]", i), rd})
 	}
@@ -110,8 +122,19 @@ func (o *clientOpts) printProfile(cmd *cobra.Command, p api.Profile, verb string
 	if p.RootImage != "" {
 		kv = append(kv, [2]string{"root image", p.RootImage}, [2]string{"overlay", p.Overlay})
 	}
+	if p.RootKernel != "" {
+		kv = append(kv, [2]string{"root kernel", p.RootKernel})
+	}
 	kv = append(kv, [2]string{"source", p.Source})
 	return keyValues(w, kv)
+}
+
+// kernelOf says what a profile boots: its kernel, or its root image's.
+func kernelOf(p api.Profile) string {
+	if p.Kernel == "" && p.RootKernel == "image" {
+		return "(from image " + p.RootImage + ")"
+	}
+	return orDash(p.Kernel)
 }
 
 func profileRmCmd(o *clientOpts) *cobra.Command {

@@ -111,6 +111,10 @@ type NBD struct {
 	// Listen is the TCP address. Default ":10809" (IANA's NBD port). "off"
 	// disables it; profiles with a root then cannot boot.
 	Listen string `yaml:"listen"`
+	// Agent is the static bootfleet-agent binary that goes into the
+	// initramfs bootfleet builds for profiles with root.kernel: image.
+	// Default: the bootfleet-agent file next to the bootfleet binary.
+	Agent string `yaml:"agent"`
 }
 
 // IPXE says where the iPXE binaries are and which ones to chainload.
@@ -133,6 +137,8 @@ type Log struct {
 
 // Profile is what a machine boots. Kernel and initrds are local paths or
 // http(s) URLs; Cmdline is a Go template (see package ipxe for its fields).
+// Kernel is required unless Root.Kernel is image, which needs Kernel and
+// Initrd empty.
 type Profile struct {
 	Kernel  string   `yaml:"kernel"`
 	Initrd  []string `yaml:"initrd"`
@@ -150,10 +156,20 @@ type Root struct {
 	// (default; discarded at every boot), persistent (kept until
 	// `bootfleet machine reset`) or none (read-only root).
 	Overlay string `yaml:"overlay"`
+	// Kernel says what the machine boots: empty (default) for the
+	// profile's own kernel and initrd, or image (RootKernelImage) for the
+	// newest kernel in the image's /boot with an initramfs bootfleet
+	// builds from the image's /lib/modules, so importing a new version of
+	// the image brings its kernel along.
+	Kernel string `yaml:"kernel"`
 }
 
 // OverlayModes are the valid values of root.overlay.
 var OverlayModes = []string{"ephemeral", "persistent", "none"}
+
+// RootKernelImage is the value of root.kernel that boots the kernel the
+// root image holds.
+const RootKernelImage = "image"
 
 // Machine is a known machine. IP, if set, is reserved for it in full mode.
 type Machine struct {
@@ -302,9 +318,7 @@ func (c *Config) Validate() error {
 	}
 	for _, name := range sortedKeys(c.Profiles) {
 		p := c.Profiles[name]
-		if p.Kernel == "" {
-			bad("profiles."+name+".kernel", "required: a local path or http URL of the kernel")
-		}
+		validateRootKernel("profiles."+name, p, bad)
 		switch {
 		case p.Root.Image == "" && p.Root.Overlay != "":
 			bad("profiles."+name+".root.image", "required when root.overlay is set: the name of an imported image")
@@ -371,6 +385,29 @@ func (c *Config) Validate() error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// validateRootKernel checks a profile's kernel, initrd and root.kernel,
+// which say together where the kernel comes from.
+func validateRootKernel(key string, p Profile, bad func(key, format string, args ...any)) {
+	switch p.Root.Kernel {
+	case "":
+		if p.Kernel == "" {
+			bad(key+".kernel", "required: a local path or http URL of the kernel (or set root.kernel: image to boot the kernel of the root image)")
+		}
+	case RootKernelImage:
+		if p.Root.Image == "" {
+			bad(key+".root.image", "required when root.kernel is image: the name of an imported image whose kernel boots")
+		}
+		if p.Kernel != "" {
+			bad(key+".kernel", "must be empty with root.kernel: image, which boots the kernel in the root image; remove kernel, or remove root.kernel to boot this one")
+		}
+		if len(p.Initrd) > 0 {
+			bad(key+".initrd", "must be empty with root.kernel: image, which builds the initramfs from the root image; remove initrd, or remove root.kernel to boot these")
+		}
+	default:
+		bad(key+".root.kernel", "want image (boot the kernel in the root image) or nothing (boot the profile's kernel), got %q", p.Root.Kernel)
+	}
 }
 
 // ParseRange returns the first and last address of dhcp.range.

@@ -80,6 +80,10 @@ func TestValidationErrorsNameTheKey(t *testing.T) {
 		{"profile without kernel", "interface: br0\ndhcp: {mode: proxy}\nprofiles: {a: {cmdline: x}}", "profiles.a.kernel: required"},
 		{"bad overlay", "interface: br0\ndhcp: {mode: proxy}\nprofiles: {a: {kernel: k, root: {image: d, overlay: ram}}}", "profiles.a.root.overlay: want ephemeral, persistent or none"},
 		{"overlay without image", "interface: br0\ndhcp: {mode: proxy}\nprofiles: {a: {kernel: k, root: {overlay: none}}}", "profiles.a.root.image: required"},
+		{"bad root kernel", "interface: br0\ndhcp: {mode: proxy}\nprofiles: {a: {kernel: k, root: {image: d, kernel: own}}}", `profiles.a.root.kernel: want image (boot the kernel in the root image) or nothing (boot the profile's kernel), got "own"`},
+		{"image kernel without image", "interface: br0\ndhcp: {mode: proxy}\nprofiles: {a: {root: {kernel: image}}}", "profiles.a.root.image: required when root.kernel is image"},
+		{"image kernel and kernel", "interface: br0\ndhcp: {mode: proxy}\nprofiles: {a: {kernel: k, root: {image: d, kernel: image}}}", "profiles.a.kernel: must be empty with root.kernel: image, which boots the kernel in the root image; remove kernel"},
+		{"image kernel and initrd", "interface: br0\ndhcp: {mode: proxy}\nprofiles: {a: {initrd: [i], root: {image: d, kernel: image}}}", "profiles.a.initrd: must be empty with root.kernel: image"},
 		{"bad mac", "interface: br0\ndhcp: {mode: proxy}\nmachines: [{mac: zz}]", "machines[0].mac: want an Ethernet MAC"},
 		{"dup mac", "interface: br0\ndhcp: {mode: proxy}\nmachines: [{mac: '52:54:00:00:00:01'}, {mac: '52-54-00-00-00-01'}]", "machines[1].mac: 52:54:00:00:00:01 is already listed at machines[0]"},
 		{"unknown machine profile", "interface: br0\ndhcp: {mode: proxy}\nmachines: [{mac: '52:54:00:00:00:01', profile: p}]", "machines[0].profile"},
@@ -101,6 +105,22 @@ func TestValidationErrorsNameTheKey(t *testing.T) {
 				t.Fatalf("error %q does not contain %q", err, tt.want)
 			}
 		})
+	}
+}
+
+// TestRootKernelImage: a profile booting its image's kernel needs neither
+// kernel nor initrd, and keeps the overlay default.
+func TestRootKernelImage(t *testing.T) {
+	c, err := Parse(strings.NewReader("interface: br0\ndhcp: {mode: proxy}\nnbd: {agent: /opt/bootfleet-agent}\nprofiles: {a: {cmdline: quiet, root: {image: debian, kernel: image}}}"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := Root{Image: "debian", Overlay: "ephemeral", Kernel: RootKernelImage}
+	if got := c.Profiles["a"].Root; got != want {
+		t.Fatalf("root = %+v, want %+v", got, want)
+	}
+	if c.NBD.Agent != "/opt/bootfleet-agent" {
+		t.Fatalf("nbd.agent = %q, want /opt/bootfleet-agent", c.NBD.Agent)
 	}
 }
 

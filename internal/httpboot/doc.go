@@ -7,8 +7,14 @@
 //	GET /ipxe/{mac}                          iPXE script (MAC as 52-54-00-12-34-56 or with colons)
 //	GET /profiles/{name}/kernel              the profile's kernel (local path)
 //	GET /profiles/{name}/initrd/{i}/{base}   the profile's i-th initrd (local path)
+//	GET /images/{sha256}/vmlinuz             kernel of root image content (root.kernel: image)
+//	GET /images/{sha256}/initrd.img          initramfs built from that content
 //	GET /files/{path...}                     files from the iPXE dir and tftp.root
 //	GET|POST /done/{mac}                     boot complete
+//
+// The script of a profile with root.kernel: image names the sha256 its NBD
+// export serves, so kernel, modules and root always come from one image
+// version; the files are built at the first request (ImageKernels).
 //
 // Files are served with http.ServeContent, so HEAD, Range and conditional
 // requests work, and the bytes go out with sendfile.

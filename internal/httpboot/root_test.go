@@ -17,12 +17,13 @@ import (
 
 type fakeRoots struct{ calls int }
 
-func (f *fakeRoots) RootArg(_ context.Context, mac net.HardwareAddr, root config.Root) (string, error) {
+func (f *fakeRoots) IssueRoot(_ context.Context, mac net.HardwareAddr, root config.Root) (RootBoot, error) {
 	f.calls++
 	if root.Image == "gone" {
-		return "", errors.New("no image named gone")
+		return RootBoot{}, errors.New("no image named gone")
 	}
-	return "nbd:10.0.0.1:10809:m-" + strings.ReplaceAll(mac.String(), ":", "-") + "-secret" + root.Overlay, nil
+	return RootBoot{Arg: "nbd:10.0.0.1:10809:m-" + strings.ReplaceAll(mac.String(), ":", "-") + "-secret" + root.Overlay,
+		Image: root.Image, SHA256: strings.Repeat(root.Image[:1], 64)}, nil
 }
 
 type noClock struct{}
@@ -82,7 +83,7 @@ machines:
 		t.Fatalf("HEAD of a root script: %v %v", resp, err)
 	}
 	if roots.calls != 3 {
-		t.Fatalf("RootArg called %d times, want 3 (once per GET of a script of a profile with a root, never for HEAD)", roots.calls)
+		t.Fatalf("IssueRoot called %d times, want 3 (once per GET of a script of a profile with a root, never for HEAD)", roots.calls)
 	}
 }
 

@@ -34,12 +34,18 @@ type Fleet interface {
 }
 
 // Roots gives machines whose profile has a root their diskless root for
-// one boot. RootArg is called at every script render and returns the
-// value of bootfleet.root (nbd:SERVER_IP:PORT:EXPORT); each call voids
+// one boot. IssueRoot is called at every script render; each call voids
 // the export of the previous one, so it must not be called for anything
 // but a script the machine will boot.
 type Roots interface {
-	RootArg(ctx context.Context, mac net.HardwareAddr, root config.Root) (string, error)
+	IssueRoot(ctx context.Context, mac net.HardwareAddr, root config.Root) (RootBoot, error)
+}
+
+// RootBoot is the diskless root of one boot.
+type RootBoot struct {
+	Arg    string // the value of bootfleet.root: nbd:SERVER_IP:PORT:EXPORT
+	Image  string // the image's name, for logs
+	SHA256 string // the image content the export serves; a kernel from the image comes from it
 }
 
 // BootClock ends a machine's boot and says how long it took.
@@ -81,6 +87,7 @@ type Config struct {
 	Transfers  TransferObserver  // optional
 	Milestones MilestoneRecorder // optional; nil answers /milestone/ with 404
 	Roots      Roots             // optional; nil fails scripts of profiles with a root
+	Kernels    ImageKernels      // optional; nil fails scripts of profiles with root.kernel: image
 	BaseURL    string            // e.g. http://10.213.0.1:8080, as clients reach this server
 	ServerIP   string
 	Logger     *slog.Logger
@@ -101,6 +108,8 @@ func New(c Config) http.Handler {
 	mux.HandleFunc("GET /ipxe/{mac}", s.script)
 	mux.HandleFunc("GET /profiles/{name}/kernel", s.profileFile)
 	mux.HandleFunc("GET /profiles/{name}/initrd/{i}/{base}", s.profileFile)
+	mux.HandleFunc("GET /images/{sha}/"+kernelFile, s.imageFile(kernelFile))
+	mux.HandleFunc("GET /images/{sha}/"+initrdFile, s.imageFile(initrdFile))
 	mux.HandleFunc("GET /files/{path...}", s.file)
 	mux.HandleFunc("GET /done/{mac}", s.done)
 	mux.HandleFunc("POST /done/{mac}", s.done)
@@ -167,15 +176,19 @@ func (s *server) render(ctx context.Context, t fleet.Target) (string, error) {
 		HTTPBase: s.BaseURL,
 		DoneURL:  s.BaseURL + "/done/" + mp,
 	}
+	var root RootBoot
 	if t.Spec.Root.Image != "" {
 		if s.Roots == nil {
 			return "", fmt.Errorf("root image %s: this server has no diskless root service", t.Spec.Root.Image)
 		}
-		root, err := s.Roots.RootArg(ctx, t.Machine.MAC, t.Spec.Root)
-		if err != nil {
+		if t.Spec.Root.Kernel == config.RootKernelImage && s.Kernels == nil {
+			return "", fmt.Errorf("root image %s: root.kernel is image, but this server builds no kernels from images", t.Spec.Root.Image)
+		}
+		var err error
+		if root, err = s.Roots.IssueRoot(ctx, t.Machine.MAC, t.Spec.Root); err != nil {
 			return "", err
 		}
-		vars.Root = root
+		vars.Root = root.Arg
 	}
 	cmdline, err := ipxe.RenderCmdline(t.Spec.Cmdline, vars)
 	if err != nil {
@@ -189,6 +202,9 @@ func (s *server) render(ctx context.Context, t fleet.Target) (string, error) {
 		cmdline += " bootfleet.milestones=" + s.BaseURL + "/milestone/" + mp
 	}
 	q := "?mac=" + mp
+	if t.Spec.Root.Kernel == config.RootKernelImage {
+		return ipxe.Script(s.imageBoot(root, q, cmdline)), nil
+	}
 	prof := s.BaseURL + "/profiles/" + url.PathEscape(t.Profile)
 	b := ipxe.Boot{Kernel: prof + "/kernel" + q, Cmdline: cmdline}
 	if isURL(t.Spec.Kernel) {
@@ -214,6 +230,10 @@ func (s *server) profileFile(w http.ResponseWriter, r *http.Request) {
 	p, ok := s.Fleet.Profile(name)
 	if !ok {
 		http.Error(w, "no profile named "+name, http.StatusNotFound)
+		return
+	}
+	if p.Root.Kernel == config.RootKernelImage {
+		http.Error(w, "profile "+name+" boots the kernel of its root image: its scripts name /images/SHA256/"+kernelFile, http.StatusNotFound)
 		return
 	}
 	local := p.Kernel

@@ -27,7 +27,7 @@ func ApplyConfig(ctx context.Context, s Store, c *config.Config) (Applied, error
 	for _, name := range sortedKeys(c.Profiles) {
 		cp := c.Profiles[name]
 		p := Profile{Name: name, Kernel: cp.Kernel, Initrds: cp.Initrd, Cmdline: cp.Cmdline,
-			RootImage: cp.Root.Image, Overlay: cp.Root.Overlay, Source: SourceConfig}
+			RootImage: cp.Root.Image, Overlay: cp.Root.Overlay, RootKernel: cp.Root.Kernel, Source: SourceConfig}
 		if err := upsertProfile(ctx, s, p); err != nil {
 			return a, fmt.Errorf("profiles.%s: %w", name, err)
 		}
@@ -142,7 +142,7 @@ func FleetConfig(ctx context.Context, s Store, base *config.Config) (*config.Con
 	c.Profiles = make(map[string]config.Profile, len(ps))
 	for _, p := range ps {
 		c.Profiles[p.Name] = config.Profile{Kernel: p.Kernel, Initrd: p.Initrds, Cmdline: p.Cmdline,
-			Root: config.Root{Image: p.RootImage, Overlay: p.Overlay}}
+			Root: config.Root{Image: p.RootImage, Overlay: p.Overlay, Kernel: p.RootKernel}}
 	}
 	c.Machines = make([]config.Machine, 0, len(ms))
 	for _, m := range ms {

@@ -154,3 +154,41 @@ func TestModelValidation(t *testing.T) {
 		})
 	}
 }
+
+// TestRootKernelRoundTrip: root.kernel goes from the config file into the
+// store and back into the fleet view.
+func TestRootKernelRoundTrip(t *testing.T) {
+	ctx := context.Background()
+	st, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), sqlite.FileName))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	c := parse(t, `
+profiles:
+  own: {cmdline: quiet, root: {image: debian, kernel: image}}
+  plain: {kernel: /k, root: {image: debian}}
+`)
+	if _, err := inventory.ApplyConfig(ctx, st, c); err != nil {
+		t.Fatal(err)
+	}
+	p, err := st.GetProfile(ctx, "own")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.RootKernel != config.RootKernelImage || p.Kernel != "" || p.RootImage != "debian" {
+		t.Fatalf("stored profile = %+v, want root kernel image of debian and no kernel", p)
+	}
+	fc, err := inventory.FleetConfig(ctx, st, c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, want := range map[string]config.Root{
+		"own":   {Image: "debian", Overlay: "ephemeral", Kernel: config.RootKernelImage},
+		"plain": {Image: "debian", Overlay: "ephemeral"},
+	} {
+		if got := fc.Profiles[name].Root; got != want {
+			t.Errorf("fleet profile %s root = %+v, want %+v", name, got, want)
+		}
+	}
+}

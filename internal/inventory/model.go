@@ -8,6 +8,8 @@ import (
 	"strings"
 	"time"
 	"unicode"
+
+	"github.com/bootfleet/bootfleet/internal/config"
 )
 
 // State is where a machine is in its life: discovered (booted once, not
@@ -74,7 +76,11 @@ type Profile struct {
 	// set), persistent or none; see config.Root.
 	RootImage string
 	Overlay   string
-	Source    Source // default api
+	// RootKernel is empty to boot Kernel and Initrds, or image
+	// (config.RootKernelImage) to boot the kernel RootImage holds, with an
+	// initramfs built from it; Kernel and Initrds are then empty.
+	RootKernel string
+	Source     Source // default api
 }
 
 // Lease is a DHCP lease in full mode: IP belongs to MAC until Expiry.
@@ -210,13 +216,8 @@ func (p *Profile) Validate() error {
 	if !pnameRE.MatchString(p.Name) {
 		return invalid("name", "want a profile name (letters, digits, . _ -, at most 63), got %q", p.Name)
 	}
-	if strings.TrimSpace(p.Kernel) == "" {
-		return invalid("kernel", "required: a local path or http(s) URL of the kernel")
-	}
-	for i, rd := range p.Initrds {
-		if strings.TrimSpace(rd) == "" {
-			return invalid("initrd", "entry %d is empty; remove it or give a path or URL", i)
-		}
+	if err := p.validateKernel(); err != nil {
+		return err
 	}
 	if strings.ContainsAny(p.Cmdline, "\r\n") {
 		return invalid("cmdline", "must be one line")
@@ -233,6 +234,35 @@ func (p *Profile) Validate() error {
 		return invalid("overlay", "want ephemeral, persistent or none, got %q", p.Overlay)
 	}
 	return checkSource(&p.Source)
+}
+
+// validateKernel checks where the kernel comes from: Kernel and Initrds,
+// or the root image (RootKernel image).
+func (p *Profile) validateKernel() error {
+	switch p.RootKernel {
+	case "":
+	case config.RootKernelImage:
+		switch {
+		case p.RootImage == "":
+			return invalid("root_image", "required when root_kernel is image: the name of an imported image whose kernel boots")
+		case p.Kernel != "":
+			return invalid("kernel", "must be empty when root_kernel is image (the kernel comes from the root image); remove it, or remove root_kernel to boot it")
+		case len(p.Initrds) > 0:
+			return invalid("initrd", "must be empty when root_kernel is image (the initramfs is built from the root image); remove them, or remove root_kernel to boot them")
+		}
+		return nil
+	default:
+		return invalid("root_kernel", "want image (boot the kernel in the root image) or empty (boot kernel and initrd), got %q", p.RootKernel)
+	}
+	if strings.TrimSpace(p.Kernel) == "" {
+		return invalid("kernel", "required: a local path or http(s) URL of the kernel (or root_kernel image with a root_image)")
+	}
+	for i, rd := range p.Initrds {
+		if strings.TrimSpace(rd) == "" {
+			return invalid("initrd", "entry %d is empty; remove it or give a path or URL", i)
+		}
+	}
+	return nil
 }
 
 // Validate checks l.

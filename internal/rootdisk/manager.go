@@ -116,12 +116,27 @@ const baseFile = "base-sha256"
 // previous script named. An ephemeral overlay is discarded here, so every
 // boot starts clean, whether or not the machine ever connected.
 func (m *Manager) Issue(mac net.HardwareAddr, img inventory.Image, overlay string) (string, error) {
+	b, err := m.IssueBoot(mac, img, overlay)
+	return b.Root, err
+}
+
+// Issued is a boot IssueBoot started.
+type Issued struct {
+	Root string // the value of bootfleet.root: nbd:SERVER_IP:PORT:EXPORT
+	// SHA256 is the image content the export serves: img's, or the older
+	// content a persistent overlay was made on. A kernel taken from the
+	// image must come from this content.
+	SHA256 string
+}
+
+// IssueBoot is Issue, also saying which image content the boot reads.
+func (m *Manager) IssueBoot(mac net.HardwareAddr, img inventory.Image, overlay string) (Issued, error) {
 	if overlay == "" {
 		overlay = "ephemeral"
 	}
 	mode, err := blockstore.ParseMode(overlay)
 	if err != nil {
-		return "", err
+		return Issued{}, err
 	}
 	sha := img.SHA256
 	dir := m.OverlayDir(mac)
@@ -129,7 +144,7 @@ func (m *Manager) Issue(mac net.HardwareAddr, img inventory.Image, overlay strin
 		if old, err := os.ReadFile(filepath.Join(dir, baseFile)); err == nil && strings.TrimSpace(string(old)) != sha {
 			oldSHA := strings.TrimSpace(string(old))
 			if !m.cfg.Blobs.Has(oldSHA) {
-				return "", fmt.Errorf("rootdisk: the persistent overlay of %s was made on content %.12s of image %s, which is gone; run bootfleet machine reset %s", mac, oldSHA, img.Name, mac)
+				return Issued{}, fmt.Errorf("rootdisk: the persistent overlay of %s was made on content %.12s of image %s, which is gone; run bootfleet machine reset %s", mac, oldSHA, img.Name, mac)
 			}
 			m.log.Warn("machine keeps the image version its persistent overlay was made on; reset it to move to the new one",
 				"mac", mac.String(), "image", img.Name, "kept_sha256", oldSHA, "current_sha256", sha, "hint", "bootfleet machine reset "+mac.String())
@@ -141,10 +156,10 @@ func (m *Manager) Issue(mac net.HardwareAddr, img inventory.Image, overlay strin
 	// Under the lock, so Release cannot delete the content between this
 	// check and the boot that pins it.
 	if !m.cfg.Blobs.Has(sha) {
-		return "", fmt.Errorf("rootdisk: content %.12s of image %s is missing from the data directory; import the image again", sha, img.Name)
+		return Issued{}, fmt.Errorf("rootdisk: content %.12s of image %s is missing from the data directory; import the image again", sha, img.Name)
 	}
 	if m.addr == "" {
-		return "", fmt.Errorf("rootdisk: profile root image %s needs the NBD server, which is off; set nbd.listen", img.Name)
+		return Issued{}, fmt.Errorf("rootdisk: profile root image %s needs the NBD server, which is off; set nbd.listen", img.Name)
 	}
 	key := mac.String()
 	if a := m.att[key]; a != nil && a.sha == sha && a.mode == mode && mode == blockstore.Ephemeral {
@@ -154,20 +169,20 @@ func (m *Manager) Issue(mac net.HardwareAddr, img inventory.Image, overlay strin
 		m.log.Warn("new boot while the previous one is still connected; discarding its overlay under the old session", "mac", key, "sessions", a.refs)
 		if r, ok := a.disk.(interface{ Reset() error }); ok {
 			if err := r.Reset(); err != nil {
-				return "", fmt.Errorf("rootdisk: reset ephemeral overlay of %s: %w", mac, err)
+				return Issued{}, fmt.Errorf("rootdisk: reset ephemeral overlay of %s: %w", mac, err)
 			}
 		}
 	} else if a == nil && mode == blockstore.Ephemeral {
 		if err := removeOverlay(dir); err != nil {
-			return "", err
+			return Issued{}, err
 		}
 	}
 	b := &boot{secret: newSecret(), image: img.Name, sha: sha, mode: mode, issued: m.cfg.Now()}
 	if err := m.saveBoot(mac, b); err != nil {
-		return "", err
+		return Issued{}, err
 	}
 	m.boot[key] = b
-	return "nbd:" + m.addr + ":" + ExportName(mac, b.secret), nil
+	return Issued{Root: "nbd:" + m.addr + ":" + ExportName(mac, b.secret), SHA256: sha}, nil
 }
 
 func removeOverlay(dir string) error {

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/bootfleet/bootfleet/internal/inventory"
+	"github.com/bootfleet/bootfleet/internal/inventory/internal/sqldb"
 	"github.com/bootfleet/bootfleet/internal/inventory/storetest"
 )
 
@@ -62,8 +63,37 @@ func TestPragmas(t *testing.T) {
 		}
 	}
 	var v int
-	if err := db.QueryRow("SELECT MAX(version) FROM schema_migrations").Scan(&v); err != nil || v != 2 {
-		t.Fatalf("schema version %d (%v), want 2", v, err)
+	if err := db.QueryRow("SELECT MAX(version) FROM schema_migrations").Scan(&v); err != nil || v != 3 {
+		t.Fatalf("schema version %d (%v), want 3", v, err)
+	}
+}
+
+// TestUpgradeKeepsProfiles: a database of schema version 2 opens with its
+// profiles booting their own kernels (root_kernel empty).
+func TestUpgradeKeepsProfiles(t *testing.T) {
+	path := filepath.Join(t.TempDir(), FileName)
+	w, err := openPool(path, 1, "_txlock=immediate")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ms, err := loadMigrations()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := sqldb.Migrate(context.Background(), w, dialect, ms[:2]); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.Exec(`INSERT INTO profiles (name, kernel, root_image, overlay) VALUES ('lab', '/k', 'debian', 'persistent')`); err != nil {
+		t.Fatal(err)
+	}
+	w.Close()
+	s := open(t, path)
+	p, err := s.GetProfile(context.Background(), "lab")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.Kernel != "/k" || p.RootImage != "debian" || p.RootKernel != "" {
+		t.Fatalf("profile after upgrade = %+v, want kernel /k, root image debian and no root kernel", p)
 	}
 }
 

@@ -257,6 +257,21 @@ func testProfileCRUD(t *testing.T, b Backend) {
 	if got := must[inventory.Profile](t)(s.UpdateProfile(c, want)); !reflect.DeepEqual(got, want) {
 		t.Fatalf("UpdateProfile = %#v, want %#v", got, want)
 	}
+	// Booting the root image's kernel: no kernel or initrds of its own.
+	own := inventory.Profile{Name: "own", Cmdline: "quiet", RootImage: "debian", RootKernel: "image", Initrds: []string{}}
+	wantOwn := own
+	wantOwn.Overlay, wantOwn.Source = "ephemeral", inventory.SourceAPI
+	if got := must[inventory.Profile](t)(s.CreateProfile(c, own)); !reflect.DeepEqual(got, wantOwn) {
+		t.Fatalf("CreateProfile with root kernel image = %#v, want %#v", got, wantOwn)
+	}
+	if got := must[inventory.Profile](t)(s.GetProfile(c, "own")); !reflect.DeepEqual(got, wantOwn) {
+		t.Fatalf("GetProfile with root kernel image = %#v, want %#v", got, wantOwn)
+	}
+	back := wantOwn
+	back.Kernel, back.RootKernel = "/k3", ""
+	if got := must[inventory.Profile](t)(s.UpdateProfile(c, back)); !reflect.DeepEqual(got, back) {
+		t.Fatalf("UpdateProfile back to its own kernel = %#v, want %#v", got, back)
+	}
 	if err := s.DeleteProfile(c, "linux"); err != nil {
 		t.Fatal(err)
 	}
@@ -281,6 +296,18 @@ func testProfileErrors(t *testing.T, b Backend) {
 	wantErr(t, err, inventory.ErrInvalid, "overlay")
 	_, err = s.CreateProfile(c, inventory.Profile{Name: "x", Kernel: "k", Overlay: "none"})
 	wantErr(t, err, inventory.ErrInvalid, "root_image")
+	for _, tc := range []struct {
+		p     inventory.Profile
+		field string
+	}{
+		{inventory.Profile{Name: "x", RootKernel: "image"}, "root_image"},
+		{inventory.Profile{Name: "x", Kernel: "k", RootImage: "debian", RootKernel: "image"}, "kernel"},
+		{inventory.Profile{Name: "x", Initrds: []string{"i"}, RootImage: "debian", RootKernel: "image"}, "initrd"},
+		{inventory.Profile{Name: "x", Kernel: "k", RootImage: "debian", RootKernel: "own"}, "root_kernel"},
+	} {
+		_, err = s.CreateProfile(c, tc.p)
+		wantErr(t, err, inventory.ErrInvalid, tc.field)
+	}
 	_, err = s.UpdateProfile(c, inventory.Profile{Name: "missing", Kernel: "k"})
 	wantErr(t, err, inventory.ErrNotFound, "name")
 	wantErr(t, s.DeleteProfile(c, "linux"), inventory.ErrConflict, "name")

@@ -1,0 +1,84 @@
+package app
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/bootfleet/bootfleet/internal/config"
+	"github.com/bootfleet/bootfleet/internal/imagekernel"
+	"github.com/bootfleet/bootfleet/internal/imagestore"
+	"github.com/bootfleet/bootfleet/internal/initramfs"
+	"github.com/bootfleet/bootfleet/internal/inventory"
+	"github.com/bootfleet/bootfleet/internal/rootdisk"
+)
+
+// fakeImages answers GetImage from a map.
+type fakeImages map[string]inventory.Image
+
+func (f fakeImages) ListImages(context.Context) ([]inventory.Image, error) { return nil, nil }
+func (f fakeImages) GetImage(_ context.Context, name string) (inventory.Image, error) {
+	img, ok := f[name]
+	if !ok {
+		return img, inventory.NotFound("name", "no image named %q", name)
+	}
+	return img, nil
+}
+func (f fakeImages) PutImage(_ context.Context, img inventory.Image) (inventory.Image, error) {
+	return img, nil
+}
+func (f fakeImages) DeleteImage(context.Context, string) error { return nil }
+
+// TestImageKernelsFollowContent: the kernels of image content are built
+// ahead for root.kernel: image profiles, and go when the content goes.
+func TestImageKernelsFollowContent(t *testing.T) {
+	data := t.TempDir()
+	blobs, err := imagestore.Open(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	disks, err := rootdisk.New(rootdisk.Config{Data: data, Blobs: blobs})
+	if err != nil {
+		t.Fatal(err)
+	}
+	build := func(w io.Writer, image string) (initramfs.Result, error) {
+		io.WriteString(w, "initramfs")
+		return initramfs.Result{KernelVersion: "9.9.9-test", Vmlinuz: []byte("kernel")}, nil
+	}
+	kernels, err := imagekernel.New(imagekernel.Config{Dir: filepath.Join(data, "kernels"), Blobs: blobs, Build: build})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer kernels.Close()
+	d := &diskless{disks: disks, kernels: kernels, log: slog.New(slog.DiscardHandler)}
+	res, err := disks.Import(t.Context(), strings.NewReader(strings.Repeat("root", 1024)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	built := filepath.Join(data, "kernels", res.SHA256, "vmlinuz")
+
+	d.prepareKernels(fakeImages{"debian": {Name: "debian", SHA256: res.SHA256}}, &config.Config{Profiles: map[string]config.Profile{
+		"own":   {Root: config.Root{Image: "debian", Kernel: config.RootKernelImage}},
+		"other": {Kernel: "/k", Root: config.Root{Image: "missing", Kernel: config.RootKernelImage}},
+	}})
+	deadline := time.Now().Add(5 * time.Second)
+	for _, err := os.Stat(built); err != nil; _, err = os.Stat(built) {
+		if time.Now().After(deadline) {
+			t.Fatalf("prepareKernels built nothing within 5s: %v", err)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+
+	files := imageFiles{Manager: disks, kernels: kernels, log: d.log}
+	if deleted, err := files.Release(res.SHA256); err != nil || !deleted {
+		t.Fatalf("Release = %v, %v; want the unused content deleted", deleted, err)
+	}
+	if _, err := os.Stat(filepath.Dir(built)); !os.IsNotExist(err) {
+		t.Fatalf("the kernels of released content are still there: %v", err)
+	}
+}

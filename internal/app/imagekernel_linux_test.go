@@ -1,0 +1,121 @@
+package app
+
+import (
+	"bytes"
+	"compress/gzip"
+	"context"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net/http"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/bootfleet/bootfleet/internal/api"
+	"github.com/bootfleet/bootfleet/internal/testutil"
+)
+
+var imageKernelRE = regexp.MustCompile(`kernel (http://[^ ]+/images/([0-9a-f]{64})/vmlinuz\?mac=[^ ]+) initrd=initrd\.img .*bootfleet\.root=nbd:`)
+
+// TestImageKernelBoot serves a root.kernel: image profile end to end: an
+// image import starts the build of its kernel and initramfs in the
+// background, the script names them by the content's sha256, and a new
+// version of the image brings its own kernel.
+func TestImageKernelBoot(t *testing.T) {
+	testutil.NeedImageMount(t)
+	addr := testutil.FreeAddr(t)
+	c := testConfig(t, addr)
+	c.NBD.Agent = "/bin/busybox" // a static binary standing in for bootfleet-agent
+	p := c.Profiles["linux"]
+	p.Kernel, p.Root.Image, p.Root.Overlay, p.Root.Kernel = "", "debian", "ephemeral", "image"
+	c.Profiles["linux"] = p
+	logs := &syncBuffer{}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- Run(ctx, c, slog.New(slog.NewTextHandler(logs, nil))) }()
+	t.Cleanup(func() {
+		cancel()
+		select {
+		case <-done:
+		case <-time.After(10 * time.Second):
+			t.Error("Run did not stop")
+		}
+	})
+	base := "http://" + addr
+	waitHTTP(t, base+"/api/v1/openapi.json")
+	tok, err := api.ReadToken(filepath.Join(c.Data, api.TokenFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	call := func(method, path string, body io.Reader, want int) []byte {
+		t.Helper()
+		req, _ := http.NewRequest(method, base+path, body)
+		req.Header.Set("Authorization", "Bearer "+tok)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		if resp.StatusCode != want {
+			t.Fatalf("%s %s = %d %s, want %d", method, path, resp.StatusCode, b, want)
+		}
+		return b
+	}
+	importImage := func(version string, want int) (string, []byte) {
+		t.Helper()
+		raw, vmlinuz := testutil.KernelImage(t, version, nil)
+		f, err := os.Open(raw)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer f.Close()
+		var img api.Image
+		json.Unmarshal(call("PUT", "/api/v1/images/debian", f, want), &img)
+		return img.SHA256, vmlinuz
+	}
+
+	for _, v := range []struct {
+		version string
+		status  int
+	}{{"9.9.1-test", http.StatusCreated}, {"9.9.2-test", http.StatusOK}} {
+		version := v.version
+		sha, vmlinuz := importImage(version, v.status)
+		// The import started the build: the files appear without a request.
+		waitFile(t, filepath.Join(c.Data, "kernels", sha, "initrd.img"))
+		script := string(call("GET", "/ipxe/52-54-00-00-00-01", nil, http.StatusOK))
+		m := imageKernelRE.FindStringSubmatch(script)
+		if m == nil || m[2] != sha {
+			t.Fatalf("version %s: script does not boot /images/%s/vmlinuz with initrd=initrd.img and bootfleet.root=:\n%s", version, sha, script)
+		}
+		if got := call("GET", strings.TrimPrefix(m[1], base), nil, http.StatusOK); !bytes.Equal(got, vmlinuz) {
+			t.Fatalf("version %s: vmlinuz is %d bytes, want the image's %d", version, len(got), len(vmlinuz))
+		}
+		zr, err := gzip.NewReader(bytes.NewReader(call("GET", "/images/"+sha+"/initrd.img", nil, http.StatusOK)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if rd, _ := io.ReadAll(zr); !bytes.Contains(rd, []byte("kernel="+version+"\n")) {
+			t.Fatalf("version %s: the initramfs was not built for kernel %s", version, version)
+		}
+		if !strings.Contains(logs.String(), `msg="image kernel built" image=debian sha256=`+sha+` kernel=`+version) {
+			t.Fatalf("no build log line for %s:\n%s", version, logs)
+		}
+	}
+}
+
+func waitFile(t *testing.T, path string) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for time.Now().Before(deadline) {
+		if _, err := os.Stat(path); err == nil {
+			return
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Fatalf("%s did not appear within 20s", path)
+}
