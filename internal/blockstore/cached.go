@@ -7,7 +7,7 @@ import (
 
 // residency is how a file's bytes can be had without waiting for storage,
 // which lets the NBD server answer a READ on its request loop instead of
-// handing it to a worker goroutine (nbd.CachedReader).
+// handing it to a worker goroutine (nbd.Store.ReadNow).
 type residency uint8
 
 const (
@@ -16,32 +16,22 @@ const (
 	inMemory                  // tmpfs or ramfs: every read is a memory copy
 )
 
-// cachedReader is the nbd.CachedReader upgrade.
-type cachedReader interface {
-	ReadCached(p []byte, off int64) bool
-}
-
-// ReadCached fills p from off and returns true when the data is in memory;
+// readCached fills p from off and returns true when the data is in memory;
 // false means it read nothing useful and ReadAt must be used.
-func (b *File) ReadCached(p []byte, off int64) bool {
+func (b *File) readCached(p []byte, off int64) bool {
 	if off < 0 || int64(len(p)) > b.size-off {
 		return false
 	}
-	return readCached(b.f, b.res, p, off)
+	return readFileCached(b.f, b.res, p, off)
 }
 
-func (r readOnly) ReadCached(p []byte, off int64) bool {
-	cr, ok := r.Image.(cachedReader)
-	return ok && cr.ReadCached(p, off)
-}
-
-// ReadCached is ReadAt for data in memory: base blocks through the base's
-// ReadCached, overlay blocks from the data file's page cache.
-func (o *Overlay) ReadCached(p []byte, off int64) bool {
+// readCached is ReadAt for data in memory: base blocks through the base's
+// readCached, overlay blocks from the data file's page cache.
+func (o *Overlay) readCached(p []byte, off int64) bool {
 	if off < 0 || int64(len(p)) > o.size-off {
 		return false
 	}
-	base, _ := o.base.(cachedReader)
+	base, _ := o.base.(sources)
 	df, _ := o.data.(*os.File)
 	o.mu.RLock()
 	defer o.mu.RUnlock()
@@ -50,11 +40,11 @@ func (o *Overlay) ReadCached(p []byte, off int64) bool {
 		case entryZero:
 			clear(q)
 		case entryBase:
-			if base == nil || !base.ReadCached(q, pos) {
+			if base == nil || !base.readCached(q, pos) {
 				return errNotCached
 			}
 		default:
-			if df == nil || !readCached(df, o.dataRes, q, int64(e-1)*o.bs+in) {
+			if df == nil || !readFileCached(df, o.dataRes, q, int64(e-1)*o.bs+in) {
 				return errNotCached
 			}
 		}
@@ -63,15 +53,15 @@ func (o *Overlay) ReadCached(p []byte, off int64) bool {
 	return err == nil
 }
 
-// errNotCached stops eachBlock in ReadCached and WriteCached.
+// errNotCached stops eachBlock in readCached and WriteNow.
 var errNotCached = errors.New("blockstore: would wait for storage")
 
-// WriteCached writes p at off and returns true when it could without
-// waiting: every block it touches is already in the overlay (no copy from
+// WriteNow is nbd.Store.WriteNow: it writes p at off and returns true
+// when it could without waiting: every block it touches is already in the overlay (no copy from
 // the base, no map change) and the data file takes the write into memory.
 // False means the write must go through WriteAt; part of p may have been
 // written already, which a WriteAt of the same bytes then completes.
-func (o *Overlay) WriteCached(p []byte, off int64) bool {
+func (o *Overlay) WriteNow(p []byte, off int64) bool {
 	if off < 0 || int64(len(p)) > o.size-off {
 		return false
 	}
@@ -85,7 +75,7 @@ func (o *Overlay) WriteCached(p []byte, off int64) bool {
 		return false
 	}
 	_, err := o.eachBlock(p, off, func(q []byte, blk, in, _ int64) error {
-		if !writeCached(df, o.dataRes, &o.nowaitWrites, q, int64(o.entries[blk]-1)*o.bs+in) {
+		if !writeFileCached(df, o.dataRes, &o.nowaitWrites, q, int64(o.entries[blk]-1)*o.bs+in) {
 			return errNotCached
 		}
 		return nil

@@ -24,16 +24,16 @@ func probeResidency(f *os.File) residency {
 }
 
 // adviseRandom tells the kernel that f is read at random, so its reads
-// bring in only the pages asked for. Readahead fills the page cache with
-// large folios, and on ext4 (Linux 6.16 and later) a 4 KiB write into one
-// walks every buffer head of the folio: after a client had read its whole
-// disk once, fio's 4 KiB random writes ran at a third of their speed.
+// bring in only the pages asked for: readahead fills the page cache with
+// large folios, and on ext4 (Linux 6.16 and later) every small write into
+// one walks all of the folio's buffer heads.
 func adviseRandom(f *os.File) {
 	_ = control(f, func(fd int) { _ = unix.Fadvise(fd, 0, 0, unix.FADV_RANDOM) })
 }
 
-// readCached fills p from f at off if it can without waiting for storage.
-func readCached(f *os.File, r residency, p []byte, off int64) bool {
+// readFileCached fills p from f at off if it can without waiting for
+// storage.
+func readFileCached(f *os.File, r residency, p []byte, off int64) bool {
 	switch r {
 	case inMemory:
 		n, _ := f.ReadAt(p, off)
@@ -48,20 +48,16 @@ func readCached(f *os.File, r residency, p []byte, off int64) bool {
 	return false
 }
 
-// writeCached writes p to f at off if it can without waiting for storage;
-// nowaitWrites is cleared when the file system turns out not to support
-// RWF_NOWAIT writes, so later calls do not ask again.
+// writeFileCached writes p to f at off if it can without waiting for
+// storage; nowaitWrites is cleared when the file system turns out not to
+// support RWF_NOWAIT writes, so later calls do not ask again.
 //
 // Such a file system (ext4, where persistent overlays usually live) still
-// takes whole pages into the page cache without reading the disk: a write
-// that covers every byte of its pages needs no old data. It then waits
-// only as every writer of the page cache does, when dirty pages pile up
-// faster than the disk takes them, which is back-pressure the client
-// should feel. Handing each such write to a worker goroutine cost a
-// wake-up and a reply of its own: on ext4, fio's 4 KiB random writes got
-// 0.7 of nbdkit's IOPS that way. A write of part of a page goes to a
-// worker, since the page may have to come from the disk first.
-func writeCached(f *os.File, r residency, nowaitWrites *atomic.Bool, p []byte, off int64) bool {
+// takes whole pages into the page cache without reading the disk, waiting
+// only as every writer of the page cache does, which is back-pressure the
+// client should feel. A write of part of a page may need the page from
+// the disk first, so it goes to a worker.
+func writeFileCached(f *os.File, r residency, nowaitWrites *atomic.Bool, p []byte, off int64) bool {
 	switch r {
 	case inMemory:
 		n, _ := f.WriteAt(p, off)
@@ -109,9 +105,9 @@ func control(f *os.File, fn func(fd int)) error {
 	return rc.Control(func(fd uintptr) { fn(int(fd)) })
 }
 
-// mapImage maps a base image read-only for MappedSpan, or returns nil:
-// a failed mapping only costs the fast path (sendfile or a worker then
-// serves the reads).
+// mapImage maps a base image read-only for mappedSpan and loadSpan, or
+// returns nil: a failed mapping only costs those spans (sendfile or ReadAt
+// then serves the reads).
 func mapImage(f *os.File, size int64) []byte {
 	if size <= 0 || size != int64(int(size)) {
 		return nil
@@ -124,21 +120,16 @@ func mapImage(f *os.File, size int64) []byte {
 	return m
 }
 
-// LoadSpan returns [off, off+n) of the image's mapping once the page cache
-// holds it, waiting for the disk if it must (nbd.LoadingSpanner: a worker
-// calls it). The pages come in through sendfile(2) to /dev/null, which
-// reads them as read(2) would, readahead included, without copying them
-// anywhere, and a load that continues another joins its stream (streams),
-// so a client's sequential reads reach the disk as one. Then the range is
-// mapped (MADV_POPULATE_READ), so that the copy into the socket, the only
-// one, takes no page fault. Splicing the pages into the socket copied
-// nothing in the server, but the client then copied bytes no CPU cache
-// held: with the client on the same two CPUs, one cold reader got 0.90 of
-// nbdkit's speed in 15 rounds, and 1.04 to 1.09 when sent from the
-// mapping, at half the client's CPU time. False (no mapping, or a read
-// error) leaves the READ to ReadAt.
-func (b *File) LoadSpan(off, n int64) ([]byte, bool) {
-	if !b.Loadable(off, n) {
+// loadSpan returns [off, off+n) of the image's mapping once the page cache
+// holds it, waiting for the disk if it must (a worker calls it, through
+// ReadSpan). The pages come in through the image's streams, so a client's
+// sequential reads reach the disk as one, and are then mapped
+// (MADV_POPULATE_READ) so that the copy into the socket, the only one,
+// takes no page fault; the client then receives bytes that copy has just
+// brought into the CPU cache. False (no mapping, or a read error) leaves
+// the READ to ReadAt.
+func (b *File) loadSpan(off, n int64) ([]byte, bool) {
+	if !b.loadable(off, n) {
 		return nil, false
 	}
 	if !b.streams.load(off, n) {
@@ -162,25 +153,18 @@ func unmap(m []byte) error {
 	return unix.Munmap(m)
 }
 
-// MappedSpan returns [off, off+n) of the image, a slice of its read-only
+// mappedSpan returns [off, off+n) of the image, a slice of its read-only
 // mapping, when every page of it is in the page cache (cachestat(2)), so
 // reading the slice does not wait for the disk (or for swap, on tmpfs).
-// Sending from the mapping copies once, from the page cache to the socket,
-// where ReadCached then a send copies twice; and unlike sendfile the
-// client receives bytes the copy has just brought into the CPU cache,
-// which counts when the client shares the server's CPUs. On one 1 GiB
-// image on tmpfs, nbdcopy on the same two CPUs spent 0.22 s/GB receiving
-// from the mapping against 0.33 s/GB from sendfile, the server 0.34
-// against 0.27 s/GB: 5% more MB/s in 15 paired rounds.
+// It copies once, from the page cache to the socket, and hands the client
+// bytes in the CPU cache, which counts when it shares the server's CPUs.
 //
 // On a disk it says no while fewer than two machines read the image
-// (SetSharers). A lone reader's cached pages are the ones its own
-// readahead just brought in, and the request loop, sending them as they
-// came, stopped handing out the reads behind them: with the mapping, one
-// cold reader got 0.93 of nbdkit's speed in 29 rounds; without it, the
-// workers reading ahead of the sends (then by splice, now LoadSpan), 1.04.
-// An image in memory has no readahead to disturb.
-func (b *File) MappedSpan(off, n int64) ([]byte, bool) {
+// (SetSharers): a lone reader's cached pages are the ones its own
+// readahead just brought in, and answering them on the request loop as
+// they came stopped the workers reading ahead of it. An image in memory
+// has no readahead to disturb.
+func (b *File) mappedSpan(off, n int64) ([]byte, bool) {
 	if b.m == nil || (b.res != inMemory && b.sharers.Load() < 2) || off < 0 || n <= 0 || off > b.size || n > b.size-off {
 		return nil, false
 	}

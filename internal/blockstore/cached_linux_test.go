@@ -67,8 +67,8 @@ func TestProbeResidency(t *testing.T) {
 			if img.res != want {
 				t.Fatalf("image on file system %#x: residency %v, want %v", fsType, img.res, want)
 			}
-			if _, _, ok := img.FileSpan(0, 4096); ok != (want == inMemory) {
-				t.Fatalf("image on file system %#x: FileSpan ok = %v, want it only for files in memory", fsType, ok)
+			if _, _, ok := img.fileSpan(0, 4096); ok != (want == inMemory) {
+				t.Fatalf("image on file system %#x: fileSpan ok = %v, want it only for files in memory", fsType, ok)
 			}
 			o := mustOpen(t, img, filepath.Join(dir, "overlay"), Ephemeral, Options{BlockSize: 4096})
 			defer o.Close()
@@ -77,15 +77,15 @@ func TestProbeResidency(t *testing.T) {
 			}
 			// Data just written is in memory either way.
 			p := make([]byte, 8192)
-			if ok := img.ReadCached(p, 4096); ok != (want != mayWait) || (ok && !bytes.Equal(p, mem.b[4096:4096+8192])) {
-				t.Fatalf("ReadCached of a freshly written image = %v, want %v with its bytes", ok, want != mayWait)
+			if ok := img.readCached(p, 4096); ok != (want != mayWait) || (ok && !bytes.Equal(p, mem.b[4096:4096+8192])) {
+				t.Fatalf("readCached of a freshly written image = %v, want %v with its bytes", ok, want != mayWait)
 			}
 		})
 	}
 }
 
 // TestReadCachedNotResident drops an image's pages from the page cache.
-// ReadCached then says no, or yes with the right bytes: RWF_NOWAIT is
+// readCached then says no, or yes with the right bytes: RWF_NOWAIT is
 // best effort, and on Linux 6.18/ext4/virtio a preadv2 of dropped pages
 // was seen to succeed in anywhere from 0 to 10 of 10 rounds, after
 // doing the I/O itself (~0.5 ms). So only correctness is asserted, and
@@ -104,20 +104,20 @@ func TestReadCachedNotResident(t *testing.T) {
 		off := i * n
 		dropPages(t, img.f, off, n)
 		clear(p)
-		if !img.ReadCached(p, off) {
+		if !img.readCached(p, off) {
 			refused++
 		} else if !bytes.Equal(p, mem.b[off:off+n]) {
-			t.Fatalf("round %d: ReadCached of dropped pages said yes with the wrong bytes", i)
+			t.Fatalf("round %d: readCached of dropped pages said yes with the wrong bytes", i)
 		}
 		if _, err := img.ReadAt(p, off); err != nil {
 			t.Fatal(err)
 		}
 		clear(p)
-		if !img.ReadCached(p, off) || !bytes.Equal(p, mem.b[off:off+n]) {
-			t.Fatalf("round %d: ReadCached after ReadAt brought the data back: not ok, or wrong bytes", i)
+		if !img.readCached(p, off) || !bytes.Equal(p, mem.b[off:off+n]) {
+			t.Fatalf("round %d: readCached after ReadAt brought the data back: not ok, or wrong bytes", i)
 		}
 	}
-	t.Logf("ReadCached refused dropped pages in %d of %d rounds", refused, rounds)
+	t.Logf("readCached refused dropped pages in %d of %d rounds", refused, rounds)
 }
 
 // dropPages drops f's clean pages from the page cache until none of
@@ -164,8 +164,8 @@ func TestMappedSpan(t *testing.T) {
 	// A lone machine's reads are not sent from the mapping.
 	for _, n := range []int{0, 1} {
 		img.SetSharers(n)
-		if _, ok := img.MappedSpan(0, sbs); ok {
-			t.Fatalf("MappedSpan ok with %d machines reading the image, want it only for two or more", n)
+		if _, ok := img.mappedSpan(0, sbs); ok {
+			t.Fatalf("mappedSpan ok with %d machines reading the image, want it only for two or more", n)
 		}
 	}
 	img.SetSharers(2)
@@ -183,13 +183,13 @@ func TestMappedSpan(t *testing.T) {
 		{"negative offset", -1, 10, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			b, ok := o.MappedSpan(tc.off, tc.n)
+			b, ok := o.mappedSpan(tc.off, tc.n)
 			if ok != tc.want || (ok && !bytes.Equal(b, model[tc.off:tc.off+tc.n])) {
-				t.Fatalf("overlay MappedSpan(%d, %d) = %v (bytes right: %v), want %v", tc.off, tc.n, ok, ok && bytes.Equal(b, model[tc.off:tc.off+tc.n]), tc.want)
+				t.Fatalf("overlay mappedSpan(%d, %d) = %v (bytes right: %v), want %v", tc.off, tc.n, ok, ok && bytes.Equal(b, model[tc.off:tc.off+tc.n]), tc.want)
 			}
 			inImage := tc.off >= 0 && tc.n > 0 && tc.off+tc.n <= stageSize
-			if b, ok := img.MappedSpan(tc.off, tc.n); ok != inImage || (ok && !bytes.Equal(b, mem.b[tc.off:tc.off+tc.n])) {
-				t.Fatalf("image MappedSpan(%d, %d) = %v, want %v with the image's bytes", tc.off, tc.n, ok, inImage)
+			if b, ok := img.mappedSpan(tc.off, tc.n); ok != inImage || (ok && !bytes.Equal(b, mem.b[tc.off:tc.off+tc.n])) {
+				t.Fatalf("image mappedSpan(%d, %d) = %v, want %v with the image's bytes", tc.off, tc.n, ok, inImage)
 			}
 		})
 	}
@@ -203,28 +203,28 @@ func TestMappedSpan(t *testing.T) {
 		t.Fatal(err)
 	}
 	dropPages(t, cold.f, 0, 4<<20)
-	if _, ok := cold.MappedSpan(1<<20, 256<<10); ok {
-		t.Fatal("MappedSpan offered pages the page cache had just dropped")
+	if _, ok := cold.mappedSpan(1<<20, 256<<10); ok {
+		t.Fatal("mappedSpan offered pages the page cache had just dropped")
 	}
 	if _, err := cold.ReadAt(make([]byte, 256<<10), 1<<20); err != nil {
 		t.Fatal(err)
 	}
-	if b, ok := cold.MappedSpan(1<<20, 256<<10); !ok || !bytes.Equal(b, big.b[1<<20:1<<20+256<<10]) {
-		t.Fatal("MappedSpan refused, or gave other bytes, after a ReadAt brought the pages back")
+	if b, ok := cold.mappedSpan(1<<20, 256<<10); !ok || !bytes.Equal(b, big.b[1<<20:1<<20+256<<10]) {
+		t.Fatal("mappedSpan refused, or gave other bytes, after a ReadAt brought the pages back")
 	}
 	// An image in memory is mapped for any number of machines: it has no
 	// readahead for the mapping to disturb.
 	shm := fileImage(t, testutil.ShmDir(t), mem.b)
 	for _, n := range []int{0, 1, 2} {
 		shm.SetSharers(n)
-		if b, ok := shm.MappedSpan(sbs, 2*sbs); !ok || !bytes.Equal(b, mem.b[sbs:3*sbs]) {
-			t.Fatalf("MappedSpan of an image on tmpfs with %d machines reading it: ok %v (bytes right: %v), want the image's bytes", n, ok, ok && bytes.Equal(b, mem.b[sbs:3*sbs]))
+		if b, ok := shm.mappedSpan(sbs, 2*sbs); !ok || !bytes.Equal(b, mem.b[sbs:3*sbs]) {
+			t.Fatalf("mappedSpan of an image on tmpfs with %d machines reading it: ok %v (bytes right: %v), want the image's bytes", n, ok, ok && bytes.Equal(b, mem.b[sbs:3*sbs]))
 		}
 	}
 }
 
 // TestWriteCachedWholePages is the state of ext4 once it has refused an
-// RWF_NOWAIT write: WriteCached then takes writes of whole pages into
+// RWF_NOWAIT write: WriteNow then takes writes of whole pages into
 // held blocks with a plain pwrite (they need nothing from the disk) and
 // leaves writes of part of a page to WriteAt.
 func TestWriteCachedWholePages(t *testing.T) {
@@ -248,8 +248,8 @@ func TestWriteCachedWholePages(t *testing.T) {
 			o, model := stagedOverlay(t, img, mem.b, filepath.Join(dir, fmt.Sprint("case", i)))
 			o.nowaitWrites.Store(false)
 			p := randomBase(int(tc.n), uint64(91+i)).b
-			if got := o.WriteCached(p, tc.off); got != tc.taken {
-				t.Fatalf("WriteCached(%d bytes at %d) = %v, want %v", tc.n, tc.off, got, tc.taken)
+			if got := o.WriteNow(p, tc.off); got != tc.taken {
+				t.Fatalf("WriteNow(%d bytes at %d) = %v, want %v", tc.n, tc.off, got, tc.taken)
 			}
 			// As the server does: a refused write, perhaps half done, is
 			// completed by WriteAt.

@@ -11,21 +11,21 @@ func probeResidency(*os.File) residency { return mayWait }
 
 func adviseRandom(*os.File) {}
 
-func readCached(*os.File, residency, []byte, int64) bool { return false }
+func readFileCached(*os.File, residency, []byte, int64) bool { return false }
 
-func writeCached(*os.File, residency, *atomic.Bool, []byte, int64) bool { return false }
+func writeFileCached(*os.File, residency, *atomic.Bool, []byte, int64) bool { return false }
 
 func mapImage(*os.File, int64) []byte { return nil }
 
-// LoadSpan needs a mapping, which only Linux builds make.
-func (b *File) LoadSpan(off, n int64) ([]byte, bool) { return nil, false }
+// loadSpan needs a mapping, which only Linux builds make.
+func (b *File) loadSpan(off, n int64) ([]byte, bool) { return nil, false }
 
 func unmap([]byte) error { return nil }
 
-// MappedSpan is never ok here: images are not mapped.
-func (b *File) MappedSpan(off, n int64) ([]byte, bool) { return nil, false }
+// mappedSpan is never ok here: images are not mapped.
+func (b *File) mappedSpan(off, n int64) ([]byte, bool) { return nil, false }
 
-// streams order LoadSpan's loads, which only Linux builds make.
+// streams order loadSpan's loads, which only Linux builds make.
 type streams struct{}
 
 func newStreams(*os.File, int64) *streams { return nil }

@@ -104,7 +104,7 @@ func TestOverlayReadCached(t *testing.T) {
 		base Image
 	}{
 		{"file base", fileImage(t, t.TempDir(), mem.b)},
-		{"base without ReadCached", mem},
+		{"base without readCached", mem},
 	} {
 		o, model := stagedOverlay(t, bc.base, mem.b, t.TempDir())
 		t.Cleanup(func() { o.Close() })
@@ -116,12 +116,12 @@ func TestOverlayReadCached(t *testing.T) {
 			t.Run(bc.name+"/"+tc.name, func(t *testing.T) {
 				p := bytes.Repeat([]byte{0xee}, int(max(tc.n, 0)))
 				want := !tc.bad && (!tc.base || baseOK) && (!tc.data || o.dataRes != mayWait)
-				got := o.ReadCached(p, tc.off)
+				got := o.readCached(p, tc.off)
 				if got != want {
-					t.Fatalf("ReadCached(%d bytes at %d) = %v, want %v (base residency %v, data %v)", tc.n, tc.off, got, want, baseOK, o.dataRes)
+					t.Fatalf("readCached(%d bytes at %d) = %v, want %v (base residency %v, data %v)", tc.n, tc.off, got, want, baseOK, o.dataRes)
 				}
 				if got && !bytes.Equal(p, model[tc.off:tc.off+tc.n]) {
-					t.Fatal("ReadCached said yes but filled p with the wrong bytes")
+					t.Fatal("readCached said yes but filled p with the wrong bytes")
 				}
 			})
 		}
@@ -158,46 +158,46 @@ func TestOverlayFileSpan(t *testing.T) {
 		{"negative offset", -1, 10, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			f, foff, ok := o.FileSpan(tc.off, tc.n)
+			f, foff, ok := o.fileSpan(tc.off, tc.n)
 			if ok != tc.want {
-				t.Fatalf("FileSpan(%d, %d) ok = %v, want %v", tc.off, tc.n, ok, tc.want)
+				t.Fatalf("fileSpan(%d, %d) ok = %v, want %v", tc.off, tc.n, ok, tc.want)
 			}
 			if ok {
 				if f != img.f || foff != tc.off {
-					t.Fatalf("FileSpan(%d, %d) = %s at %d, want the base file at %d", tc.off, tc.n, f.Name(), foff, tc.off)
+					t.Fatalf("fileSpan(%d, %d) = %s at %d, want the base file at %d", tc.off, tc.n, f.Name(), foff, tc.off)
 				}
 				got := make([]byte, tc.n)
 				if _, err := f.ReadAt(got, foff); err != nil || !bytes.Equal(got, model[tc.off:tc.off+tc.n]) {
 					t.Fatalf("the span's bytes differ from what the disk reads (err %v)", err)
 				}
 			}
-			if _, _, ok := memO.FileSpan(tc.off, tc.n); ok {
-				t.Fatal("FileSpan ok over a base that is not a file")
+			if _, _, ok := memO.fileSpan(tc.off, tc.n); ok {
+				t.Fatal("fileSpan ok over a base that is not a file")
 			}
 		})
 	}
-	// On a disk, spans are not for the request loop (FileSpan), through
+	// On a disk, spans are not for the request loop (fileSpan), through
 	// the overlay or the read-only disk.
 	img.res = noWait
 	ro, err := Open(img, "", None, Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	for name, d := range map[string]Disk{"overlay": o, "read-only": ro} {
-		if _, _, ok := d.FileSpan(0, sbs); ok {
-			t.Fatalf("%s on a disk image: FileSpan ok", name)
+	for name, d := range map[string]sources{"overlay": o, "read-only": ro.(sources)} {
+		if _, _, ok := d.fileSpan(0, sbs); ok {
+			t.Fatalf("%s on a disk image: fileSpan ok", name)
 		}
 	}
 	img.res = inMemory
 	// A write takes a block out of the span range at once.
-	if _, _, ok := o.FileSpan(12*sbs, sbs); !ok {
-		t.Fatal("base block 12: FileSpan not ok before the write")
+	if _, _, ok := o.fileSpan(12*sbs, sbs); !ok {
+		t.Fatal("base block 12: fileSpan not ok before the write")
 	}
 	if _, err := o.WriteAt([]byte{1}, 12*sbs+5); err != nil {
 		t.Fatal(err)
 	}
-	if _, _, ok := o.FileSpan(11*sbs, 3*sbs); ok {
-		t.Fatal("FileSpan ok over block 12 after a write to it")
+	if _, _, ok := o.fileSpan(11*sbs, 3*sbs); ok {
+		t.Fatal("fileSpan ok over block 12 after a write to it")
 	}
 }
 
@@ -241,16 +241,16 @@ func TestOverlayWriteCached(t *testing.T) {
 				o, model := stagedOverlay(t, img, mem.b, filepath.Join(dir, "case"+string(rune('a'+i))))
 				entries, dirty := slices.Clone(o.entries), len(o.dirty)
 				p := randomBase(int(tc.n), uint64(50+i)).b
-				ok := o.WriteCached(p, tc.off)
+				ok := o.WriteNow(p, tc.off)
 				switch {
 				case ok && !tc.held:
-					t.Fatal("WriteCached took a write that needs a block allocated")
+					t.Fatal("WriteNow took a write that needs a block allocated")
 				case !ok && tc.held && o.dataRes == inMemory:
-					t.Fatal("WriteCached refused a write to held blocks on tmpfs")
+					t.Fatal("WriteNow refused a write to held blocks on tmpfs")
 				case !ok && tc.held:
 					// Allowed where the file system refuses RWF_NOWAIT
 					// writes; the server then completes it with WriteAt.
-					t.Logf("WriteCached said no on residency %v (RWF_NOWAIT writes supported: %v)", o.dataRes, o.nowaitWrites.Load())
+					t.Logf("WriteNow said no on residency %v (RWF_NOWAIT writes supported: %v)", o.dataRes, o.nowaitWrites.Load())
 					if _, err := o.WriteAt(p, tc.off); err != nil {
 						t.Fatal(err)
 					}
@@ -262,7 +262,7 @@ func TestOverlayWriteCached(t *testing.T) {
 					copy(model[tc.off:], p)
 				}
 				if !bytes.Equal(readAll(t, o, o.Size()), model) {
-					t.Fatal("after WriteCached the disk does not read as expected")
+					t.Fatal("after WriteNow the disk does not read as expected")
 				}
 				// Cached writes go to the same data file: Flush makes
 				// them durable like any other.
@@ -287,8 +287,8 @@ func TestFileCachedAndSpan(t *testing.T) {
 	for _, tc := range []struct {
 		name   string
 		off, n int64
-		span   bool // FileSpan ok
-		read   bool // ReadCached ok, if the file's residency allows
+		span   bool // fileSpan ok
+		read   bool // readCached ok, if the file's residency allows
 	}{
 		{"whole file", 0, size, true, true},
 		{"middle", 5000, 123, true, true},
@@ -305,35 +305,32 @@ func TestFileCachedAndSpan(t *testing.T) {
 			// Mode none forwards both upgrades to the image unchanged.
 			for _, d := range []struct {
 				name string
-				d    interface {
-					fileSpanner
-					cachedReader
-				}
+				d    sources
 			}{{"File", img}, {"mode none", ro.(readOnly)}} {
-				f, foff, ok := d.d.FileSpan(tc.off, tc.n)
+				f, foff, ok := d.d.fileSpan(tc.off, tc.n)
 				if ok != wantSpan || (ok && (f != img.f || foff != tc.off)) {
-					t.Errorf("%s: FileSpan(%d, %d) = %v, %d, %v; want the image file at %d, %v", d.name, tc.off, tc.n, f, foff, ok, tc.off, wantSpan)
+					t.Errorf("%s: fileSpan(%d, %d) = %v, %d, %v; want the image file at %d, %v", d.name, tc.off, tc.n, f, foff, ok, tc.off, wantSpan)
 				}
 				if tc.n < 0 {
 					continue
 				}
 				p := make([]byte, tc.n)
-				if ok := d.d.ReadCached(p, tc.off); ok != wantRead || (ok && !bytes.Equal(p, mem.b[tc.off:tc.off+tc.n])) {
-					t.Errorf("%s: ReadCached(%d bytes at %d) = %v, want %v with the image's bytes", d.name, tc.n, tc.off, ok, wantRead)
+				if ok := d.d.readCached(p, tc.off); ok != wantRead || (ok && !bytes.Equal(p, mem.b[tc.off:tc.off+tc.n])) {
+					t.Errorf("%s: readCached(%d bytes at %d) = %v, want %v with the image's bytes", d.name, tc.n, tc.off, ok, wantRead)
 				}
 			}
 			// Over an image that is not a file there is nothing to forward.
-			if _, _, ok := roMem.FileSpan(tc.off, tc.n); ok {
-				t.Error("mode none over a memory image: FileSpan ok")
+			if _, _, ok := roMem.(sources).fileSpan(tc.off, tc.n); ok {
+				t.Error("mode none over a memory image: fileSpan ok")
 			}
-			if tc.n >= 0 && roMem.ReadCached(make([]byte, tc.n), tc.off) {
-				t.Error("mode none over a memory image: ReadCached ok")
+			if tc.n >= 0 && roMem.(sources).readCached(make([]byte, tc.n), tc.off) {
+				t.Error("mode none over a memory image: readCached ok")
 			}
 		})
 	}
 	t.Run("mode none refuses cached writes", func(t *testing.T) {
-		if ro.WriteCached([]byte{1, 2, 3}, 0) {
-			t.Fatal("WriteCached ok on a read-only disk")
+		if ro.WriteNow([]byte{1, 2, 3}, 0) {
+			t.Fatal("WriteNow ok on a read-only disk")
 		}
 		if !bytes.Equal(readAll(t, img, size), mem.b) {
 			t.Fatal("the image changed")

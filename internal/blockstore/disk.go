@@ -5,6 +5,8 @@ import (
 	"io"
 	"os"
 	"syscall"
+
+	"github.com/bootfleet/bootfleet/internal/nbd"
 )
 
 // Mode is what happens to a machine's writes (profile key root.overlay).
@@ -43,7 +45,8 @@ func ParseMode(s string) (Mode, error) {
 }
 
 // Disk is what a machine's NBD export reads and writes. It satisfies
-// nbd.Export and its Zeroer upgrade. Disks are safe for concurrent use.
+// nbd.Export with its Zeroer and Store upgrades. Disks are safe for
+// concurrent use.
 type Disk interface {
 	io.ReaderAt
 	io.WriterAt
@@ -53,21 +56,8 @@ type Disk interface {
 	Trim(off, n int64) error
 	WriteZeroes(off, n int64, noHole bool) error
 	ReadOnly() bool
-	// FileSpan is nbd.FileSpanner: ok when the range reads straight from
-	// the immutable base image's file.
-	FileSpan(off, n int64) (f *os.File, fileOff int64, ok bool)
-	// Loadable and LoadSpan are nbd.LoadingSpanner: the mapped bytes of
-	// a range that reads straight from the base image, once loaded from
-	// the disk.
-	Loadable(off, n int64) bool
-	LoadSpan(off, n int64) ([]byte, bool)
-	// MappedSpan is nbd.MappedSpanner: the bytes of the range, in memory,
-	// when it reads straight from the base image and the page cache holds it.
-	MappedSpan(off, n int64) ([]byte, bool)
-	// ReadCached is nbd.CachedReader: ReadAt when the data is in memory.
-	ReadCached(p []byte, off int64) bool
-	// WriteCached is nbd.CachedWriter: WriteAt when it need not wait.
-	WriteCached(p []byte, off int64) bool
+	// nbd.Store is how READs and in-memory WRITEs are answered; see read.go.
+	nbd.Store
 }
 
 // Open returns the Disk for mode: base itself, read-only, for None; an
@@ -95,41 +85,37 @@ func (readOnly) WriteZeroes(int64, int64, bool) error { return errReadOnly("writ
 func (readOnly) Flush() error                         { return nil }
 func (readOnly) ReadOnly() bool                       { return true }
 func (readOnly) Close() error                         { return nil }
-func (readOnly) WriteCached([]byte, int64) bool       { return false }
+func (readOnly) WriteNow([]byte, int64) bool          { return false }
 
-// mappedSpanner is the nbd.MappedSpanner upgrade, which File has.
-type mappedSpanner interface {
-	MappedSpan(off, n int64) ([]byte, bool)
-}
+// The sources of mode none are its image's, when it has them.
 
-func (r readOnly) MappedSpan(off, n int64) ([]byte, bool) {
-	if ms, ok := r.Image.(mappedSpanner); ok {
-		return ms.MappedSpan(off, n)
+func (r readOnly) mappedSpan(off, n int64) ([]byte, bool) {
+	if s, ok := r.Image.(sources); ok {
+		return s.mappedSpan(off, n)
 	}
 	return nil, false
 }
 
-// loadingSpanner is the nbd.LoadingSpanner upgrade, which File has.
-type loadingSpanner interface {
-	Loadable(off, n int64) bool
-	LoadSpan(off, n int64) ([]byte, bool)
-}
-
-func (r readOnly) Loadable(off, n int64) bool {
-	ls, ok := r.Image.(loadingSpanner)
-	return ok && ls.Loadable(off, n)
-}
-
-func (r readOnly) LoadSpan(off, n int64) ([]byte, bool) {
-	if ls, ok := r.Image.(loadingSpanner); ok {
-		return ls.LoadSpan(off, n)
-	}
-	return nil, false
-}
-
-func (r readOnly) FileSpan(off, n int64) (*os.File, int64, bool) {
-	if fs, ok := r.Image.(fileSpanner); ok {
-		return fs.FileSpan(off, n)
+func (r readOnly) fileSpan(off, n int64) (*os.File, int64, bool) {
+	if s, ok := r.Image.(sources); ok {
+		return s.fileSpan(off, n)
 	}
 	return nil, 0, false
+}
+
+func (r readOnly) loadable(off, n int64) bool {
+	s, ok := r.Image.(sources)
+	return ok && s.loadable(off, n)
+}
+
+func (r readOnly) loadSpan(off, n int64) ([]byte, bool) {
+	if s, ok := r.Image.(sources); ok {
+		return s.loadSpan(off, n)
+	}
+	return nil, false
+}
+
+func (r readOnly) readCached(p []byte, off int64) bool {
+	s, ok := r.Image.(sources)
+	return ok && s.readCached(p, off)
 }

@@ -15,26 +15,24 @@ type Image interface {
 	Size() int64
 }
 
-// fileSpanner is the nbd.FileSpanner upgrade, which File has.
-type fileSpanner interface {
-	FileSpan(off, n int64) (*os.File, int64, bool)
-}
-
-// File is a base image file opened read-only. It is safe for concurrent
-// use; every reader shares the kernel page cache of the one file.
+// File is a base image file, opened read-only by OpenImage: the Image
+// overlays are built on, and a Store of its own for mode none. It is safe
+// for concurrent use; every reader shares the kernel page cache of the one
+// file.
 type File struct {
 	f    *os.File
 	size int64
 	res  residency
-	m    []byte // the file mapped read-only for MappedSpan
-	// streams loads sequential ranges for LoadSpan in order.
+	m    []byte // the file mapped read-only for mappedSpan and loadSpan
+	// streams loads sequential ranges for loadSpan in order.
 	streams *streams
 	// sharers is how many machines read the image at once (SetSharers).
 	sharers atomic.Int32
 }
 
 // SetSharers tells the image how many machines read it now: on a disk,
-// MappedSpan serves only an image that two or more share.
+// READs are answered from the mapping at once only for an image that two
+// or more share.
 func (b *File) SetSharers(n int) { b.sharers.Store(int32(min(n, 1<<30))) }
 
 // InMemory says whether the image lives in memory (tmpfs, ramfs), where
@@ -66,25 +64,21 @@ func OpenImage(path string) (*File, error) {
 
 func (b *File) ReadAt(p []byte, off int64) (int, error) { return b.f.ReadAt(p, off) }
 
-// FileSpan says that [off, off+n) of the image is the same range of its
-// file. Images are immutable, so the server may send it with sendfile; but
-// only from a file in memory (tmpfs, ramfs), and the server prefers the
-// mapping (MappedSpan) when it has one. On a disk, sendfile of the
-// spans the page cache already held, in reply order, cut gaps into the
-// sequential reads that the workers made for the rest, and the kernel's
-// readahead took them for random access: one client reading a cold
-// 128 MiB image caused five times as many, smaller disk reads and got
-// three quarters of the speed nbdkit (pread only) got.
-func (b *File) FileSpan(off, n int64) (*os.File, int64, bool) {
+// fileSpan says that [off, off+n) of the image is the same range of its
+// file, which never changes, so it may go out with sendfile. Only a file
+// in memory offers spans: on a disk, sendfile of the spans the page cache
+// held cut gaps into the sequential reads of the workers, and readahead
+// took them for random access.
+func (b *File) fileSpan(off, n int64) (*os.File, int64, bool) {
 	if b.res != inMemory || off < 0 || n < 0 || off > b.size || n > b.size-off {
 		return nil, 0, false
 	}
 	return b.f, off, true
 }
 
-// Loadable says whether LoadSpan serves [off, off+n): the image is mapped
+// loadable says whether loadSpan serves [off, off+n): the image is mapped
 // and holds the range. It does not wait.
-func (b *File) Loadable(off, n int64) bool {
+func (b *File) loadable(off, n int64) bool {
 	return b.m != nil && off >= 0 && n > 0 && off <= b.size && n <= b.size-off
 }
 
@@ -92,7 +86,7 @@ func (b *File) Loadable(off, n int64) bool {
 func (b *File) Size() int64 { return b.size }
 
 // Close closes the file. Disks opened on it must be closed first, and
-// nothing may use a slice MappedSpan returned after Close.
+// nothing may use a Span it returned after Close.
 func (b *File) Close() error {
 	b.streams.close()
 	return errors.Join(unmap(b.m), b.f.Close())

@@ -43,28 +43,28 @@ func TestLoadSpan(t *testing.T) {
 				{"negative offset", -1, 10, false},
 			} {
 				t.Run(tc.name, func(t *testing.T) {
-					if got := o.Loadable(tc.off, tc.n); got != tc.want {
-						t.Fatalf("overlay Loadable(%d, %d) = %v, want %v", tc.off, tc.n, got, tc.want)
+					if got := o.loadable(tc.off, tc.n); got != tc.want {
+						t.Fatalf("overlay loadable(%d, %d) = %v, want %v", tc.off, tc.n, got, tc.want)
 					}
-					b, ok := o.LoadSpan(tc.off, tc.n)
+					b, ok := o.loadSpan(tc.off, tc.n)
 					if ok != tc.want || (ok && !bytes.Equal(b, model[tc.off:tc.off+tc.n])) {
-						t.Fatalf("overlay LoadSpan(%d, %d) ok = %v (bytes right: %v), want %v", tc.off, tc.n, ok, ok && bytes.Equal(b, model[tc.off:tc.off+tc.n]), tc.want)
+						t.Fatalf("overlay loadSpan(%d, %d) ok = %v (bytes right: %v), want %v", tc.off, tc.n, ok, ok && bytes.Equal(b, model[tc.off:tc.off+tc.n]), tc.want)
 					}
 					inImage := tc.off >= 0 && tc.n > 0 && tc.off+tc.n <= stageSize
 					for name, d := range map[string]interface {
-						Loadable(off, n int64) bool
-						LoadSpan(off, n int64) ([]byte, bool)
-					}{"image": img, "read-only disk": ro} {
-						b, ok := d.LoadSpan(tc.off, tc.n)
-						if ok != inImage || d.Loadable(tc.off, tc.n) != inImage || (ok && !bytes.Equal(b, mem.b[tc.off:tc.off+tc.n])) {
-							t.Fatalf("%s LoadSpan(%d, %d) ok = %v, want %v with the image's bytes", name, tc.off, tc.n, ok, inImage)
+						loadable(off, n int64) bool
+						loadSpan(off, n int64) ([]byte, bool)
+					}{"image": img, "read-only disk": ro.(sources)} {
+						b, ok := d.loadSpan(tc.off, tc.n)
+						if ok != inImage || d.loadable(tc.off, tc.n) != inImage || (ok && !bytes.Equal(b, mem.b[tc.off:tc.off+tc.n])) {
+							t.Fatalf("%s loadSpan(%d, %d) ok = %v, want %v with the image's bytes", name, tc.off, tc.n, ok, inImage)
 						}
 					}
-					if memO.Loadable(tc.off, tc.n) {
-						t.Fatal("Loadable over a base that is not a file")
+					if memO.loadable(tc.off, tc.n) {
+						t.Fatal("loadable over a base that is not a file")
 					}
-					if _, ok := memO.LoadSpan(tc.off, tc.n); ok {
-						t.Fatal("LoadSpan ok over a base that is not a file")
+					if _, ok := memO.loadSpan(tc.off, tc.n); ok {
+						t.Fatal("loadSpan ok over a base that is not a file")
 					}
 				})
 			}
@@ -79,11 +79,11 @@ func TestLoadSpan(t *testing.T) {
 	}
 	dropPages(t, cold.f, 0, 4<<20)
 	const off, n = 1<<20 + 100, 256 << 10
-	b, ok := cold.LoadSpan(off, n)
+	b, ok := cold.loadSpan(off, n)
 	if !ok {
-		t.Fatal("LoadSpan of dropped pages said no")
+		t.Fatal("loadSpan of dropped pages said no")
 	}
-	// Mapped pages survive FADV_DONTNEED: LoadSpan mapped them, so the
+	// Mapped pages survive FADV_DONTNEED: loadSpan mapped them, so the
 	// copy into the socket will not fault. (Before b is read: reading it
 	// would map them.)
 	if err := unix.Fadvise(int(cold.f.Fd()), 0, 0, unix.FADV_DONTNEED); err != nil {
@@ -95,6 +95,6 @@ func TestLoadSpan(t *testing.T) {
 		}
 	}
 	if !bytes.Equal(b, big.b[off:off+n]) {
-		t.Fatal("LoadSpan of dropped pages gave other bytes")
+		t.Fatal("loadSpan of dropped pages gave other bytes")
 	}
 }

@@ -251,7 +251,7 @@ func (o *Overlay) eachRun(p []byte, off int64, fn func(q []byte, e uint32, in, p
 		blk, in := pos/o.bs, pos%o.bs
 		e := o.entries[blk]
 		c := int(min(o.bs-in, int64(len(p)-done)))
-		for next := blk + 1; done+c < len(p) && continues(e, o.entries[next], next-blk); next++ {
+		for next := blk + 1; done+c < len(p) && runsOn(e, o.entries[next], next-blk); next++ {
 			c += int(min(o.bs, int64(len(p)-done-c)))
 		}
 		if err := fn(p[done:done+c], e, in, pos); err != nil {
@@ -262,58 +262,53 @@ func (o *Overlay) eachRun(p []byte, off int64, fn func(q []byte, e uint32, in, p
 	return done, nil
 }
 
-// continues says whether the block k places after one with entry first
-// reads on from where that block left off, when its entry is e.
-func continues(first, e uint32, k int64) bool {
+// runsOn says whether the block k places after one with entry first reads
+// on from where that block left off, when its entry is e.
+func runsOn(first, e uint32, k int64) bool {
 	if first == entryBase || first == entryZero {
 		return e == first
 	}
 	return e != entryBase && e != entryZero && int64(e) == int64(first)+k
 }
 
-// FileSpan is ok when every block of the range still reads from the base
-// and the base is a file: a base block never changes, and a write after
-// this returns does not touch it (it goes to an overlay block).
-func (o *Overlay) FileSpan(off, n int64) (*os.File, int64, bool) {
-	fs, ok := o.base.(fileSpanner)
+// The overlay's sources are its base's, for a range every block of which
+// reads from the base. A base block never changes, and a write after the
+// check goes to an overlay block, never into the base, so the bytes stay
+// the ones the range read when it began.
+
+func (o *Overlay) fileSpan(off, n int64) (*os.File, int64, bool) {
+	s, ok := o.base.(sources)
 	if !ok {
 		return nil, 0, false
 	}
 	// The base answers first: on a disk it never offers spans, and then
 	// the map need not be scanned under the lock for every large READ.
-	f, foff, ok := fs.FileSpan(off, n)
+	f, foff, ok := s.fileSpan(off, n)
 	if !ok || !o.allBase(off, n) {
 		return nil, 0, false
 	}
 	return f, foff, true
 }
 
-// Loadable says whether LoadSpan serves the range: every block of it reads
-// from the base, and the base can load it.
-func (o *Overlay) Loadable(off, n int64) bool {
-	ls, ok := o.base.(loadingSpanner)
-	return ok && ls.Loadable(off, n) && o.allBase(off, n)
+func (o *Overlay) loadable(off, n int64) bool {
+	s, ok := o.base.(sources)
+	return ok && s.loadable(off, n) && o.allBase(off, n)
 }
 
-// LoadSpan is the base's LoadSpan (File.LoadSpan) for a range of base
-// blocks. A write after the check goes to an overlay block, never into the
-// base, so the bytes returned stay the ones the range read when it began.
-func (o *Overlay) LoadSpan(off, n int64) ([]byte, bool) {
-	ls, ok := o.base.(loadingSpanner)
+func (o *Overlay) loadSpan(off, n int64) ([]byte, bool) {
+	s, ok := o.base.(sources)
 	if !ok || !o.allBase(off, n) {
 		return nil, false
 	}
-	return ls.LoadSpan(off, n)
+	return s.loadSpan(off, n)
 }
 
-// MappedSpan is FileSpan for the base's mapping: ok when every block of
-// the range reads from the base and the base maps it (File.MappedSpan).
-func (o *Overlay) MappedSpan(off, n int64) ([]byte, bool) {
-	ms, ok := o.base.(mappedSpanner)
+func (o *Overlay) mappedSpan(off, n int64) ([]byte, bool) {
+	s, ok := o.base.(sources)
 	if !ok || !o.allBase(off, n) {
 		return nil, false
 	}
-	return ms.MappedSpan(off, n)
+	return s.mappedSpan(off, n)
 }
 
 // allBase says whether every block of [off, off+n) reads from the base.
@@ -428,13 +423,10 @@ func (o *Overlay) writeBlock(blk, in int64, p []byte) error {
 }
 
 // writeFresh writes a block copied into a new slot at at. On a disk's
-// file system it goes a page at a time: the page cache keeps the bytes of
-// one write in folios as large as the write, and on ext4 (Linux 6.16 and
-// later) every later 4 KiB write into a large folio walks all of its
-// buffer heads. Written whole, the slots left fio's 4 KiB random writes
-// spending 11% of the server's CPU in ext4_block_write_begin, against 3%
-// with pages; the extra system calls come once per block. Memory file
-// systems take the block whole.
+// file system it goes a page at a time: the page cache keeps one write's
+// bytes in folios as large as the write, and on ext4 (Linux 6.16 and
+// later) every later small write into a large folio walks all of its
+// buffer heads. Memory file systems take the block whole.
 func (o *Overlay) writeFresh(block []byte, at int64) error {
 	step := len(block)
 	if o.dataRes != inMemory {

@@ -11,23 +11,18 @@ import (
 )
 
 // streams turns the loads of a sequential reader into one sequential read
-// of the file. The nbd server hands each large READ to its own worker, so a
-// client reading an image front to back has dozens of loads of adjacent
-// ranges in flight at once; each one reading its own range made the
-// kernel's readahead see interleaved, partly random reads: 52 disk reads
-// per 128 MiB where a single reader (dd, or nbdkit's one file per client)
-// makes 34 (streams: 36), and one cold reader got no more than nbdkit's
-// speed. A load
-// that starts inside, or just past, a range some stream is loading joins
-// that stream and waits for it; the stream's goroutine reads its range in
-// order through a file description of its own (its own readahead state),
-// as dd would, and once its loads have shown it sequential it reads ahead
-// of them (stream.lead). Loads far from every stream start a new one, so
+// of the file. The nbd server hands each large READ to its own worker, so
+// a client reading an image front to back has dozens of loads of adjacent
+// ranges in flight at once, and each reading its own range made the
+// kernel's readahead see interleaved, partly random reads. A load that
+// starts inside, or just past, a range some stream is loading joins that
+// stream and waits for it; the stream's goroutine reads its range in order
+// through a file description of its own (its own readahead state), as dd
+// would, and once its loads have shown it sequential it reads ahead of
+// them (stream.lead). Loads far from every stream start a new one, so
 // scattered large reads (a machine booting) still go to the disk in
 // parallel, and every machine reading the same image shares the streams,
-// as it shares the page cache. One cold reader, 15 rounds on the same
-// file: 1.02 of nbdkit's speed with streams that read only what was asked,
-// 1.19 to 1.22 with the lead.
+// as it shares the page cache.
 type streams struct {
 	// file is the image. Holding it keeps its descriptor open (no
 	// finalizer) while a stream still reads; File.Close closes it only
@@ -119,7 +114,7 @@ func (ss *streams) join(off int64) *stream {
 	stale := time.Now().Add(-ss.fresh)
 	idle := -1
 	for i, s := range ss.all {
-		if s.continues(off, stale) {
+		if s.takes(off, stale) {
 			s.used = ss.tick
 			return s
 		}
@@ -143,25 +138,25 @@ func (ss *streams) join(off int64) *stream {
 	return s
 }
 
-// continues says whether a load at off joins s: it starts where the loads
+// takes says whether a load at off joins s: it starts where the loads
 // of s have got to, or a little before or after. Only a stream running, or
 // stopped since stale, vouches for the pages behind it: a machine booting
 // again the next day finds them long gone from the page cache, so a load
 // then starts a new stream, which reads what is gone as one sequential
 // read.
-func (s *stream) continues(off int64, stale time.Time) bool {
+func (s *stream) takes(off int64, stale time.Time) bool {
 	if s.failed || (!s.running && s.idle.Before(stale)) {
 		return false
 	}
 	return max(s.start, s.asked-streamBehind) <= off && off <= s.asked+streamSlack
 }
 
-// lead is how far past what its loads asked for s reads ahead: nothing until it
-// has loaded minLead in order, then as much as it has loaded, up to
-// maxLead. The kernel's own readahead stays within the reads it is asked
-// for, plus read_ahead_kb; this keeps the disk busy while the client
-// takes the replies (one cold reader kept it busy 70 of 100 ms without
-// it), and a short sequential run wastes at most what it read.
+// lead is how far past what its loads asked for s reads ahead: nothing
+// until it has loaded minLead in order, then as much as it has loaded, up
+// to maxLead. The kernel's own readahead stays within the reads it is
+// asked for, plus read_ahead_kb; this keeps the disk busy while the client
+// takes the replies, and a short sequential run wastes at most what it
+// read.
 func (s *stream) lead() int64 {
 	if run := s.asked - s.start; run >= minLead {
 		return min(run, maxLead)
@@ -224,10 +219,10 @@ func (ss *streams) reopen() int {
 // image's descriptor when fd is -1.
 func (ss *streams) pull(fd int, off, n int64) error {
 	if fd >= 0 {
-		return pull(fd, off, n)
+		return sendToNull(fd, off, n)
 	}
 	var err error
-	if cerr := control(ss.file, func(own int) { err = pull(own, off, n) }); cerr != nil {
+	if cerr := control(ss.file, func(own int) { err = sendToNull(own, off, n) }); cerr != nil {
 		return cerr
 	}
 	return err
@@ -251,10 +246,10 @@ func closeFD(fd int) {
 	}
 }
 
-// pull brings [off, off+n) of fd into the page cache with sendfile(2) to
-// /dev/null: read(2)'s path, readahead included, without copying the bytes
-// anywhere.
-func pull(fd int, off, n int64) error {
+// sendToNull brings [off, off+n) of fd into the page cache with
+// sendfile(2) to /dev/null: read(2)'s path, readahead included, without
+// copying the bytes anywhere.
+func sendToNull(fd int, off, n int64) error {
 	null, err := devNull()
 	if err != nil {
 		return err

@@ -120,8 +120,8 @@ func TestStreamContinues(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			s := &stream{start: start, done: asked + maxLead, asked: asked, running: tc.running, failed: tc.failed, idle: now.Add(-tc.idle)}
-			if got := s.continues(tc.off, now.Add(-streamFresh)); got != tc.want {
-				t.Fatalf("continues(%d) = %v, want %v", tc.off, got, tc.want)
+			if got := s.takes(tc.off, now.Add(-streamFresh)); got != tc.want {
+				t.Fatalf("takes(%d) = %v, want %v", tc.off, got, tc.want)
 			}
 		})
 	}
@@ -247,7 +247,7 @@ func TestStreamsLimit(t *testing.T) {
 	defer img.Close()
 	zeros := make([]byte, 4096)
 	for i := int64(0); i < maxStreams+8; i++ {
-		if b, ok := img.LoadSpan(i*gap, 4096); !ok || !bytes.Equal(b, zeros) {
+		if b, ok := img.loadSpan(i*gap, 4096); !ok || !bytes.Equal(b, zeros) {
 			t.Fatalf("load %d: ok = %v, or other bytes", i, ok)
 		}
 	}
@@ -267,7 +267,7 @@ func TestStreamsLimit(t *testing.T) {
 	}
 	ss.mu.Unlock()
 	const busyLoad = 2*gap + 4096*3
-	if b, ok := img.LoadSpan(busyLoad, 4096); !ok || !bytes.Equal(b, zeros) {
+	if b, ok := img.loadSpan(busyLoad, 4096); !ok || !bytes.Equal(b, zeros) {
 		t.Fatal("a load with every stream busy failed")
 	}
 	got := streamRanges(t, ss)
@@ -311,7 +311,7 @@ func TestStreamsClose(t *testing.T) {
 	}
 	for i := int64(0); i < 3; i++ {
 		off := i * (4 << 20)
-		if b, ok := img.LoadSpan(off, 4096); !ok || !bytes.Equal(b, data[off:off+4096]) {
+		if b, ok := img.loadSpan(off, 4096); !ok || !bytes.Equal(b, data[off:off+4096]) {
 			t.Fatalf("load at %d failed", off)
 		}
 	}

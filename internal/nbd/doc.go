@@ -17,12 +17,22 @@
 //
 //   - codec (handshake.go, options.go, transmission.go, consts.go): bytes to
 //     messages and back; pure, no sockets, no logging, fuzzed.
-//   - transport (server.go, session.go): accepts TCP connections, runs the
-//     handshake and then the request loop of each connection, with requests
-//     of one connection processed concurrently (bounded) and replies
-//     serialized on the socket.
+//   - transport (server.go, session.go, requests.go, replies.go, wire*.go):
+//     server.go accepts TCP connections; session.go runs the handshake;
+//     requests.go is the request loop of each connection, which answers
+//     what needs no wait on the spot and hands the rest to a few workers;
+//     replies.go queues replies and batches them onto the socket, which
+//     wire_linux.go writes with sendmsg and sendfile.
 //
-// Policy — which export a client gets and whether it may have it at all —
+// A READ is answered in requests.go through the export's Store (store.go),
+// the one contract with storage: the request loop asks ReadNow, a worker
+// asks ReadSpan, and the server sends the Span it gets (bytes, or a span
+// of a file for sendfile) without choosing how. An Export without a Store
+// is read with ReadAt. WRITEs go to WriteNow on the loop, else to WriteAt
+// on a worker.
+//
+// Policy (which export a client gets, and whether it may have it at all)
 // is the caller's Exports implementation; storage is the caller's Export
-// (see internal/blockstore for images and copy-on-write overlays).
+// (export.go; see internal/blockstore for images and copy-on-write
+// overlays).
 package nbd

@@ -4,12 +4,12 @@ import (
 	"errors"
 	"io"
 	"net"
-	"os"
 	"syscall"
 	"time"
 )
 
-// Export is one block device the server serves. The server calls its
+// Export is one block device the server serves; one that also implements
+// Store chooses how its READs' bytes are sent. The server calls its
 // methods from several goroutines at once (one connection runs up to
 // Config.MaxInFlight requests concurrently), so implementations must be safe
 // for concurrent use. Offsets and lengths are checked against Size before
@@ -37,7 +37,7 @@ type Export interface {
 	ReadOnly() bool
 }
 
-// Optional upgrades an Export may implement.
+// Optional upgrades an Export may implement; the data path's is Store.
 type (
 	// Zeroer writes zeroes without the server sending a zero buffer through
 	// WriteAt. noHole is NBD_CMD_FLAG_NO_HOLE: the client wants the range
@@ -48,55 +48,6 @@ type (
 	// Describer supplies NBD_INFO_DESCRIPTION, a human-readable text.
 	Describer interface {
 		Description() string
-	}
-	// FileSpanner lets the server send a READ's data with sendfile(2),
-	// from the page cache to the socket without a copy through a buffer.
-	// FileSpan returns the file that holds [off, off+n) contiguously from
-	// fileOff, or ok false to have the server call ReadAt. The bytes must
-	// stay as they are until the reply has been sent, after FileSpan
-	// returns and without any lock held: only immutable data (a base
-	// image) qualifies. The file must stay open until the session ends.
-	// The writer sends replies one after another, so a span should be one
-	// sendfile can send without waiting for storage.
-	FileSpanner interface {
-		FileSpan(off, n int64) (f *os.File, fileOff int64, ok bool)
-	}
-	// MappedSpanner lets the server send a READ's data from memory the
-	// export has mapped, copied once by the kernel into the socket. The
-	// server asks it before FileSpanner.
-	// MappedSpan returns the n bytes at off, or ok false; it says ok only
-	// when reading them will not wait for storage. The bytes must stay
-	// valid and unchanged until the session ends.
-	MappedSpanner interface {
-		MappedSpan(off, n int64) ([]byte, bool)
-	}
-	// LoadingSpanner is MappedSpanner for data that may have to come
-	// from storage. Loadable says, without waiting, whether LoadSpan
-	// serves [off, off+n); the server then hands the READ to a worker,
-	// whose LoadSpan waits for storage and returns the n bytes at off,
-	// now in memory, or ok false to have ReadAt serve the READ. The same
-	// rule holds: the bytes valid and unchanged until the session ends.
-	LoadingSpanner interface {
-		Loadable(off, n int64) bool
-		LoadSpan(off, n int64) ([]byte, bool)
-	}
-	// CachedReader lets the server answer a READ on its request loop, with
-	// no hand-off to a worker goroutine, when the data is already in
-	// memory; replies answered so are sent together. ReadCached fills p
-	// from off and returns true only if it could without waiting for
-	// storage (preadv2 with RWF_NOWAIT, or a file on tmpfs); false sends
-	// the request to a worker's ReadAt, so errors are reported there.
-	CachedReader interface {
-		ReadCached(p []byte, off int64) bool
-	}
-	// CachedWriter is CachedReader's twin for WRITE without FUA:
-	// WriteCached writes p at off and returns true only if it could
-	// without waiting for storage (no allocation, no read from the disk;
-	// the page cache may still throttle a writer that outruns the disk).
-	// False sends the request to a worker's WriteAt with the same bytes,
-	// which also completes a write WriteCached left half done.
-	CachedWriter interface {
-		WriteCached(p []byte, off int64) bool
 	}
 	// MultiConner lets a writable export be advertised with
 	// NBD_FLAG_CAN_MULTI_CONN, so clients may spread I/O over several

@@ -13,8 +13,8 @@ import (
 	"github.com/bootfleet/bootfleet/internal/testutil"
 )
 
-// fileExport is an Export over a real file with every fast-path upgrade,
-// counting which path served each request. Only [0, spanEnd) is offered
+// fileExport is an Export over a real file whose Store offers every kind
+// of span, counting which path served each request. Only [0, spanEnd) is offered
 // for sendfile: a span's bytes must not change before its reply leaves,
 // so tests write only above it.
 type fileExport struct {
@@ -121,6 +121,64 @@ func (e *fileExport) WriteCached(p []byte, off int64) bool {
 	}
 	e.cachedWrites.Add(1)
 	return true
+}
+
+func (e *fileExport) Loadable(int64, int64) bool           { return false }
+func (e *fileExport) LoadSpan(int64, int64) ([]byte, bool) { return nil, false }
+
+func (e *fileExport) ReadNow(p []byte, off int64, files bool) (Span, bool) {
+	return readNow(e, p, off, files)
+}
+func (e *fileExport) ReadSpan(p []byte, off int64) (Span, error) { return readSpan(e, p, off) }
+func (e *fileExport) WriteNow(p []byte, off int64) bool          { return e.WriteCached(p, off) }
+
+// minSendfile is the smallest READ the test exports answer with a span
+// (mapped, file or loaded), as blockstore's images do.
+const minSendfile = 64 << 10
+
+// sources are the ways a test export can answer a READ.
+type sources interface {
+	ReadAt(p []byte, off int64) (int, error)
+	MappedSpan(off, n int64) ([]byte, bool)
+	FileSpan(off, n int64) (*os.File, int64, bool)
+	Loadable(off, n int64) bool
+	LoadSpan(off, n int64) ([]byte, bool)
+	ReadCached(p []byte, off int64) bool
+}
+
+// readNow is a test export's Store.ReadNow: for a large READ its mapping,
+// then its file, then a worker if it can load the range; else its cache.
+func readNow(x sources, p []byte, off int64, files bool) (Span, bool) {
+	if n := int64(len(p)); n >= minSendfile {
+		if b, ok := x.MappedSpan(off, n); ok {
+			return Span{Bytes: b}, true
+		}
+		if files {
+			if f, foff, ok := x.FileSpan(off, n); ok {
+				return Span{File: f, FileOff: foff}, true
+			}
+		}
+		if x.Loadable(off, n) {
+			return Span{}, false
+		}
+	}
+	if x.ReadCached(p, off) {
+		return Span{Bytes: p}, true
+	}
+	return Span{}, false
+}
+
+// readSpan is a test export's Store.ReadSpan: loaded if it can, else ReadAt.
+func readSpan(x sources, p []byte, off int64) (Span, error) {
+	if n := int64(len(p)); n >= minSendfile && x.Loadable(off, n) {
+		if b, ok := x.LoadSpan(off, n); ok {
+			return Span{Bytes: b}, nil
+		}
+	}
+	if err := readFull(x, p, off); err != nil {
+		return Span{}, err
+	}
+	return Span{Bytes: p}, nil
 }
 
 // content reads the file behind the server's back.

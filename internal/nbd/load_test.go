@@ -9,7 +9,7 @@ import (
 )
 
 // loadingExport is fileExport with [from, to) offered to the workers as
-// spans to load (LoadingSpanner), as an image's mapping is. claim, when
+// spans to load (Store.ReadSpan), as an image's mapping is. claim, when
 // set, is the size it says it has, past the end of its file.
 type loadingExport struct {
 	*fileExport
@@ -42,6 +42,11 @@ func (e *loadingExport) LoadSpan(off, n int64) ([]byte, bool) {
 	}
 	return b, ok
 }
+
+func (e *loadingExport) ReadNow(p []byte, off int64, files bool) (Span, bool) {
+	return readNow(e, p, off, files)
+}
+func (e *loadingExport) ReadSpan(p []byte, off int64) (Span, error) { return readSpan(e, p, off) }
 
 func TestLoadedReads(t *testing.T) {
 	const size = 8 << 20

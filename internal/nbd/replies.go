@@ -11,8 +11,8 @@ import (
 // reply is one message for the client: its header, then body, or then fileLen
 // bytes of file from fileOff, sent with sendfile(2) straight from the page
 // cache. weight is the share of the session's buffer budget the request
-// holds until its reply has left (or been dropped), and pooled says body
-// goes back to the buffer pool then.
+// holds until its reply has left (or been dropped), and buf goes back to
+// the buffer pool then (it is body, or was lent to the Store for it).
 type reply struct {
 	// The header is hdr[:hdrLen] (fixed-size headers, no allocation per
 	// reply), or head when longer (error chunks with a message).
@@ -20,7 +20,7 @@ type reply struct {
 	hdrLen  uint8
 	head    []byte
 	body    []byte
-	pooled  bool
+	buf     []byte
 	file    *os.File
 	fileOff int64
 	fileLen int64
@@ -129,9 +129,7 @@ func (r *reply) header() []byte {
 func (r *reply) setHeader(h []byte) { r.hdrLen = uint8(len(h)) }
 
 func (ss *session) release(r reply) {
-	if r.pooled {
-		putBuf(r.body)
-	}
+	putBuf(r.buf)
 	if r.weight > 0 {
 		ss.budget.Release(r.weight)
 	}
@@ -165,32 +163,31 @@ func (ss *session) replyData(req Request, data []byte, weight int64) {
 		return
 	}
 	r := ss.dataReply(req, len(data), weight)
-	r.body, r.pooled = data, true
+	r.body, r.buf = data, data
 	ss.send(r)
 }
 
-// spanReply is the reply to a READ whose data need not be copied into a
-// buffer: bytes the export has mapped, or a span of its file for
-// sendfile. The mapping comes first where an export offers both: its one
-// copy hands the client bytes in the CPU cache (MappedSpanner), and
-// sendfile serves what it refuses.
-func (ss *session) spanReply(req Request, weight int64) (reply, bool) {
-	off, n := int64(req.Offset), int64(req.Length)
-	if ss.mapped != nil {
-		if b, ok := ss.mapped.MappedSpan(off, n); ok {
-			r := ss.dataReply(req, int(n), weight)
-			r.body = b
-			return r, true
-		}
+// replySpan sends a READ's data as the Store answered it; buf is the
+// buffer the Store was given, which the reply owns from here on. A span
+// that is not the READ's length would desynchronise the stream, so it is
+// answered with EIO.
+func (ss *session) replySpan(req Request, buf []byte, s Span, weight int64) {
+	n := int(req.Length)
+	if s.File == nil && len(s.Bytes) != n {
+		putBuf(buf)
+		ss.log.Error("nbd store answered a READ with the wrong length", "offset", req.Offset, "length", n, "got", len(s.Bytes))
+		ss.replyError(req, EIO, "READ failed: EIO", weight)
+		return
 	}
-	if ss.files != nil {
-		if f, foff, ok := ss.files.FileSpan(off, n); ok {
-			r := ss.dataReply(req, int(n), weight)
-			r.file, r.fileOff, r.fileLen = f, foff, n
-			return r, true
-		}
+	ss.bytesRead.Add(int64(n))
+	r := ss.dataReply(req, n, weight)
+	r.buf = buf
+	if s.File != nil {
+		r.file, r.fileOff, r.fileLen = s.File, s.FileOff, int64(n)
+	} else {
+		r.body = s.Bytes
 	}
-	return reply{}, false
+	ss.send(r)
 }
 
 // replyError sends an error. With structured replies it carries msg for the

@@ -4,238 +4,169 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"sync"
-	"sync/atomic"
 
 	"golang.org/x/sync/semaphore"
 )
 
 // transmit is the request loop. One goroutine reads requests in order (a
-// WRITE's payload must be consumed before the next header) and hands them
-// to up to MaxInFlight workers, started as load needs them and kept for the
-// session, so a request costs a channel hand-off instead of a new
-// goroutine with a stack to grow. Replies go out in completion order,
-// which proto.md allows. Every request holds a share of MaxBufferBytes
-// from before its payload is read until its reply has been written, so a
-// client that sends without reading replies stalls instead of making the
-// server buffer without bound.
+// WRITE's payload must be consumed before the next header), answers on
+// the spot those the Store can answer without waiting, and hands the rest
+// to up to MaxInFlight workers. Replies go out in completion order, which
+// proto.md allows. Every request holds a share of MaxBufferBytes from
+// before its payload is read until its reply has been written, so a client
+// that sends without reading replies stalls instead of making the server
+// buffer without bound.
 func (ss *session) transmit(ctx context.Context) error {
 	ss.budget = semaphore.NewWeighted(ss.srv.cfg.MaxBufferBytes)
 	ss.out = newWire(ss.conn)
-	if fs, ok := ss.export.(FileSpanner); ok && ss.out.sendsFiles() {
-		ss.files = fs
-	}
-	ss.loader, _ = ss.export.(LoadingSpanner)
-	ss.mapped, _ = ss.export.(MappedSpanner)
-	ss.cached, _ = ss.export.(CachedReader)
-	ss.cachedW, _ = ss.export.(CachedWriter)
-	jobs := make(chan job)
-	var idle atomic.Int32
-	workers := 0
-	var wg sync.WaitGroup
-	defer func() {
-		ss.flush()
-		close(jobs)
-		wg.Wait() // DISC, errors and shutdown all let in-flight requests finish
-	}()
-	var hdr [RequestLen]byte
+	ss.store, ss.files = storeOf(ss.export), ss.out.sendsFiles()
+	w := ss.startWorkers()
+	defer w.stop()
 	for {
-		// Requests already read are answered; their replies leave now,
-		// before a read that may wait for the client.
-		if ss.r.Buffered() < RequestLen {
-			ss.flush()
+		j, end, err := ss.receive(ctx)
+		if end {
+			return err
 		}
-		if _, err := io.ReadFull(ss.r, hdr[:]); err != nil {
-			return ss.readErr(ctx, "transmission", err)
+		if !ss.answerNow(&j) {
+			w.run(j)
 		}
-		req, err := ParseRequest(hdr[:])
-		if err != nil {
-			return violation("%w", err)
-		}
-		if req.Type == CmdDisc {
-			return nil
-		}
-		ss.ops.Add(1)
-		if req.Type == CmdWrite && req.Length > ss.maxBlock {
-			return violation("WRITE of %d bytes exceeds the maximum block size %d", req.Length, ss.maxBlock)
-		}
-		weight := int64(minWeight)
-		if (req.Type == CmdRead || req.Type == CmdWrite) && req.Length <= ss.maxBlock { // an oversized READ gets EINVAL, no buffer
-			weight = max(weight, int64(req.Length))
-		}
-		if !ss.budget.TryAcquire(weight) {
-			ss.flush() // the budget comes back as replies leave
-			// The context is not the shutdown context: in-flight work
-			// always completes.
-			ss.budget.Acquire(context.Background(), weight)
-		}
-		if req.Type == CmdWrite && ss.writeBuffered(req, weight) {
-			continue
-		}
-		var payload []byte
-		if req.Type == CmdWrite {
-			if ss.r.Buffered() < int(req.Length) {
-				ss.flush()
-			}
-			payload = getBuf(int(req.Length))
-			if _, err := io.ReadFull(ss.r, payload); err != nil {
-				putBuf(payload)
-				ss.budget.Release(weight)
-				return ss.readErr(ctx, "WRITE payload", err)
-			}
-			ss.bytesWritten.Add(int64(req.Length))
-		}
-		if e, msg := ss.check(req); e != 0 {
-			putBuf(payload)
-			ss.replyError(req, e, msg, weight)
-			continue
-		}
-		load := false
-		if req.Type == CmdRead {
-			var done bool
-			if done, load = ss.readNow(req, weight); done {
-				continue
-			}
-		}
-		if req.Type == CmdWrite && ss.writeCached(req, payload, weight) {
-			putBuf(payload)
-			continue
-		}
-		if idle.Load() == 0 && workers < ss.srv.cfg.MaxInFlight {
-			workers++
-			wg.Add(1)
-			go ss.work(jobs, &idle, &wg)
-		}
-		j := job{req: req, payload: payload, weight: weight, load: load}
-		select {
-		case jobs <- j:
-		default:
-			ss.flush()
-			jobs <- j
-		}
-		// The hand-off took a worker that had said it was idle. Only
-		// this loop takes the count down: a worker doing it after its
-		// receive left a window where the next request saw it still
-		// idle, started no worker, and waited for it, stuck in a reply
-		// the client was not reading yet.
-		idle.Add(-1)
 	}
 }
 
-// readNow answers a READ on the request loop when that needs no wait for
-// storage: from its mapped bytes (MappedSpanner), from the export's file
-// with sendfile (FileSpanner), or from memory (CachedReader). A small
-// reply is held back to go out with the others of the batch. A large one
-// is sent at once, while a buffer's bytes are still in the CPU cache: held
-// back behind the others, megabytes of buffers had to come back from
-// memory for the send, and ten clients reading a cached image got 0.9 of
-// nbdkit's speed (pread then send, per thread); sent at once, they got
-// the same.
-//
-// When a worker must answer, load says it can take the data from the
-// export's mapping (LoadingSpanner) once storage has brought it in.
-func (ss *session) readNow(req Request, weight int64) (done, load bool) {
-	n := int(req.Length)
-	if n == 0 {
-		return false, false
-	}
-	large := n >= minSendfile
-	if large {
-		if r, ok := ss.spanReply(req, weight); ok {
-			ss.sendRead(r, n, true)
-			return true, false
-		}
-		if ss.loader != nil && ss.loader.Loadable(int64(req.Offset), int64(n)) {
-			return false, true // a worker waits for it, then it is copied once, from the mapping
-		}
-	}
-	if ss.cached == nil {
-		return false, false
-	}
-	buf := getBuf(n)
-	if !ss.cached.ReadCached(buf, int64(req.Offset)) {
-		putBuf(buf)
-		return false, false
-	}
-	r := ss.dataReply(req, n, weight)
-	r.body, r.pooled = buf, true
-	ss.sendRead(r, n, large)
-	return true, false
-}
-
-// sendRead queues the reply r to a READ of n bytes answered on the request
-// loop, holding it back for the batch unless now.
-func (ss *session) sendRead(r reply, n int, now bool) {
-	ss.hold()
-	ss.bytesRead.Add(int64(n))
-	ss.send(r)
-	if now {
+// receive reads the next request and its payload, holding its budget
+// share; end says the session ends instead (DISC, or err, which is nil
+// for a shutdown or a clean close). A payload the read buffer holds whole
+// is only peeked at (borrowed), so a WRITE answered at once is never
+// copied.
+func (ss *session) receive(ctx context.Context) (j job, end bool, err error) {
+	// Requests already read are answered; their replies leave now, before
+	// a read that may wait for the client.
+	if ss.r.Buffered() < RequestLen {
 		ss.flush()
 	}
-}
-
-// writeCached is readNow for a WRITE the export can take into memory
-// at once. FUA needs a Flush, which waits, so it goes to a worker. It
-// does not keep payload.
-func (ss *session) writeCached(req Request, payload []byte, weight int64) bool {
-	if ss.cachedW == nil || len(payload) == 0 || req.Flags&CmdFlagFUA != 0 || !ss.cachedW.WriteCached(payload, int64(req.Offset)) {
-		return false
+	var hdr [RequestLen]byte
+	if _, err := io.ReadFull(ss.r, hdr[:]); err != nil {
+		return job{}, true, ss.readErr(ctx, "transmission", err)
 	}
-	ss.hold()
-	ss.replyOK(req, weight)
-	return true
-}
-
-// writeBuffered is writeCached straight from the read buffer, when the
-// whole payload is in it: no copy into a payload buffer. On false nothing
-// was consumed and the request takes the usual path (which also answers
-// an invalid one).
-func (ss *session) writeBuffered(req Request, weight int64) bool {
+	req, err := ParseRequest(hdr[:])
+	if err != nil {
+		return job{}, true, violation("%w", err)
+	}
+	if req.Type == CmdDisc {
+		return job{}, true, nil
+	}
+	ss.ops.Add(1)
+	if req.Type == CmdWrite && req.Length > ss.maxBlock {
+		return job{}, true, violation("WRITE of %d bytes exceeds the maximum block size %d", req.Length, ss.maxBlock)
+	}
+	j = job{req: req, weight: minWeight}
+	if (req.Type == CmdRead || req.Type == CmdWrite) && req.Length <= ss.maxBlock { // an oversized READ gets EINVAL, no buffer
+		j.weight = max(j.weight, int64(req.Length))
+	}
+	if !ss.budget.TryAcquire(j.weight) {
+		ss.flush() // the budget comes back as replies leave
+		// The context is not the shutdown context: in-flight work always
+		// completes.
+		ss.budget.Acquire(context.Background(), j.weight)
+	}
+	if req.Type != CmdWrite {
+		return j, false, nil
+	}
 	n := int(req.Length)
-	if ss.cachedW == nil || ss.r.Buffered() < n {
-		return false
+	if ss.r.Buffered() >= n {
+		j.payload, _ = ss.r.Peek(n)
+		j.borrowed = true
+	} else {
+		ss.flush()
+		j.payload = getBuf(n)
+		if _, err := io.ReadFull(ss.r, j.payload); err != nil {
+			putBuf(j.payload)
+			ss.budget.Release(j.weight)
+			return job{}, true, ss.readErr(ctx, "WRITE payload", err)
+		}
 	}
-	if e, _ := ss.check(req); e != 0 {
-		return false
-	}
-	p, err := ss.r.Peek(n)
-	if err != nil || !ss.writeCached(req, p, weight) {
-		return false
-	}
-	ss.r.Discard(n)
 	ss.bytesWritten.Add(int64(n))
-	return true
+	return j, false, nil
 }
 
-// minSendfile is the smallest READ sent with sendfile. Below it, a pread
-// into a buffer costs less than the extra system call: buffered replies
-// of one batch leave in one sendmsg, while each file span needs its own
-// sendfile.
-const minSendfile = 64 << 10
+// answerNow answers j on the request loop if that needs no wait for
+// storage: an invalid request, a READ the Store answers with ReadNow, a
+// WRITE without FUA it takes with WriteNow. Replies answered so are held
+// back to leave together, except a large READ's, which leaves at once
+// while its bytes are still in the CPU cache. False means a worker must
+// answer j, which then owns its payload.
+func (ss *session) answerNow(j *job) (answered bool) {
+	req, n := j.req, int(j.req.Length)
+	defer func() { ss.settle(j, answered) }()
+	if e, msg := ss.check(req); e != 0 {
+		ss.replyError(req, e, msg, j.weight)
+		return true
+	}
+	switch {
+	case req.Type == CmdRead && n == 0:
+		ss.hold()
+		ss.replyData(req, nil, j.weight)
+		return true
+	case req.Type == CmdRead:
+		buf := getBuf(n)
+		s, ok := ss.store.ReadNow(buf, int64(req.Offset), ss.files)
+		if !ok {
+			putBuf(buf)
+			return false
+		}
+		ss.hold()
+		ss.replySpan(req, buf, s, j.weight)
+		if n >= sendAlone {
+			ss.flush()
+		}
+		return true
+	case req.Type == CmdWrite && n > 0 && req.Flags&CmdFlagFUA == 0:
+		if !ss.store.WriteNow(j.payload, int64(req.Offset)) {
+			return false
+		}
+		ss.hold()
+		ss.replyOK(req, j.weight)
+		return true
+	}
+	return false
+}
+
+// settle gives back the payload of a request answered at once, and gives
+// a worker its own copy of one borrowed from the read buffer.
+func (ss *session) settle(j *job, answered bool) {
+	n := len(j.payload)
+	switch {
+	case answered && j.borrowed:
+		ss.r.Discard(n)
+	case answered:
+		putBuf(j.payload)
+	case j.borrowed:
+		p := getBuf(n)
+		copy(p, j.payload)
+		ss.r.Discard(n)
+		j.payload = p
+	}
+	if answered {
+		j.payload = nil
+	}
+	j.borrowed = false
+}
+
+// sendAlone is the size from which a READ answered on the request loop is
+// sent at once instead of with the batch: held back behind the others,
+// megabytes of buffers had to come back from memory for the send.
+const sendAlone = 64 << 10
 
 // minWeight is the budget share of a request without a data buffer: it
 // bounds the replies a client can leave unread.
 const minWeight = 4096
 
-// job is one valid request for a worker.
+// job is one request for a worker.
 type job struct {
-	req     Request
-	payload []byte
-	weight  int64
-	load    bool // a READ for LoadSpan
-}
-
-func (ss *session) work(jobs <-chan job, idle *atomic.Int32, wg *sync.WaitGroup) {
-	defer wg.Done()
-	for {
-		idle.Add(1) // the request loop takes it back when it hands over a job
-		j, ok := <-jobs
-		if !ok {
-			return
-		}
-		ss.handle(j)
-		putBuf(j.payload)
-	}
+	req      Request
+	payload  []byte
+	borrowed bool // payload is the read buffer's, valid until the next read
+	weight   int64
 }
 
 // check validates a request against the negotiated flags and the export,
@@ -288,8 +219,8 @@ func (ss *session) check(req Request) (Errno, string) {
 	return 0, ""
 }
 
-// handle runs one valid request against the export and sends its reply,
-// which carries the request's budget weight.
+// handle runs one valid request on a worker and sends its reply, which
+// carries the request's budget weight.
 func (ss *session) handle(j job) {
 	req, payload, weight := j.req, j.payload, j.weight
 	e := ss.export
@@ -297,26 +228,10 @@ func (ss *session) handle(j job) {
 	var err error
 	switch req.Type {
 	case CmdRead:
-		if j.load {
-			if b, ok := ss.loader.LoadSpan(off, n); ok {
-				ss.bytesRead.Add(n)
-				r := ss.dataReply(req, int(n), weight)
-				r.body = b
-				ss.send(r)
-				return
-			}
-		}
 		buf := getBuf(int(n))
-		var got int
-		got, err = e.ReadAt(buf, off)
-		if got == len(buf) {
-			err = nil // io.ReaderAt may return io.EOF with a full read at the end
-		} else if err == nil {
-			err = io.ErrUnexpectedEOF
-		}
-		if err == nil {
-			ss.bytesRead.Add(n)
-			ss.replyData(req, buf, weight)
+		var sp Span
+		if sp, err = ss.store.ReadSpan(buf, off); err == nil {
+			ss.replySpan(req, buf, sp, weight)
 			return
 		}
 		putBuf(buf)

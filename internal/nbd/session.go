@@ -45,11 +45,8 @@ type session struct {
 	budget  *semaphore.Weighted // MaxBufferBytes, shared by requests until their replies leave
 	out     wire
 	replies replyQueue
-	files   FileSpanner // the export's, if it has one and out can send files
-	mapped  MappedSpanner
-	cached  CachedReader
-	cachedW CachedWriter
-	loader  LoadingSpanner
+	store   Store // the export's, or ReadAt and WriteAt behind one
+	files   bool  // out can send file spans
 
 	revoked                      atomic.Bool
 	bytesRead, bytesWritten, ops atomic.Int64
