@@ -2,34 +2,43 @@
 // `bootfleet initramfs build` makes: it turns a stock Debian kernel into a
 // diskless client whose root file system is an NBD export on bootfleet.
 //
-// The boot, in order (see Run):
+// The boot, in order (see Agent.Boot):
 //
-//  1. mount /proc, /sys and /dev (devtmpfs);
+//  1. mount /proc, /sys, /dev (devtmpfs) and /run (tmpfs);
 //  2. load the modules listed in /etc/modules, in that order (the builder
-//     wrote them dependencies first; see internal/initramfs);
+//     wrote them dependencies first; see internal/initramfs); nbd gets
+//     max_part=16, so whole-disk images show their partitions;
 //  3. bring up the first Ethernet NIC with DHCP (busybox udhcpc and the
-//     script in /etc/udhcpc/default.script);
+//     script in /etc/udhcpc/script, which records the lease in LeaseFile);
 //  4. read bootfleet.root=nbd:HOST:PORT:EXPORT from the kernel command line,
 //     dial it and run the NBD fixed newstyle handshake itself (NBD_OPT_GO,
 //     falling back to NBD_OPT_EXPORT_NAME), with internal/nbd's codec;
 //  5. hand the socket to the kernel over the NBD generic netlink family
 //     (NBD_CMD_CONNECT on /dev/nbd0) with a dead-connection timeout;
-//  6. mount /dev/nbd0 (ext4 by default, bootfleet.rootfstype= overrides)
-//     on /newroot, move /proc, /sys and /dev into it and exec busybox
-//     switch_root to the new root's /sbin/init (bootfleet.init= overrides).
+//  6. find the root on /dev/nbd0 with internal/diskprobe (a partition by
+//     its Discoverable Partitions type, the only Linux partition, or the
+//     whole device; bootfleet.root.part= chooses) and its file system type
+//     (bootfleet.rootfstype= overrides), and mount it on /newroot;
+//  7. check that the new root's init (/sbin/init, or bootfleet.init=)
+//     resolves inside it (ResolveInRoot), write the network hand-off files
+//     (HandoffFiles) into /run, move /proc, /sys, /dev and /run into the new
+//     root and exec busybox switch_root.
 //
 // Reconnection: before switch_root the agent starts a copy of itself in
-// "watch" mode. It subscribes to the nbd netlink multicast group; when the
-// kernel reports NBD_CMD_LINK_DEAD for our device, it dials and handshakes
-// again and gives the kernel the new socket with NBD_CMD_RECONFIGURE.
-// Requests issued meanwhile wait in the kernel for up to the dead-connection
-// timeout (bootfleet.nbd.dead=SECONDS, default 120) and then fail with EIO.
-// Requests that were in flight when the link died are resent once their
-// per-request timeout (bootfleet.nbd.timeout=SECONDS, default 30) expires;
-// that timeout also turns a silent server (no RST, e.g. a pulled cable on
-// its side) into a dead link.
-// The network configuration is left in place for the new root: its init must
-// not deconfigure the NIC (no second DHCP client that flushes addresses).
+// "watch" mode, named @bootfleet-agent so that systemd's final kill at
+// shutdown spares it. It subscribes to the nbd netlink multicast group; when
+// the kernel reports NBD_CMD_LINK_DEAD for our device, it dials and
+// handshakes again and gives the kernel the new socket with
+// NBD_CMD_RECONFIGURE. Requests issued meanwhile wait in the kernel for up
+// to the dead-connection timeout (bootfleet.nbd.dead=SECONDS, default 120)
+// and then fail with EIO. Requests that were in flight when the link died
+// are resent once their per-request timeout (bootfleet.nbd.timeout=SECONDS,
+// default 30) expires; that timeout also turns a silent server (no RST,
+// e.g. a pulled cable on its side) into a dead link.
+//
+// The network configuration is left in place for the new root, and the
+// hand-off files tell systemd-networkd, udev and NetworkManager to leave it
+// alone: the root disk lives on that NIC until the machine is off.
 //
 // The agent prints "bootfleet-agent: " log lines and BOOTFLEET-* markers to
 // the console, which test/e2e watches:
@@ -40,6 +49,7 @@
 //	BOOTFLEET-NBD: <dev> size=N ...     the kernel accepted the NBD socket
 //	BOOTFLEET-SWITCHROOT: <init>        about to exec switch_root
 //	BOOTFLEET-NBD-RECONNECTED: <dev>    the watcher replaced a dead socket
+//	BOOTFLEET-WATCHER-STOPPED: <signal> the watcher was killed (it should never be)
 //	BOOTFLEET-FAIL: <why>               the agent gave up; it powers off
 //
 // The pure parts (command line parsing, the NBD client handshake, the

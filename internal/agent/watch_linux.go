@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"os/signal"
 	"strconv"
 	"syscall"
 	"time"
@@ -61,6 +62,16 @@ func (a *Agent) watchMain(args []string) {
 		a.Log.Error("watcher: cannot listen for dead NBD links", "err", err)
 		return
 	}
+	// Being killed leaves the root without reconnection; say so where the
+	// console shows it (a shutdown that kills it breaks the
+	// root-storage-daemon convention startWatcher relies on).
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
+	go func() {
+		sig := <-sigs
+		a.mark("BOOTFLEET-WATCHER-STOPPED: %v", sig)
+		os.Exit(1)
+	}()
 	for {
 		if err := nl.WaitLinkDead(uint32(index)); err != nil {
 			a.Log.Error("watcher: netlink failed", "err", err)
