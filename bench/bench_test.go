@@ -23,7 +23,7 @@ func TestTFTPLimit(t *testing.T) {
 			}
 		})
 	}
-	// Issue 3's reference figure: 201 MiB at 119.3 MB/s is 1.77 s.
+	// The targets' reference figure: 201 MiB at 119.3 MB/s is 1.77 s.
 	got := tftpLimitSeconds(201<<20, 1456, 1500, 1e9)
 	if math.Abs(got-1.767) > 0.001 {
 		t.Errorf("201 MiB at blksize 1456 over 1 Gbit/s: got %.4f s, want 1.767 s", got)

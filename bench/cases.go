@@ -8,7 +8,7 @@ import (
 	"time"
 )
 
-// Fixed parameters of the cases, from issue 3.
+// Fixed parameters of the cases, from the performance targets.
 const (
 	mtuBlksize   = 1456 // the blksize firmware asks for on a 1500-MTU link
 	bigBlksize   = 8192 // "a client asking for too much"

@@ -49,7 +49,7 @@ func parseFlags(args []string) (*options, error) {
 	fs.IntVar(&o.runs, "runs", 3, "repetitions of each single-transfer figure and of cases 2 and 5; the median is reported")
 	fs.IntVar(&o.stormRuns, "storm-runs", 1, "repetitions of each case 3 boot storm (each moves 8.6 GB)")
 	fs.IntVar(&o.lossRuns, "loss-runs", 3, "repetitions of each case 4 lossy transfer (stopped once a figure has taken 60 s)")
-	kernelMiB := fs.Int("kernel-mib", 40, "size of the case 3 kernel+initrd in MiB (issue 3: 40; 20 halves the storm's time)")
+	kernelMiB := fs.Int("kernel-mib", 40, "size of the case 3 kernel+initrd in MiB (the targets assume 40; 20 halves the storm's time)")
 	fs.BoolVar(&o.quick, "quick", false, "smoke run: small files, 20 clients, 1 run")
 	fs.StringVar(&o.rate, "rate", "1gbit", "tbf rate of the shaped link, in tc syntax (1gbit or 10gbit)")
 	fs.IntVar(&o.clients, "clients", 200, "concurrent clients in cases 2, 3 and 5")

@@ -135,7 +135,7 @@ func render(r *Results, plotDir string, plots map[string]string) string {
 		}
 	}
 	p("# bootfleet benchmarks\n\n")
-	p("Written by `make bench` (bench/, scripts/bench.sh), issue 3. Started %s, took %.0f min.", r.Started, r.Seconds/60)
+	p("Written by `make bench` (bench/, scripts/bench.sh). Started %s, took %.0f min.", r.Started, r.Seconds/60)
 	if !r.Complete {
 		p(" **Incomplete run:** see Notes.")
 	}
@@ -144,7 +144,7 @@ func render(r *Results, plotDir string, plots map[string]string) string {
 		p("- %s\n", h)
 	}
 
-	p("\n## Targets (issue 3)\n\nMedians; strict reading, no allowance for noise.\n\n| Target | Measured | Status |\n|---|---|---|\n")
+	p("\n## Targets\n\nMedians; strict reading, no allowance for noise.\n\n| Target | Measured | Status |\n|---|---|---|\n")
 	for _, t := range r.targets(r.Clients) {
 		st := t.Status
 		if st == "met" {

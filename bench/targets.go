@@ -6,7 +6,7 @@ import (
 	"strings"
 )
 
-// target is one line of issue 3's targets with what this run measured.
+// target is one line of the performance targets with what this run measured.
 type target struct {
 	Name     string
 	Measured string
@@ -40,7 +40,7 @@ func (r *Results) bestPeer(c int, topo, label string) *Measurement {
 	return best
 }
 
-// targets evaluates issue 3's targets against r. Values are medians; a
+// targets evaluates the performance targets against r. Values are medians; a
 // target counts as met only on a strict reading, with no noise allowance.
 func (r *Results) targets(clients int) []target {
 	var ts []target

@@ -2,7 +2,6 @@ package api
 
 import (
 	"errors"
-	"log/slog"
 	"net/http"
 	"strconv"
 	"time"
@@ -26,44 +25,10 @@ type BootList struct {
 // MaxBootLimit bounds GET /boots?limit=.
 const MaxBootLimit = 5000
 
-// bootRoutes are served by NewBoots, apart from the inventory API, because
-// boot records live in the telemetry recorder, not in the store.
+// bootRoutes are served when Config.Boots is set.
 var bootRoutes = []route{
 	{"GET", "/boots", (*server).listBoots},
 	{"GET", "/boots/{id}", (*server).getBoot},
-}
-
-// BootsConfig configures NewBoots. Token and OpenReads mean what they mean
-// in Config.
-type BootsConfig struct {
-	Boots     BootSource // required
-	Token     string     // required, at least 16 characters
-	OpenReads bool
-	Logger    *slog.Logger
-	Now       func() time.Time // for ?since=DURATION; default time.Now
-}
-
-// NewBoots returns the handler of GET /api/v1/boots and /api/v1/boots/{id}.
-// Mount it in front of the inventory API (the paths do not overlap).
-func NewBoots(cfg BootsConfig) (http.Handler, error) {
-	if cfg.Boots == nil {
-		return nil, errors.New("api: no boot source")
-	}
-	if len(cfg.Token) < 16 {
-		return nil, errors.New("api: token must be at least 16 characters; use LoadOrCreateToken")
-	}
-	if cfg.Logger == nil {
-		cfg.Logger = slog.New(slog.DiscardHandler)
-	}
-	if cfg.Now == nil {
-		cfg.Now = time.Now
-	}
-	s := &server{cfg: Config{Token: cfg.Token, OpenReads: cfg.OpenReads, Logger: cfg.Logger, Now: cfg.Now},
-		token: []byte(cfg.Token), log: cfg.Logger, mux: http.NewServeMux(), boots: cfg.Boots}
-	for _, rt := range bootRoutes {
-		s.mux.Handle(rt.method+" "+Prefix+rt.path, s.wrap(rt))
-	}
-	return s, nil
 }
 
 func (s *server) listBoots(w http.ResponseWriter, r *http.Request) error {
@@ -96,13 +61,13 @@ func (s *server) listBoots(w http.ResponseWriter, r *http.Request) error {
 		}
 		f.Limit = n
 	}
-	writeJSON(w, http.StatusOK, BootList{Boots: s.boots.Boots(f)})
+	writeJSON(w, http.StatusOK, BootList{Boots: s.cfg.Boots.Boots(f)})
 	return nil
 }
 
 func (s *server) getBoot(w http.ResponseWriter, r *http.Request) error {
 	id := r.PathValue("id")
-	b, ok := s.boots.Boot(id)
+	b, ok := s.cfg.Boots.Boot(id)
 	if !ok {
 		return inventory.NotFound("id", "no boot %q; boots are kept in memory, recent ones only (see GET %s/boots)", id, Prefix)
 	}

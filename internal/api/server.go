@@ -35,9 +35,12 @@ type Config struct {
 	// imports.
 	Images ImageFiles
 	// Disks resets overlays for POST /machines/{mac}/reset; nil refuses.
-	Disks  DiskResetter
+	Disks DiskResetter
+	// Boots serves GET /boots and /boots/{id}; nil answers them 404. Boot
+	// records live in the telemetry recorder, not in the store.
+	Boots  BootSource
 	Logger *slog.Logger     // default: discard
-	Now    func() time.Time // default time.Now; for event times
+	Now    func() time.Time // default time.Now; for event times and ?since=
 }
 
 // route is one API endpoint. The table drives both the mux and the test
@@ -77,7 +80,6 @@ type server struct {
 	token []byte
 	log   *slog.Logger
 	mux   *http.ServeMux
-	boots BootSource // set by NewBoots only
 }
 
 // New returns the API handler; mount it at Prefix + "/" (it expects the
@@ -99,7 +101,11 @@ func New(cfg Config) (http.Handler, error) {
 		cfg.OnChange = func() {}
 	}
 	s := &server{cfg: cfg, token: []byte(cfg.Token), log: cfg.Logger, mux: http.NewServeMux()}
-	for _, rt := range routes {
+	all := routes
+	if cfg.Boots != nil {
+		all = append(append([]route(nil), routes...), bootRoutes...)
+	}
+	for _, rt := range all {
 		s.mux.Handle(rt.method+" "+Prefix+rt.path, s.wrap(rt))
 	}
 	return s, nil

@@ -111,11 +111,11 @@ func parseIPField(field, s string) (net.IP, error) {
 }
 
 func profileOut(p inventory.Profile) Profile {
-	return Profile{Name: p.Name, Kernel: p.Kernel, Initrd: p.Initrds, Cmdline: p.Cmdline,
+	return Profile{Name: p.Name, Kernel: p.Kernel, Initrd: p.Initrd, Cmdline: p.Cmdline,
 		RootImage: p.RootImage, Overlay: p.Overlay, RootKernel: p.RootKernel, Source: string(p.Source)}
 }
 
 func profileIn(p Profile) inventory.Profile {
-	return inventory.Profile{Name: p.Name, Kernel: p.Kernel, Initrds: p.Initrd, Cmdline: p.Cmdline,
+	return inventory.Profile{Name: p.Name, Kernel: p.Kernel, Initrd: p.Initrd, Cmdline: p.Cmdline,
 		RootImage: p.RootImage, Overlay: p.Overlay, RootKernel: p.RootKernel}
 }

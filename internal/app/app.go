@@ -11,14 +11,15 @@ import (
 	"path/filepath"
 	"time"
 
-	"github.com/insomniacslk/dhcp/dhcpv4"
 	"golang.org/x/sync/errgroup"
 
 	"github.com/bootfleet/bootfleet/internal/boots"
 	"github.com/bootfleet/bootfleet/internal/config"
 	"github.com/bootfleet/bootfleet/internal/dhcp"
+	"github.com/bootfleet/bootfleet/internal/diskless"
 	"github.com/bootfleet/bootfleet/internal/fleet"
 	"github.com/bootfleet/bootfleet/internal/httpboot"
+	"github.com/bootfleet/bootfleet/internal/inventorysvc"
 	"github.com/bootfleet/bootfleet/internal/ndp"
 	"github.com/bootfleet/bootfleet/internal/pxe"
 	"github.com/bootfleet/bootfleet/internal/safefs"
@@ -41,46 +42,48 @@ func Run(ctx context.Context, c *config.Config, log *slog.Logger) error {
 		return err
 	}
 	defer roots.Close()
-	view, err := fleet.FromConfig(c)
+	store, err := inventorysvc.OpenStore(ctx, c.Store, c.Data)
 	if err != nil {
 		return err
 	}
-	tracker := boots.NewTracker(nil)
-	dl, err := newDiskless(c, serverIP, log)
+	defer store.Close()
+	leases := inventorysvc.NewLeases(store) // DHCP writes them, NBD checks them
+	dl, err := diskless.New(diskless.Config{Data: c.Data, Listen: c.NBD.Listen, ServerIP: serverIP, Agent: c.NBD.Agent,
+		Images: store, Leases: leases, Logger: log})
 	if err != nil {
 		return err
 	}
-	defer dl.close()
-	inv, err := OpenInventory(ctx, c, view, InventoryOptions{Store: c.Store, OpenReads: c.API.OpenReads, Discover: true,
-		Images: imageFiles{dl.disks, dl.kernels, log}, Disks: dl.disks, Reloaded: dl.prepareKernels}, log)
+	defer dl.Close() // after the NBD server has stopped
+	inv, err := inventorysvc.New(ctx, inventorysvc.Config{Store: store, Spec: c.Store, File: c, Discover: true,
+		Reloaded: dl.PrepareKernels, Logger: log})
 	if err != nil {
 		return err
 	}
-	defer inv.Close()
-	dl.attach(inv)
+	view := inv.View()
 
 	httpLn, err := net.Listen("tcp", c.HTTP.Listen)
 	if err != nil {
 		return fmt.Errorf("http: listen on %s: %w (is the port taken? set http.listen)", c.HTTP.Listen, err)
 	}
+	defer httpLn.Close() // for the error returns before it is served
 	baseURL := "http://" + net.JoinHostPort(serverIP.String(), portOf(httpLn.Addr()))
 
 	rec := telemetry.New(telemetry.Config{})
-	taps := telemetryTaps(c, rec, tracker, log)
-	front, err := frontHandler(c, rec, inv, httpboot.New(httpboot.Config{
-		Files: roots, Fleet: view, Boots: inv.BootClock(taps.boots),
-		Transfers: taps.transfers, Milestones: taps.milestones, Roots: rootArgs{inv.Store(), dl.disks}, Kernels: dl.kernels,
-		BaseURL: baseURL, ServerIP: serverIP.String(), Logger: log,
-	}), log)
+	taps := telemetryTaps(c, rec, boots.NewTracker(nil), log)
+	apiHandler, err := newAPI(c, store, inv.Changed, dl, dl, rec, log)
 	if err != nil {
-		httpLn.Close()
 		return err
 	}
-	g, ctx := errgroup.WithContext(ctx)
-	g.Go(func() error { return inv.Run(ctx) }) // discovered machines, view reloads
-	g.Go(func() error { return serveHTTP(ctx, httpLn, front, log) })
-	g.Go(func() error { return dl.serve(ctx, taps.nbd) })
-
+	front := frontHandler(rec, apiHandler, httpboot.New(httpboot.Config{
+		Files: roots, Fleet: view, Boots: inv.BootClock(taps.boots),
+		Transfers: taps.transfers, Milestones: taps.milestones, Roots: dl, Kernels: dl.Kernels(),
+		BaseURL: baseURL, ServerIP: serverIP.String(), Logger: log,
+	}))
+	var runs []func(context.Context) error // the servers, each until ctx ends or it fails
+	runs = append(runs,
+		inv.Run, // discovered machines, view reloads
+		func(ctx context.Context) error { return serveHTTP(ctx, httpLn, front, log) },
+		func(ctx context.Context) error { return dl.Serve(ctx, taps.nbd) })
 	if c.TFTP.Listen != "off" {
 		srv := tftp.NewServer(tftp.Config{
 			FS:                 tftpFS(c, roots),
@@ -90,24 +93,25 @@ func Run(ctx context.Context, c *config.Config, log *slog.Logger) error {
 			DisableGSO:         c.TFTP.DisableGSO,
 			OnTransfer:         taps.tftp,
 		})
-		g.Go(func() error { return srv.ListenAndServe(ctx, c.TFTP.Listen) })
+		runs = append(runs, func(ctx context.Context) error { return srv.ListenAndServe(ctx, c.TFTP.Listen) })
 	}
-
 	if c.DHCP.Mode != "off" {
-		d, err := newDHCP(c, serverIP, baseURL, view, inv, taps.dhcp, taps.dhcpReply, log)
+		d, err := newDHCP(c, serverIP, baseURL, view, leases, inv.Observer(taps.dhcp), taps.dhcpReply, log)
 		if err != nil {
-			httpLn.Close()
 			return err
 		}
-		g.Go(func() error { return d.Run(ctx) })
+		runs = append(runs, d.Run)
 		if c.IPv6RA == "auto" {
 			ra, err := ndp.New(ndp.Config{Interface: c.Interface, Logger: log})
 			if err != nil {
-				httpLn.Close()
 				return err
 			}
-			g.Go(func() error { return ra.Run(ctx) }) // never fails: warns and returns if IPv6 is missing
+			runs = append(runs, ra.Run) // never fails: warns and returns if IPv6 is missing
 		}
+	}
+	g, gctx := errgroup.WithContext(ctx)
+	for _, run := range runs {
+		g.Go(func() error { return run(gctx) })
 	}
 	log.Info("bootfleet started", "server_ip", serverIP.String(), "http", baseURL,
 		"tftp", c.TFTP.Listen, "nbd", c.NBD.Listen, "dhcp", c.DHCP.Mode, "interface", c.Interface,
@@ -164,43 +168,21 @@ func tftpFS(c *config.Config, roots *safefs.Roots) tftp.FileSystem {
 	return fs
 }
 
-func logTransfer(log *slog.Logger) func(tftp.TransferStats) {
-	return func(st tftp.TransferStats) {
-		attrs := []any{"remote", st.Remote.String(), "file", st.Filename, "bytes", st.Bytes,
-			"seconds", st.Duration.Round(time.Millisecond).Seconds(),
-			"blksize", st.BlockSize, "windowsize", st.WindowSize, "retransmits", st.Retransmits}
-		if st.SizeProbe {
-			// UEFI firmware asks for tsize and aborts before every download.
-			log.Debug("tftp size probe", attrs...)
-			return
-		}
-		if st.Err != nil {
-			log.Warn("tftp transfer failed", append(attrs, "err", st.Err.Error())...)
-			return
-		}
-		mbps := 0.0
-		if st.Duration > 0 {
-			mbps = float64(st.Bytes) / st.Duration.Seconds() / 1e6
-		}
-		log.Info("tftp transfer done", append(attrs, "mbps", float64(int(mbps*100))/100)...)
-	}
-}
-
-func newDHCP(c *config.Config, serverIP net.IP, baseURL string, view *fleet.View, inv *Inventory, obs dhcp.Observer,
+func newDHCP(c *config.Config, serverIP net.IP, baseURL string, view *fleet.View, leases dhcp.LeaseStore, obs dhcp.Observer,
 	onReply func(dhcp.Reply), log *slog.Logger) (*dhcp.Server, error) {
 	dc := dhcp.Config{
 		Mode:       dhcp.ModeFull,
 		Interface:  c.Interface,
 		ServerIP:   serverIP,
 		LeaseTime:  time.Duration(c.DHCP.Lease),
-		LeaseStore: inv.Leases(),
+		LeaseStore: leases,
 		Plan: pxe.PlanConfig{
 			BIOSFile:   c.IPXE.BIOSBinary,
 			EFIx64File: c.IPXE.EFIBinary,
 			HTTPBase:   baseURL,
 		},
 		Machines: view,
-		Observer: inv.Observer(obs),
+		Observer: obs,
 		OnReply:  onReply,
 		Logger:   log,
 	}
@@ -216,13 +198,6 @@ func newDHCP(c *config.Config, serverIP net.IP, baseURL string, view *fleet.View
 		}
 	}
 	return dhcp.New(dc)
-}
-
-// bootObserver starts a machine's boot clock at its first DHCP packet.
-type bootObserver struct{ tr *boots.Tracker }
-
-func (o bootObserver) DHCPPacket(mac net.HardwareAddr, _ dhcpv4.MessageType, _ pxe.Client) {
-	o.tr.DHCPSeen(mac)
 }
 
 func serveHTTP(ctx context.Context, ln net.Listener, h http.Handler, log *slog.Logger) error {

@@ -24,11 +24,19 @@ func testConfig(t *testing.T, httpAddr string) *config.Config {
 	t.Helper()
 	dir := t.TempDir()
 	kernel := filepath.Join(dir, "vmlinuz")
-	os.WriteFile(kernel, []byte("kernel"), 0o644)
 	ipxeDir := filepath.Join(dir, "ipxe")
-	os.Mkdir(ipxeDir, 0o755)
-	os.WriteFile(filepath.Join(ipxeDir, "ipxe.efi"), []byte("efi"), 0o644)
-	os.WriteFile(filepath.Join(ipxeDir, "undionly.kpxe"), []byte("kpxe"), 0o644)
+	if err := os.Mkdir(ipxeDir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for path, content := range map[string]string{
+		kernel:                                  "kernel",
+		filepath.Join(ipxeDir, "ipxe.efi"):      "efi",
+		filepath.Join(ipxeDir, "undionly.kpxe"): "kpxe",
+	} {
+		if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
 	y := `
 server_ip: 127.0.0.1
 data: ` + filepath.Join(dir, "data") + `
@@ -61,8 +69,11 @@ func TestRunServesAndStopsCleanly(t *testing.T) {
 	for time.Now().Before(deadline) {
 		resp, err := http.Get("http://" + addr + "/ipxe/52-54-00-00-00-01")
 		if err == nil {
-			b, _ := io.ReadAll(resp.Body)
+			b, err := io.ReadAll(resp.Body)
 			resp.Body.Close()
+			if err != nil {
+				t.Fatalf("read the script: %v", err)
+			}
 			body = string(b)
 			break
 		}
@@ -79,11 +90,17 @@ func TestRunServesAndStopsCleanly(t *testing.T) {
 	if err != nil {
 		t.Fatalf("API token file: %v", err)
 	}
+	if fi, err := os.Stat(filepath.Join(c.Data, "api-token")); err != nil || fi.Mode().Perm() != 0o600 {
+		t.Fatalf("API token file: %v, %v; want mode 0600", fi, err)
+	}
 	for _, tt := range []struct {
 		name, token string
 		want        int
 	}{{"no token", "", http.StatusUnauthorized}, {"token", strings.TrimSpace(string(tok)), http.StatusOK}} {
-		req, _ := http.NewRequest("GET", "http://"+addr+"/api/v1/machines", nil)
+		req, err := http.NewRequest("GET", "http://"+addr+"/api/v1/machines", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
 		if tt.token != "" {
 			req.Header.Set("Authorization", "Bearer "+tt.token)
 		}
@@ -166,8 +183,11 @@ func TestTelemetryOff(t *testing.T) {
 						last = err
 						continue
 					}
-					b, _ := io.ReadAll(resp.Body)
+					b, err := io.ReadAll(resp.Body)
 					resp.Body.Close()
+					if err != nil {
+						t.Fatalf("GET %s: read the body: %v", path, err)
+					}
 					if resp.StatusCode != http.StatusOK {
 						t.Fatalf("GET %s: %d %s", path, resp.StatusCode, b)
 					}

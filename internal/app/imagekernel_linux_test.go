@@ -53,14 +53,20 @@ func TestImageKernelBoot(t *testing.T) {
 	}
 	call := func(method, path string, body io.Reader, want int) []byte {
 		t.Helper()
-		req, _ := http.NewRequest(method, base+path, body)
+		req, err := http.NewRequest(method, base+path, body)
+		if err != nil {
+			t.Fatal(err)
+		}
 		req.Header.Set("Authorization", "Bearer "+tok)
 		resp, err := http.DefaultClient.Do(req)
 		if err != nil {
 			t.Fatal(err)
 		}
 		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
+		b, err := io.ReadAll(resp.Body)
+		if err != nil {
+			t.Fatalf("%s %s: read the body: %v", method, path, err)
+		}
 		if resp.StatusCode != want {
 			t.Fatalf("%s %s = %d %s, want %d", method, path, resp.StatusCode, b, want)
 		}
@@ -75,7 +81,9 @@ func TestImageKernelBoot(t *testing.T) {
 		}
 		defer f.Close()
 		var img api.Image
-		json.Unmarshal(call("PUT", "/api/v1/images/debian", f, want), &img)
+		if err := json.Unmarshal(call("PUT", "/api/v1/images/debian", f, want), &img); err != nil {
+			t.Fatal(err)
+		}
 		return img.SHA256, vmlinuz
 	}
 
@@ -99,7 +107,11 @@ func TestImageKernelBoot(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if rd, _ := io.ReadAll(zr); !bytes.Contains(rd, []byte("kernel="+version+"\n")) {
+		rd, err := io.ReadAll(zr)
+		if err != nil {
+			t.Fatalf("version %s: read the initramfs: %v", version, err)
+		}
+		if !bytes.Contains(rd, []byte("kernel="+version+"\n")) {
 			t.Fatalf("version %s: the initramfs was not built for kernel %s", version, version)
 		}
 		if !strings.Contains(logs.String(), `msg="image kernel built" image=debian sha256=`+sha+` kernel=`+version) {

@@ -65,14 +65,20 @@ func TestDisklessRootOverNBD(t *testing.T) {
 	}
 	call := func(method, path string, body io.Reader, want int) []byte {
 		t.Helper()
-		req, _ := http.NewRequest(method, base+path, body)
+		req, err := http.NewRequest(method, base+path, body)
+		if err != nil {
+			t.Fatal(err)
+		}
 		req.Header.Set("Authorization", "Bearer "+tok)
 		resp, err := http.DefaultClient.Do(req)
 		if err != nil {
 			t.Fatal(err)
 		}
 		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
+		b, err := io.ReadAll(resp.Body)
+		if err != nil {
+			t.Fatalf("%s %s: read the body: %v", method, path, err)
+		}
 		if resp.StatusCode != want {
 			t.Fatalf("%s %s = %d %s, want %d", method, path, resp.StatusCode, b, want)
 		}
@@ -82,9 +88,11 @@ func TestDisklessRootOverNBD(t *testing.T) {
 	// Before the import, the script cannot name a root.
 	call("GET", "/ipxe/52-54-00-00-00-01", nil, http.StatusInternalServerError)
 	image := make([]byte, 1<<20)
-	rand.Read(image)
+	rand.Read(image) // never fails (crypto/rand)
 	var img api.Image
-	json.Unmarshal(call("PUT", "/api/v1/images/debian", bytes.NewReader(image), http.StatusCreated), &img)
+	if err := json.Unmarshal(call("PUT", "/api/v1/images/debian", bytes.NewReader(image), http.StatusCreated), &img); err != nil {
+		t.Fatal(err)
+	}
 	if img.Size != int64(len(image)) {
 		t.Fatalf("imported %+v, want %d bytes", img, len(image))
 	}
@@ -141,7 +149,9 @@ func TestDisklessRootOverNBD(t *testing.T) {
 		t.Errorf("export of the previous boot still served: %s", out)
 	}
 	var res api.ResetResult
-	json.Unmarshal(call("POST", "/api/v1/machines/52-54-00-00-00-01/reset", nil, http.StatusOK), &res)
+	if err := json.Unmarshal(call("POST", "/api/v1/machines/52-54-00-00-00-01/reset", nil, http.StatusOK), &res); err != nil {
+		t.Fatal(err)
+	}
 	if res.MAC != "52:54:00:00:00:01" {
 		t.Fatalf("reset answered %+v", res)
 	}

@@ -3,40 +3,19 @@ package app
 import (
 	"log/slog"
 	"net"
-	"net/http"
+	"time"
 
-	"github.com/bootfleet/bootfleet/internal/api"
+	"github.com/insomniacslk/dhcp/dhcpv4"
+
 	"github.com/bootfleet/bootfleet/internal/boots"
 	"github.com/bootfleet/bootfleet/internal/config"
 	"github.com/bootfleet/bootfleet/internal/dhcp"
 	"github.com/bootfleet/bootfleet/internal/httpboot"
 	"github.com/bootfleet/bootfleet/internal/nbd"
+	"github.com/bootfleet/bootfleet/internal/pxe"
 	"github.com/bootfleet/bootfleet/internal/telemetry"
 	"github.com/bootfleet/bootfleet/internal/tftp"
-	"github.com/bootfleet/bootfleet/internal/web"
 )
-
-// frontHandler puts /metrics, the boots API and the dashboard in front of
-// the inventory API (/api/v1/) and the HTTP boot paths (boot).
-func frontHandler(c *config.Config, rec *telemetry.Recorder, inv *Inventory, boot http.Handler, log *slog.Logger) (http.Handler, error) {
-	tok, err := api.LoadOrCreateToken(c.Data)
-	if err != nil {
-		return nil, err
-	}
-	boots, err := api.NewBoots(api.BootsConfig{Boots: rec, Token: tok, OpenReads: c.API.OpenReads, Logger: log})
-	if err != nil {
-		return nil, err
-	}
-	dash := web.Handler()
-	mux := http.NewServeMux()
-	mux.Handle("GET /metrics", rec.Handler())
-	mux.Handle(api.Prefix+"/boots", boots)
-	mux.Handle(api.Prefix+"/boots/", boots)
-	mux.Handle("GET /{$}", dash)
-	mux.Handle("GET /ui/", dash)
-	mux.Handle("/", inv.Handler(boot))
-	return mux, nil
-}
 
 // taps are where the servers report to telemetry. With telemetry: off they
 // are the plain hooks the servers need anyway (logging, boot timing), so
@@ -63,5 +42,35 @@ func telemetryTaps(c *config.Config, rec *telemetry.Recorder, tracker *boots.Tra
 		dhcp:       rec.Observer(bootObserver{tracker}),
 		dhcpReply:  rec.DHCPReply,
 		nbd:        rec.NBDSession,
+	}
+}
+
+// bootObserver starts a machine's boot clock at its first DHCP packet.
+type bootObserver struct{ tr *boots.Tracker }
+
+func (o bootObserver) DHCPPacket(mac net.HardwareAddr, _ dhcpv4.MessageType, _ pxe.Client) {
+	o.tr.DHCPSeen(mac)
+}
+
+// logTransfer logs each finished TFTP transfer.
+func logTransfer(log *slog.Logger) func(tftp.TransferStats) {
+	return func(st tftp.TransferStats) {
+		attrs := []any{"remote", st.Remote.String(), "file", st.Filename, "bytes", st.Bytes,
+			"seconds", st.Duration.Round(time.Millisecond).Seconds(),
+			"blksize", st.BlockSize, "windowsize", st.WindowSize, "retransmits", st.Retransmits}
+		if st.SizeProbe {
+			// UEFI firmware asks for tsize and aborts before every download.
+			log.Debug("tftp size probe", attrs...)
+			return
+		}
+		if st.Err != nil {
+			log.Warn("tftp transfer failed", append(attrs, "err", st.Err.Error())...)
+			return
+		}
+		mbps := 0.0
+		if st.Duration > 0 {
+			mbps = float64(st.Bytes) / st.Duration.Seconds() / 1e6
+		}
+		log.Info("tftp transfer done", append(attrs, "mbps", float64(int(mbps*100))/100)...)
 	}
 }

@@ -3,10 +3,8 @@ package cli
 import (
 	"context"
 	"net"
-	"net/http"
 	"net/http/httptest"
 	"path/filepath"
-	"strings"
 	"testing"
 	"time"
 
@@ -76,21 +74,11 @@ func TestBootsGolden(t *testing.T) {
 	if _, err := st.CreateMachine(context.Background(), inventory.Machine{MAC: web1, Name: "web1"}); err != nil {
 		t.Fatal(err)
 	}
-	inv, err := api.New(api.Config{Store: st, Token: testToken})
+	h, err := api.New(api.Config{Store: st, Token: testToken, Boots: recordedBoots(&clock), Now: func() time.Time { return clock }})
 	if err != nil {
 		t.Fatal(err)
 	}
-	boots, err := api.NewBoots(api.BootsConfig{Boots: recordedBoots(&clock), Token: testToken, Now: func() time.Time { return clock }})
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if strings.HasPrefix(r.URL.Path, api.Prefix+"/boots") {
-			boots.ServeHTTP(w, r)
-			return
-		}
-		inv.ServeHTTP(w, r)
-	}))
+	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)
 	t.Setenv("BOOTFLEET_SERVER", "")
 	t.Setenv("BOOTFLEET_TOKEN", "")

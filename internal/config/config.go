@@ -177,9 +177,6 @@ type Machine struct {
 	Name    string `yaml:"name"`
 	Profile string `yaml:"profile"`
 	IP      string `yaml:"ip"`
-	// Discovered marks a machine the inventory recorded by itself; it is
-	// never read from the config file.
-	Discovered bool `yaml:"-"`
 }
 
 // Duration is a time.Duration written as "1h", "30m" in YAML.

@@ -23,8 +23,9 @@ type Lease struct {
 }
 
 // LeaseStore persists leases. The allocator calls Put before it sends an ACK,
-// so a lease the client holds is always on disk. A later inventory database
-// implements this same interface.
+// so a lease the client holds is always on disk. A serving bootfleet keeps
+// them in the inventory (inventorysvc.Leases); NewFileStore is the
+// stand-alone choice.
 type LeaseStore interface {
 	// Load returns every stored lease, expired ones included (so a returning
 	// machine can get its old address back).

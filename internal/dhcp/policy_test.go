@@ -23,7 +23,8 @@ type want struct {
 	noProxy  bool   // option 175 is exactly sub-option 176 (no-pxedhcp) = 1; else absent
 }
 
-func check(t *testing.T, r reply, why string, w want) {
+// check holds the reply r to the request req against w.
+func check(t *testing.T, req *dhcpv4.DHCPv4, r reply, why string, w want) {
 	t.Helper()
 	if w.typ == dhcpv4.MessageTypeNone {
 		if r.msg != nil {
@@ -77,8 +78,11 @@ func check(t *testing.T, r reply, why string, w want) {
 	if !w.noProxy && m.Options.Has(dhcpv4.GenericOptionCode(pxe.OptionIPXEEncap)) {
 		t.Errorf("option 175 %x present, want absent", enc)
 	}
-	if !bytes.Equal(m.ClientHWAddr, m.ClientHWAddr) || m.OpCode != dhcpv4.OpcodeBootReply {
-		t.Errorf("reply header wrong: %v", m)
+	if !bytes.Equal(m.ClientHWAddr, req.ClientHWAddr) {
+		t.Errorf("reply chaddr %v, want the request's %v", m.ClientHWAddr, req.ClientHWAddr)
+	}
+	if m.OpCode != dhcpv4.OpcodeBootReply {
+		t.Errorf("reply op %v, want BOOTREPLY", m.OpCode)
 	}
 	if sid := m.ServerIdentifier(); !sid.Equal(serverIP) {
 		t.Errorf("server identifier %v, want %v", sid, serverIP)
@@ -294,8 +298,9 @@ func TestFullPolicy(t *testing.T) {
 			if tt.setup != nil {
 				tt.setup(t, ts)
 			}
-			r, why := ts.send(t, tt.req(t), tt.bs)
-			check(t, r, why, tt.want)
+			req := tt.req(t)
+			r, why := ts.send(t, req, tt.bs)
+			check(t, req, r, why, tt.want)
 			if r.msg != nil && tt.want.typ != dhcpv4.MessageTypeNak && tt.want.yiaddr != "" {
 				if got := net.IP(r.msg.Options.Get(dhcpv4.OptionSubnetMask)).String(); got != "255.255.255.0" && len(r.msg.Options.Get(dhcpv4.OptionSubnetMask)) != 4 {
 					t.Errorf("subnet mask option missing: %q", got)

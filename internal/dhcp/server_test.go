@@ -149,8 +149,9 @@ func TestProxyPolicy(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			ts := newTestServer(t, ModeProxy, tt.cfg...)
-			r, why := ts.send(t, tt.req(t), tt.bs)
-			check(t, r, why, tt.want)
+			req := tt.req(t)
+			r, why := ts.send(t, req, tt.bs)
+			check(t, req, r, why, tt.want)
 			if r.msg == nil {
 				return
 			}

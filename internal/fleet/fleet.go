@@ -68,49 +68,92 @@ type View struct {
 	mu  sync.Mutex // serializes writers; readers only load cur
 }
 
-// FromConfig builds a view from the machines and profiles of c.
-func FromConfig(c *config.Config) (*View, error) {
-	v := &View{}
-	if err := v.Apply(c); err != nil {
-		return nil, err
-	}
-	return v, nil
+// Input is what a view is built from: the fleet's profiles and machines
+// and which profile boots the machines nobody enrolled. A running server
+// fills it from the inventory; ConfigInput fills it from the config file.
+type Input struct {
+	Profiles map[string]config.Profile
+	Machines []Machine
+	// DefaultProfile boots enrolled machines that name no profile.
+	DefaultProfile string
+	// UnknownProfile boots machines nobody enrolled: discovered ones and
+	// ones never seen. Empty boots none of them.
+	UnknownProfile string
 }
 
-// Apply replaces the view's contents with what c says.
-func (v *View) Apply(c *config.Config) error {
-	s := &snapshot{
-		machines:       make(map[hwKey]Machine, len(c.Machines)),
-		reserved:       map[[4]byte]Machine{},
-		profiles:       make(map[string]config.Profile, len(c.Profiles)),
-		defaultProfile: c.DefaultProfile,
-		unknownProfile: c.DefaultProfile,
+// ConfigInput is the Input the config file alone describes: its profiles,
+// its machines (all enrolled), and default_profile, discovery_profile and
+// discovery as its policy for the rest.
+func ConfigInput(c *config.Config) (Input, error) {
+	in := Input{
+		Profiles:       c.Profiles,
+		Machines:       make([]Machine, 0, len(c.Machines)),
+		DefaultProfile: c.DefaultProfile,
+		UnknownProfile: c.DefaultProfile,
 	}
 	if c.DiscoveryProfile != "" {
-		s.unknownProfile = c.DiscoveryProfile
+		in.UnknownProfile = c.DiscoveryProfile
 	}
 	if c.Discovery == "ignore" {
-		s.unknownProfile = ""
-	}
-	for name, p := range c.Profiles {
-		s.profiles[name] = p
+		in.UnknownProfile = ""
 	}
 	for i, m := range c.Machines {
 		hw, err := net.ParseMAC(m.MAC)
 		if err != nil {
-			return fmt.Errorf("machines[%d].mac: %w", i, err)
+			return Input{}, fmt.Errorf("machines[%d].mac: %w", i, err)
 		}
 		var ip net.IP
 		if m.IP != "" {
 			ip = net.ParseIP(m.IP).To4()
 		}
-		k, ok := keyOf(hw)
+		in.Machines = append(in.Machines, Machine{MAC: hw, Name: m.Name, Profile: m.Profile, IP: ip, Enrolled: true})
+	}
+	return in, nil
+}
+
+// New builds a view of in.
+func New(in Input) (*View, error) {
+	v := &View{}
+	if err := v.Apply(in); err != nil {
+		return nil, err
+	}
+	return v, nil
+}
+
+// FromConfig builds a view of the machines and profiles of c.
+func FromConfig(c *config.Config) (*View, error) {
+	in, err := ConfigInput(c)
+	if err != nil {
+		return nil, err
+	}
+	return New(in)
+}
+
+// Apply replaces the view's contents with in. The view keeps no reference
+// to in's maps or slices.
+func (v *View) Apply(in Input) error {
+	s := &snapshot{
+		machines:       make(map[hwKey]Machine, len(in.Machines)),
+		reserved:       map[[4]byte]Machine{},
+		profiles:       make(map[string]config.Profile, len(in.Profiles)),
+		defaultProfile: in.DefaultProfile,
+		unknownProfile: in.UnknownProfile,
+	}
+	for name, p := range in.Profiles {
+		s.profiles[name] = p
+	}
+	for i, m := range in.Machines {
+		k, ok := keyOf(m.MAC)
 		if !ok {
-			return fmt.Errorf("machines[%d].mac: %v is longer than 20 bytes", i, hw)
+			return fmt.Errorf("machines[%d].mac: %v is longer than 20 bytes", i, m.MAC)
 		}
-		s.machines[k] = Machine{MAC: hw, Name: m.Name, Profile: m.Profile, IP: ip, Enrolled: !m.Discovered}
-		if ipk, ok := ipKey(ip); ok {
-			s.reserved[ipk] = s.machines[k]
+		m.MAC = append(net.HardwareAddr(nil), m.MAC...)
+		if m.IP != nil {
+			m.IP = append(net.IP(nil), m.IP.To4()...)
+		}
+		s.machines[k] = m
+		if ipk, ok := ipKey(m.IP); ok {
+			s.reserved[ipk] = m
 		}
 	}
 	v.mu.Lock()

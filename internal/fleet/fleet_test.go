@@ -99,8 +99,12 @@ func TestDiscoveryPolicy(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			c.Machines = append(c.Machines, config.Machine{MAC: discovered.String(), Discovered: true})
-			v, err := FromConfig(c)
+			in, err := ConfigInput(c)
+			if err != nil {
+				t.Fatal(err)
+			}
+			in.Machines = append(in.Machines, Machine{MAC: discovered}) // not enrolled
+			v, err := New(in)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -26,7 +26,7 @@ func ApplyConfig(ctx context.Context, s Store, c *config.Config) (Applied, error
 	var a Applied
 	for _, name := range sortedKeys(c.Profiles) {
 		cp := c.Profiles[name]
-		p := Profile{Name: name, Kernel: cp.Kernel, Initrds: cp.Initrd, Cmdline: cp.Cmdline,
+		p := Profile{Name: name, Kernel: cp.Kernel, Initrd: cp.Initrd, Cmdline: cp.Cmdline,
 			RootImage: cp.Root.Image, Overlay: cp.Root.Overlay, RootKernel: cp.Root.Kernel, Source: SourceConfig}
 		if err := upsertProfile(ctx, s, p); err != nil {
 			return a, fmt.Errorf("profiles.%s: %w", name, err)
@@ -124,36 +124,6 @@ func upsertMachine(ctx context.Context, s Store, cm config.Machine) error {
 		return fmt.Errorf("%w; the other machine was added through the API: remove it (bootfleet machine rm) or change this entry", err)
 	}
 	return err
-}
-
-// FleetConfig returns a copy of base whose profiles and machines are the
-// store's, ready for fleet.View.Apply. Everything else (default_profile,
-// DHCP settings) stays as base says.
-func FleetConfig(ctx context.Context, s Store, base *config.Config) (*config.Config, error) {
-	ps, err := s.ListProfiles(ctx)
-	if err != nil {
-		return nil, err
-	}
-	ms, err := s.ListMachines(ctx, MachineFilter{})
-	if err != nil {
-		return nil, err
-	}
-	c := *base
-	c.Profiles = make(map[string]config.Profile, len(ps))
-	for _, p := range ps {
-		c.Profiles[p.Name] = config.Profile{Kernel: p.Kernel, Initrd: p.Initrds, Cmdline: p.Cmdline,
-			Root: config.Root{Image: p.RootImage, Overlay: p.Overlay, Kernel: p.RootKernel}}
-	}
-	c.Machines = make([]config.Machine, 0, len(ms))
-	for _, m := range ms {
-		// A machine nobody named or gave a profile was only discovered.
-		cm := config.Machine{MAC: m.MAC.String(), Name: m.Name, Profile: m.Profile, Discovered: m.Name == "" && m.Profile == ""}
-		if m.IP != nil {
-			cm.IP = m.IP.String()
-		}
-		c.Machines = append(c.Machines, cm)
-	}
-	return &c, nil
 }
 
 func sortedKeys[V any](m map[string]V) []string {

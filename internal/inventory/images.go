@@ -6,7 +6,7 @@ import (
 	"time"
 )
 
-// Image is a named root disk image (issue 5). The bytes live in the data
+// Image is a named root disk image. The bytes live in the data
 // directory, content-addressed by SHA256 (see internal/imagestore); the
 // inventory maps the name to the current content. Re-importing a name
 // points it at new content; the old content stays on disk while a

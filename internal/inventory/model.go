@@ -64,21 +64,21 @@ type Machine struct {
 	LastAddress net.IP    // address of the latest boot; nil if never
 }
 
-// Profile is what a machine boots. Kernel and Initrds are local paths or
+// Profile is what a machine boots. Kernel and Initrd are local paths or
 // http(s) URLs; Cmdline is a template rendered per machine by package ipxe.
 type Profile struct {
 	Name    string
 	Kernel  string
-	Initrds []string
+	Initrd  []string
 	Cmdline string
 	// RootImage names an Image to serve as the machine's root over NBD;
 	// empty for none. Overlay is ephemeral (the default when RootImage is
 	// set), persistent or none; see config.Root.
 	RootImage string
 	Overlay   string
-	// RootKernel is empty to boot Kernel and Initrds, or image
+	// RootKernel is empty to boot Kernel and Initrd, or image
 	// (config.RootKernelImage) to boot the kernel RootImage holds, with an
-	// initramfs built from it; Kernel and Initrds are then empty.
+	// initramfs built from it; Kernel and Initrd are then empty.
 	RootKernel string
 	Source     Source // default api
 }
@@ -236,7 +236,7 @@ func (p *Profile) Validate() error {
 	return checkSource(&p.Source)
 }
 
-// validateKernel checks where the kernel comes from: Kernel and Initrds,
+// validateKernel checks where the kernel comes from: Kernel and Initrd,
 // or the root image (RootKernel image).
 func (p *Profile) validateKernel() error {
 	switch p.RootKernel {
@@ -247,7 +247,7 @@ func (p *Profile) validateKernel() error {
 			return invalid("root_image", "required when root_kernel is image: the name of an imported image whose kernel boots")
 		case p.Kernel != "":
 			return invalid("kernel", "must be empty when root_kernel is image (the kernel comes from the root image); remove it, or remove root_kernel to boot it")
-		case len(p.Initrds) > 0:
+		case len(p.Initrd) > 0:
 			return invalid("initrd", "must be empty when root_kernel is image (the initramfs is built from the root image); remove them, or remove root_kernel to boot them")
 		}
 		return nil
@@ -257,7 +257,7 @@ func (p *Profile) validateKernel() error {
 	if strings.TrimSpace(p.Kernel) == "" {
 		return invalid("kernel", "required: a local path or http(s) URL of the kernel (or root_kernel image with a root_image)")
 	}
-	for i, rd := range p.Initrds {
+	for i, rd := range p.Initrd {
 		if strings.TrimSpace(rd) == "" {
 			return invalid("initrd", "entry %d is empty; remove it or give a path or URL", i)
 		}

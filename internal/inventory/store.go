@@ -55,6 +55,10 @@ type Profiles interface {
 type Leases interface {
 	// ListLeases returns every lease, expired ones included, ordered by IP.
 	ListLeases(ctx context.Context) ([]Lease, error)
+	// GetLease returns mac's lease, expired or not, by the table's key: the
+	// NBD server asks it on every connect, so it must not scan the table.
+	// ErrNotFound when mac has none.
+	GetLease(ctx context.Context, mac net.HardwareAddr) (Lease, error)
 	// PutLease inserts or replaces the lease of l.MAC and is durable when it
 	// returns. ErrConflict when another MAC holds l.IP: the caller must
 	// delete that lease first, so an address never belongs to two MACs.

@@ -1,4 +1,4 @@
-// Package rootdisk is the policy behind diskless roots (issue 5): which
+// Package rootdisk is the policy behind diskless roots: which
 // NBD export a machine may open, on which image, with which overlay.
 //
 // Each time a machine's iPXE script is rendered, [Manager.Issue] draws a

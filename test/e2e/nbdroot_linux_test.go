@@ -365,7 +365,7 @@ func bootRoot(t *testing.T, e *env, ns *netns, dir string, server *proc, v vm) r
 	return res
 }
 
-// TestNBDRootOverlays is issue 5's VM proof with bootfleet as the server,
+// TestNBDRootOverlays is the overlays' VM proof with bootfleet as the server,
 // one OVMF VM at a time: the ephemeral machine's marker is gone at its
 // second boot; the persistent machine's is there, holding its own name
 // only (two machines on one image see only their own writes); after
@@ -413,7 +413,7 @@ func TestNBDRootOverlays(t *testing.T) {
 			t.Errorf("%s: marker %q, want %q", s.what, got.marker, s.want)
 		}
 	}
-	// The agent reported its steps into the boot record (issue 6).
+	// The agent reported its steps into the boot record.
 	var boots []struct {
 		Milestones []struct{ Name string } `json:"milestones"`
 	}

@@ -1,4 +1,4 @@
-// Package leasekill holds the kill -9 lease durability test of issue 4: a
+// Package leasekill holds the kill -9 lease durability test: a
 // burst of DHCP DORA exchanges from many MACs against `bootfleet serve`
 // (full mode, SQLite), the server killed with SIGKILL mid-burst and
 // restarted on the same data directory. It proves that every ACK a client

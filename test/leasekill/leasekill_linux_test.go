@@ -30,7 +30,7 @@ const (
 	workers    = 8  // DORA exchanges in flight
 )
 
-// TestKill9DuringDORABurst is issue 4's proof that leases are durable: a
+// TestKill9DuringDORABurst is the proof that leases are durable: a
 // lease is committed before its ACK goes out, so SIGKILL at any moment loses
 // no ACKed lease, and the restarted server never hands an ACKed address to a
 // second MAC.

@@ -1,4 +1,4 @@
-// Package nbddurability holds issue 5's storage proofs against a real
+// Package nbddurability holds the diskless roots' storage proofs against a real
 // `bootfleet serve` child process on loopback, driven by real NBD clients
 // (qemu-io, nbdcopy):
 //

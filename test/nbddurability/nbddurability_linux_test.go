@@ -22,7 +22,7 @@ type region struct {
 	pat    byte
 }
 
-// TestFlushedWritesSurviveKill9 is issue 5's durability proof. Lifetime 1
+// TestFlushedWritesSurviveKill9 is the overlays' durability proof. Lifetime 1
 // writes patterns with FLUSH, with FUA only, and over flushed blocks, and
 // is killed with SIGKILL the moment qemu-io reports the last of them done,
 // while the session is still open (a clean disconnect would flush on

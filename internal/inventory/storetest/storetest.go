@@ -86,7 +86,7 @@ func wantErr(t *testing.T, err, kind error, field string) {
 	}
 }
 
-var linux = inventory.Profile{Name: "linux", Kernel: "/srv/vmlinuz", Initrds: []string{"/srv/initrd.img", "http://x/extra.cpio"}, Cmdline: "console=ttyS0 host={{.Name}}"}
+var linux = inventory.Profile{Name: "linux", Kernel: "/srv/vmlinuz", Initrd: []string{"/srv/initrd.img", "http://x/extra.cpio"}, Cmdline: "console=ttyS0 host={{.Name}}"}
 
 func seed(t *testing.T, s inventory.Store) {
 	t.Helper()
@@ -246,19 +246,19 @@ func testProfileCRUD(t *testing.T, b Backend) {
 		t.Fatalf("CreateProfile = %#v, want %#v", got, want)
 	}
 	bare := must[inventory.Profile](t)(s.CreateProfile(c, inventory.Profile{Name: "a.b_c-1", Kernel: "k"}))
-	if bare.Initrds == nil || len(bare.Initrds) != 0 {
-		t.Fatalf("a profile without initrds reads back Initrds=%#v, want an empty slice", bare.Initrds)
+	if bare.Initrd == nil || len(bare.Initrd) != 0 {
+		t.Fatalf("a profile without initrds reads back Initrd=%#v, want an empty slice", bare.Initrd)
 	}
 	list := must[[]inventory.Profile](t)(s.ListProfiles(c))
 	if len(list) != 2 || list[0].Name != "a.b_c-1" || list[1].Name != "linux" {
 		t.Fatalf("ListProfiles = %v", list)
 	}
-	want.Kernel, want.Initrds, want.RootImage, want.Overlay = "/k2", []string{"/i2"}, "img.raw", "persistent"
+	want.Kernel, want.Initrd, want.RootImage, want.Overlay = "/k2", []string{"/i2"}, "img.raw", "persistent"
 	if got := must[inventory.Profile](t)(s.UpdateProfile(c, want)); !reflect.DeepEqual(got, want) {
 		t.Fatalf("UpdateProfile = %#v, want %#v", got, want)
 	}
 	// Booting the root image's kernel: no kernel or initrds of its own.
-	own := inventory.Profile{Name: "own", Cmdline: "quiet", RootImage: "debian", RootKernel: "image", Initrds: []string{}}
+	own := inventory.Profile{Name: "own", Cmdline: "quiet", RootImage: "debian", RootKernel: "image", Initrd: []string{}}
 	wantOwn := own
 	wantOwn.Overlay, wantOwn.Source = "ephemeral", inventory.SourceAPI
 	if got := must[inventory.Profile](t)(s.CreateProfile(c, own)); !reflect.DeepEqual(got, wantOwn) {
@@ -290,7 +290,7 @@ func testProfileErrors(t *testing.T, b Backend) {
 	wantErr(t, err, inventory.ErrInvalid, "kernel")
 	_, err = s.CreateProfile(c, inventory.Profile{Name: "a/b", Kernel: "k"})
 	wantErr(t, err, inventory.ErrInvalid, "name")
-	_, err = s.CreateProfile(c, inventory.Profile{Name: "x", Kernel: "k", Initrds: []string{""}})
+	_, err = s.CreateProfile(c, inventory.Profile{Name: "x", Kernel: "k", Initrd: []string{""}})
 	wantErr(t, err, inventory.ErrInvalid, "initrd")
 	_, err = s.CreateProfile(c, inventory.Profile{Name: "x", Kernel: "k", RootImage: "debian", Overlay: "ram"})
 	wantErr(t, err, inventory.ErrInvalid, "overlay")
@@ -302,7 +302,7 @@ func testProfileErrors(t *testing.T, b Backend) {
 	}{
 		{inventory.Profile{Name: "x", RootKernel: "image"}, "root_image"},
 		{inventory.Profile{Name: "x", Kernel: "k", RootImage: "debian", RootKernel: "image"}, "kernel"},
-		{inventory.Profile{Name: "x", Initrds: []string{"i"}, RootImage: "debian", RootKernel: "image"}, "initrd"},
+		{inventory.Profile{Name: "x", Initrd: []string{"i"}, RootImage: "debian", RootKernel: "image"}, "initrd"},
 		{inventory.Profile{Name: "x", Kernel: "k", RootImage: "debian", RootKernel: "own"}, "root_kernel"},
 	} {
 		_, err = s.CreateProfile(c, tc.p)
@@ -358,6 +358,14 @@ func testLeases(t *testing.T, b Backend) {
 	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("leases = %v, want %v", got, want)
 	}
+	for m, ip := range want {
+		l, err := s.GetLease(c, mac(m))
+		if err != nil || l.MAC.String() != m || l.IP.String() != ip || !l.Expiry.Equal(exp.Truncate(time.Microsecond)) {
+			t.Fatalf("GetLease(%s) = %+v, %v; want %s until %v", m, l, err, ip, exp)
+		}
+	}
+	_, err := s.GetLease(c, mac("52:54:00:00:00:02"))
+	wantErr(t, err, inventory.ErrNotFound, "mac")
 }
 
 // leaseMap lists s's leases as MAC to address.

@@ -41,6 +41,26 @@ func (s *Store) ListLeases(ctx context.Context) ([]inventory.Lease, error) {
 	return out, s.rowsErr(rows)
 }
 
+// GetLease implements inventory.Leases.
+func (s *Store) GetLease(ctx context.Context, mac net.HardwareAddr) (inventory.Lease, error) {
+	var (
+		l  inventory.Lease
+		ip string
+	)
+	err := s.r.QueryRowContext(ctx, s.d.rebind(`SELECT ip, expiry FROM leases WHERE mac = ?`), mac.String()).Scan(&ip, scanTime{&l.Expiry})
+	if errors.Is(err, sql.ErrNoRows) {
+		return inventory.Lease{}, inventory.NotFound("mac", "no lease for %s", mac)
+	}
+	if err != nil {
+		return inventory.Lease{}, s.dbErr("read lease", err)
+	}
+	if l.IP = net.ParseIP(ip).To4(); l.IP == nil {
+		return inventory.Lease{}, fmt.Errorf("%s: stored lease mac %q ip %q is damaged; delete that row", s.d.Name, mac, ip)
+	}
+	l.MAC = append(net.HardwareAddr(nil), mac...)
+	return l, nil
+}
+
 // PutLease implements inventory.Leases. It commits before returning; with
 // SQLite in WAL mode and synchronous=FULL that means the WAL is fsynced.
 func (s *Store) PutLease(ctx context.Context, l inventory.Lease) error {

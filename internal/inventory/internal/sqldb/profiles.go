@@ -21,7 +21,7 @@ func scanProfile(sc interface{ Scan(...any) error }) (inventory.Profile, error) 
 		return p, err
 	}
 	p.Source = inventory.Source(source)
-	if err := json.Unmarshal([]byte(initrds), &p.Initrds); err != nil {
+	if err := json.Unmarshal([]byte(initrds), &p.Initrd); err != nil {
 		return p, fmt.Errorf("stored initrds of profile %s: %w", p.Name, err)
 	}
 	return p, nil
@@ -58,10 +58,10 @@ func (s *Store) GetProfile(ctx context.Context, name string) (inventory.Profile,
 }
 
 func profileArgs(p inventory.Profile) ([]any, error) {
-	if p.Initrds == nil {
-		p.Initrds = []string{}
+	if p.Initrd == nil {
+		p.Initrd = []string{}
 	}
-	rds, err := jsonArg(p.Initrds)
+	rds, err := jsonArg(p.Initrd)
 	if err != nil {
 		return nil, err
 	}

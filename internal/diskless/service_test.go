@@ -1,4 +1,4 @@
-package app
+package diskless
 
 import (
 	"context"
@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/bootfleet/bootfleet/internal/config"
+	"github.com/bootfleet/bootfleet/internal/fleet"
 	"github.com/bootfleet/bootfleet/internal/imagekernel"
 	"github.com/bootfleet/bootfleet/internal/imagestore"
 	"github.com/bootfleet/bootfleet/internal/initramfs"
@@ -55,27 +56,28 @@ func TestImageKernelsFollowContent(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer kernels.Close()
-	d := &diskless{disks: disks, kernels: kernels, log: slog.New(slog.DiscardHandler)}
+	images := fakeImages{}
+	d := &Service{disks: disks, kernels: kernels, images: images, log: slog.New(slog.DiscardHandler)}
 	res, err := disks.Import(t.Context(), strings.NewReader(strings.Repeat("root", 1024)))
 	if err != nil {
 		t.Fatal(err)
 	}
 	built := filepath.Join(data, "kernels", res.SHA256, "vmlinuz")
 
-	d.prepareKernels(fakeImages{"debian": {Name: "debian", SHA256: res.SHA256}}, &config.Config{Profiles: map[string]config.Profile{
+	images["debian"] = inventory.Image{Name: "debian", SHA256: res.SHA256}
+	d.PrepareKernels(fleet.Input{Profiles: map[string]config.Profile{
 		"own":   {Root: config.Root{Image: "debian", Kernel: config.RootKernelImage}},
 		"other": {Kernel: "/k", Root: config.Root{Image: "missing", Kernel: config.RootKernelImage}},
 	}})
 	deadline := time.Now().Add(5 * time.Second)
 	for _, err := os.Stat(built); err != nil; _, err = os.Stat(built) {
 		if time.Now().After(deadline) {
-			t.Fatalf("prepareKernels built nothing within 5s: %v", err)
+			t.Fatalf("PrepareKernels built nothing within 5s: %v", err)
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
 
-	files := imageFiles{Manager: disks, kernels: kernels, log: d.log}
-	if deleted, err := files.Release(res.SHA256); err != nil || !deleted {
+	if deleted, err := d.Release(res.SHA256); err != nil || !deleted {
 		t.Fatalf("Release = %v, %v; want the unused content deleted", deleted, err)
 	}
 	if _, err := os.Stat(filepath.Dir(built)); !os.IsNotExist(err) {

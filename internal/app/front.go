@@ -1,0 +1,38 @@
+package app
+
+import (
+	"log/slog"
+	"net/http"
+
+	"github.com/bootfleet/bootfleet/internal/api"
+	"github.com/bootfleet/bootfleet/internal/config"
+	"github.com/bootfleet/bootfleet/internal/inventory"
+	"github.com/bootfleet/bootfleet/internal/telemetry"
+	"github.com/bootfleet/bootfleet/internal/web"
+)
+
+// newAPI builds the REST API with the token from the data directory.
+// onChange runs after each write to machines or profiles.
+func newAPI(c *config.Config, store inventory.Store, onChange func(), images api.ImageFiles, disks api.DiskResetter,
+	rec *telemetry.Recorder, log *slog.Logger) (http.Handler, error) {
+	tok, err := api.LoadOrCreateToken(c.Data)
+	if err != nil {
+		return nil, err
+	}
+	return api.New(api.Config{Store: store, Token: tok, OpenReads: c.API.OpenReads, OnChange: onChange,
+		Images: images, Disks: disks, Boots: rec, Logger: log})
+}
+
+// frontHandler is the HTTP server's one handler: /metrics, the dashboard,
+// the API under /api/v1/, and the HTTP boot paths (boot) for the rest.
+func frontHandler(rec *telemetry.Recorder, apiHandler, boot http.Handler) http.Handler {
+	dash := web.Handler()
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", rec.Handler())
+	mux.Handle(api.Prefix, apiHandler)
+	mux.Handle(api.Prefix+"/", apiHandler)
+	mux.Handle("GET /{$}", dash)
+	mux.Handle("GET /ui/", dash)
+	mux.Handle("/", boot)
+	return mux
+}

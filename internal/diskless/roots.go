@@ -1,0 +1,55 @@
+package diskless
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"slices"
+	"time"
+
+	"github.com/bootfleet/bootfleet/internal/config"
+	"github.com/bootfleet/bootfleet/internal/fleet"
+	"github.com/bootfleet/bootfleet/internal/httpboot"
+)
+
+// IssueRoot implements httpboot.Roots. It resolves the image name at
+// render time, so the boot pins the content the name has now.
+func (s *Service) IssueRoot(ctx context.Context, mac net.HardwareAddr, root config.Root) (httpboot.RootBoot, error) {
+	img, err := s.images.GetImage(ctx, root.Image)
+	if err != nil {
+		return httpboot.RootBoot{}, fmt.Errorf("root image: %w", err)
+	}
+	b, err := s.disks.IssueBoot(mac, img, root.Overlay)
+	if err != nil {
+		return httpboot.RootBoot{}, err
+	}
+	return httpboot.RootBoot{Arg: b.Root, Image: img.Name, SHA256: b.SHA256}, nil
+}
+
+// PrepareKernels starts building, in the background, the boot files of
+// the images that root.kernel: image profiles of in name, so the first
+// boot of a new image version need not wait for them. Call it after every
+// fleet view reload: at start, after API writes such as an image import,
+// and on the reloads of a shared store. It does not block.
+func (s *Service) PrepareKernels(in fleet.Input) {
+	var names []string
+	for _, p := range in.Profiles {
+		if p.Root.Kernel == config.RootKernelImage && !slices.Contains(names, p.Root.Image) {
+			names = append(names, p.Root.Image)
+		}
+	}
+	if len(names) == 0 {
+		return
+	}
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		for _, name := range names {
+			img, err := s.images.GetImage(ctx, name)
+			if err != nil {
+				continue // not imported yet: its profile's scripts say so
+			}
+			s.kernels.Prepare(img.Name, img.SHA256)
+		}
+	}()
+}

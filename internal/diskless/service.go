@@ -1,0 +1,151 @@
+package diskless
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"path/filepath"
+	"strconv"
+
+	"github.com/bootfleet/bootfleet/internal/imagekernel"
+	"github.com/bootfleet/bootfleet/internal/imagestore"
+	"github.com/bootfleet/bootfleet/internal/inventory"
+	"github.com/bootfleet/bootfleet/internal/nbd"
+	"github.com/bootfleet/bootfleet/internal/rootdisk"
+)
+
+// Config configures a Service.
+type Config struct {
+	// Data is the data directory: image content, overlays and built
+	// kernels live under it. Required.
+	Data string
+	// Listen is nbd.listen, the NBD server's TCP address, or "off" to
+	// serve no NBD.
+	Listen string
+	// ServerIP is the address scripts give machines for the NBD server.
+	ServerIP net.IP
+	// Agent is nbd.agent, the bootfleet-agent binary that kernels built
+	// from images get in their initramfs.
+	Agent string
+	// Images maps image names to content; required.
+	Images inventory.Images
+	// Leases, if set, ties each export to the address DHCP leased its
+	// machine.
+	Leases rootdisk.LeaseLookup
+	Logger *slog.Logger // default: discard
+}
+
+// Service is the diskless-root service of a running server.
+type Service struct {
+	disks   *rootdisk.Manager
+	kernels *imagekernel.Builder // boot files of root.kernel: image profiles
+	images  inventory.Images
+	ln      net.Listener // nil when Listen is off
+	log     *slog.Logger
+}
+
+// New opens the image content and, unless cfg.Listen is off, the NBD
+// listener, so a taken port fails start-up before anything else runs.
+// Call Close when done.
+func New(cfg Config) (*Service, error) {
+	if cfg.Data == "" || cfg.Images == nil {
+		return nil, errors.New("diskless: Config.Data and Config.Images are required")
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	blobs, err := imagestore.Open(cfg.Data)
+	if err != nil {
+		return nil, err
+	}
+	s := &Service{images: cfg.Images, log: cfg.Logger}
+	s.disks, err = rootdisk.New(rootdisk.Config{Data: cfg.Data, Blobs: blobs, Leases: cfg.Leases, Logger: cfg.Logger})
+	if err != nil {
+		return nil, err
+	}
+	s.kernels, err = imagekernel.New(imagekernel.Config{Dir: filepath.Join(cfg.Data, "kernels"), Blobs: blobs,
+		Agent: cfg.Agent, Logger: cfg.Logger})
+	if err != nil {
+		return nil, err
+	}
+	if cfg.Listen == "off" {
+		return s, nil
+	}
+	s.ln, err = net.Listen("tcp", cfg.Listen)
+	if err != nil {
+		s.Close()
+		return nil, fmt.Errorf("nbd: listen on %s: %w (is the port taken? set nbd.listen, or off to disable diskless roots)", cfg.Listen, err)
+	}
+	_, p, _ := net.SplitHostPort(s.ln.Addr().String())
+	port, _ := strconv.Atoi(p)
+	s.disks.SetAddr(cfg.ServerIP.String(), port)
+	return s, nil
+}
+
+// Serve runs the NBD server until ctx ends; with Listen off it returns at
+// once. onSession, if set, gets every finished session with the machine
+// its export names (nil if it names none).
+func (s *Service) Serve(ctx context.Context, onSession func(net.HardwareAddr, nbd.SessionStats)) error {
+	if s.ln == nil {
+		return nil
+	}
+	cfg := nbd.Config{Logger: s.log, ExportLabel: rootdisk.LogLabel}
+	if onSession != nil {
+		cfg.Hook = sessionHook(onSession)
+	}
+	return nbd.NewServer(s.disks, cfg).Serve(ctx, s.ln)
+}
+
+// sessionHook hands finished NBD sessions on with the machine the export
+// name names.
+type sessionHook func(net.HardwareAddr, nbd.SessionStats)
+
+func (h sessionHook) OnSession(st nbd.SessionStats) {
+	mac, _, err := rootdisk.ParseExportName(st.Export)
+	if err != nil {
+		mac = nil
+	}
+	st.Export = rootdisk.LogLabel(st.Export) // boot records are readable through the API
+	h(mac, st)
+}
+
+// Close runs once Serve has returned: it closes the listener, waits for
+// kernel builds (which have an image mounted) and closes the base images
+// left open for the next boot.
+func (s *Service) Close() {
+	if s.ln != nil {
+		s.ln.Close()
+	}
+	s.kernels.Close()
+	if err := s.disks.Close(); err != nil {
+		s.log.Warn("closing base images failed", "err", err)
+	}
+}
+
+// Kernels is the boot files built from images, for root.kernel: image
+// profiles.
+func (s *Service) Kernels() *imagekernel.Builder { return s.kernels }
+
+// Import stores image content; see rootdisk.Manager.Import.
+func (s *Service) Import(ctx context.Context, r io.Reader) (imagestore.Imported, error) {
+	return s.disks.Import(ctx, r)
+}
+
+// Release deletes content no image name points to any more, unless a
+// machine still boots from it, and the kernels built from it with it. It
+// reports whether it deleted the content.
+func (s *Service) Release(sha string) (bool, error) {
+	deleted, err := s.disks.Release(sha)
+	if deleted && err == nil {
+		if err := s.kernels.Remove(sha); err != nil {
+			s.log.Warn("image kernel files kept", "sha256", sha, "err", err)
+		}
+	}
+	return deleted, err
+}
+
+// Reset discards mac's overlay; see rootdisk.Manager.Reset.
+func (s *Service) Reset(mac net.HardwareAddr, force bool) error { return s.disks.Reset(mac, force) }
