@@ -64,22 +64,10 @@ func readSpan(s sources, p []byte, off int64) (nbd.Span, error) {
 			return nbd.Span{Bytes: b}, nil
 		}
 	}
-	if err := readFull(s, p, off); err != nil {
+	if err := nbd.ReadFull(s, p, off); err != nil {
 		return nbd.Span{}, err
 	}
 	return nbd.Span{Bytes: p}, nil
-}
-
-// readFull fills p from r at off; io.EOF with a full read is success.
-func readFull(r io.ReaderAt, p []byte, off int64) error {
-	n, err := r.ReadAt(p, off)
-	if n == len(p) {
-		return nil
-	}
-	if err == nil || err == io.EOF {
-		err = io.ErrUnexpectedEOF
-	}
-	return err
 }
 
 // ReadNow is nbd.Store.ReadNow.

@@ -175,7 +175,7 @@ func readSpan(x sources, p []byte, off int64) (Span, error) {
 			return Span{Bytes: b}, nil
 		}
 	}
-	if err := readFull(x, p, off); err != nil {
+	if err := ReadFull(x, p, off); err != nil {
 		return Span{}, err
 	}
 	return Span{Bytes: p}, nil

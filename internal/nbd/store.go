@@ -56,16 +56,16 @@ func (readerStore) ReadNow([]byte, int64, bool) (Span, bool) { return Span{}, fa
 func (readerStore) WriteNow([]byte, int64) bool              { return false }
 
 func (s readerStore) ReadSpan(p []byte, off int64) (Span, error) {
-	if err := readFull(s.e, p, off); err != nil {
+	if err := ReadFull(s.e, p, off); err != nil {
 		return Span{}, err
 	}
 	return Span{Bytes: p}, nil
 }
 
-// readFull fills p from r at off. An io.ReaderAt may return io.EOF with a
+// ReadFull fills p from r at off. An io.ReaderAt may return io.EOF with a
 // full read at the end, which counts as success; a short read is
 // io.ErrUnexpectedEOF.
-func readFull(r io.ReaderAt, p []byte, off int64) error {
+func ReadFull(r io.ReaderAt, p []byte, off int64) error {
 	n, err := r.ReadAt(p, off)
 	if n == len(p) {
 		return nil
