@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/url"
 	"strconv"
+	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -90,6 +91,9 @@ func bootsCmd() *cobra.Command {
 			w := cmd.OutOrStdout()
 			kv := [][2]string{{"id", b.ID}, {"machine", machineLabel(machineNames(cmd, c), b.MAC)},
 				{"state", b.State}, {"start", formatTime(&b.Start)}, {"total", totalCol(b)}}
+			if len(b.Path) > 0 {
+				kv = append(kv, [2]string{"path", strings.Join(b.Path, " > ")})
+			}
 			if b.Reason != "" {
 				kv = append(kv, [2]string{"reason", b.Reason})
 			}

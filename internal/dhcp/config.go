@@ -207,7 +207,11 @@ type Reply struct {
 	Request  dhcpv4.MessageType // what the client sent
 	Type     dhcpv4.MessageType // what we answered: OFFER, ACK, NAK
 	Addr     net.IP             // yiaddr; 0.0.0.0 in proxy mode
-	BootFile string             // option 67 / file field; empty when not booted
+	BootFile string             // option 67, else the file field; empty when not booted
+	// VendorClass is the option 60 the reply carried: "HTTPClient" to UEFI
+	// HTTP boot, which ignores an offer without it; "PXEClient" in proxy
+	// mode; empty otherwise.
+	VendorClass string
 	// Took is from the request's arrival to the send, lease commit included.
 	Took time.Duration
 }

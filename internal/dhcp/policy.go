@@ -297,9 +297,22 @@ func (s *Server) destination(r request, m *dhcpv4.DHCPv4) *net.UDPAddr {
 }
 
 func (s *Server) logReply(msg string, r request, m *dhcpv4.DHCPv4) {
-	s.log.Info(msg, slog.String("mac", r.msg.ClientHWAddr.String()),
+	attrs := []any{slog.String("mac", r.msg.ClientHWAddr.String()),
 		slog.String("ip", m.YourIPAddr.String()),
 		slog.String("firmware", r.client.Firmware()),
-		slog.String("boot_file", string(m.Options.Get(dhcpv4.OptionBootfileName))),
-		slog.String("mode", s.cfg.Mode.String()))
+		slog.String("boot_file", bootFile(m))}
+	if vc := m.Options.Get(dhcpv4.OptionClassIdentifier); vc != nil {
+		attrs = append(attrs, slog.String("vendor_class", string(vc)))
+	}
+	s.log.Info(msg, append(attrs, slog.String("mode", s.cfg.Mode.String()))...)
+}
+
+// bootFile is what the reply tells the client to boot: option 67, which
+// bootOptions always sets, else the legacy file field, which cannot hold
+// a URL of 128 bytes or more.
+func bootFile(m *dhcpv4.DHCPv4) string {
+	if f := m.Options.Get(dhcpv4.OptionBootfileName); len(f) > 0 {
+		return string(f)
+	}
+	return m.BootFileName
 }

@@ -3,6 +3,7 @@ package dhcp
 import (
 	"bytes"
 	"net"
+	"strings"
 	"testing"
 	"time"
 
@@ -331,5 +332,24 @@ func TestRelayEchoesOption82(t *testing.T) {
 	}
 	if got := r.msg.Options.Get(dhcpv4.OptionRelayAgentInformation); !bytes.Equal(got, []byte{1, 2, 'e', '0'}) {
 		t.Errorf("option 82 %x", got)
+	}
+}
+
+// TestBootFileOfLongURL: a URL too long for the 128-byte file field is
+// only in option 67, and logs and OnReply must still name it.
+func TestBootFileOfLongURL(t *testing.T) {
+	long := "http://10.0.0.1:8080/files/" + strings.Repeat("x", 120) + ".efi"
+	m := &dhcpv4.DHCPv4{Options: dhcpv4.Options{}}
+	(&Server{cfg: Config{ServerIP: ip4("10.0.0.1")}}).bootOptions(m, pxe.Plan{Proto: pxe.ProtoHTTP, BootFile: long, VendorClass: pxe.VendorHTTP})
+	if m.BootFileName != "" {
+		t.Fatalf("file field %q: a %d-byte URL does not fit in it", m.BootFileName, len(long))
+	}
+	if got := bootFile(m); got != long {
+		t.Errorf("bootFile = %q, want option 67's %q", got, long)
+	}
+	m.Options.Del(dhcpv4.OptionBootfileName)
+	m.BootFileName = "ipxe.efi"
+	if got := bootFile(m); got != "ipxe.efi" {
+		t.Errorf("bootFile without option 67 = %q, want the file field's ipxe.efi", got)
 	}
 }

@@ -184,7 +184,8 @@ func (s *Server) handlePacket(ctx context.Context, c *net.UDPConn, b []byte, pee
 	if s.cfg.OnReply != nil {
 		m := out.msg
 		s.cfg.OnReply(Reply{MAC: m.ClientHWAddr, Request: out.reqType, Type: m.MessageType(),
-			Addr: m.YourIPAddr, BootFile: m.BootFileName, Took: time.Since(start)})
+			Addr: m.YourIPAddr, BootFile: bootFile(m), VendorClass: string(m.Options.Get(dhcpv4.OptionClassIdentifier)),
+			Took: time.Since(start)})
 	}
 }
 

@@ -101,6 +101,28 @@ func (c Client) Firmware() string {
 	}
 }
 
+// Firmware paths as boot records name them: the way the client is
+// loading its next stage.
+const (
+	PathPXEv4  = "PXEv4"  // PXE firmware (BIOS or UEFI), next stage over TFTP
+	PathHTTPv4 = "HTTPv4" // UEFI HTTP boot, next stage over HTTP
+	PathIPXE   = "iPXE"   // iPXE, fetching its script
+)
+
+// Path names the firmware path the client is on: [PathIPXE], [PathHTTPv4]
+// or [PathPXEv4]; "" for a client that is not booting from the network.
+func (c Client) Path() string {
+	switch {
+	case c.IPXE:
+		return PathIPXE
+	case c.HTTPBoot:
+		return PathHTTPv4
+	case c.PXE:
+		return PathPXEv4
+	}
+	return ""
+}
+
 // Detect reads the firmware-identifying options of a DHCP request.
 // It never fails: missing or malformed options simply leave fields unset.
 func Detect(m *dhcpv4.DHCPv4) Client {

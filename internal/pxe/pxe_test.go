@@ -144,3 +144,23 @@ func TestArchString(t *testing.T) {
 		t.Errorf("got %q", s)
 	}
 }
+
+func TestClientPath(t *testing.T) {
+	for _, tt := range []struct {
+		c    Client
+		want string
+	}{
+		{Client{}, ""},
+		{Client{PXE: true, Arch: ArchBIOS}, PathPXEv4},
+		{Client{PXE: true, Arch: ArchEFIx64}, PathPXEv4},
+		{Client{HTTPBoot: true, Arch: ArchEFIx64HTTP}, PathHTTPv4},
+		// iPXE loaded by HTTP boot still says PXEClient or HTTPClient;
+		// its user class decides.
+		{Client{HTTPBoot: true, IPXE: true, Arch: ArchEFIx64HTTP}, PathIPXE},
+		{Client{PXE: true, IPXE: true, Arch: ArchEFIx64}, PathIPXE},
+	} {
+		if got := tt.c.Path(); got != tt.want {
+			t.Errorf("%+v.Path() = %q, want %q", tt.c, got, tt.want)
+		}
+	}
+}

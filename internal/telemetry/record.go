@@ -17,12 +17,15 @@ const (
 
 // Boot is one machine's boot as the API and CLI see it. Times are UTC.
 type Boot struct {
-	ID         string         `json:"id"`
-	MAC        string         `json:"mac"`
-	Start      time.Time      `json:"start"`
-	End        *time.Time     `json:"end,omitempty"`
-	State      string         `json:"state"`
-	Reason     string         `json:"reason,omitempty"` // why a boot failed
+	ID     string     `json:"id"`
+	MAC    string     `json:"mac"`
+	Start  time.Time  `json:"start"`
+	End    *time.Time `json:"end,omitempty"`
+	State  string     `json:"state"`
+	Reason string     `json:"reason,omitempty"` // why a boot failed
+	// Path is the firmware path the boot took, one entry per stage in the
+	// order the machine reached them: "PXEv4", "HTTPv4", "iPXE".
+	Path       []string       `json:"path"`
 	DHCP       []DHCPExchange `json:"dhcp"`
 	Transfers  []Transfer     `json:"transfers"`
 	Milestones []Milestone    `json:"milestones"`
@@ -37,8 +40,9 @@ type DHCPExchange struct {
 	Type   string    `json:"type"`             // DISCOVER, REQUEST from the client; OFFER, ACK, NAK from us
 	Client string    `json:"client,omitempty"` // on requests: the firmware, which decides the answer (uefi-x64, ipxe-bios, os)
 	// On replies: what was offered.
-	Addr     string `json:"addr,omitempty"`
-	BootFile string `json:"boot_file,omitempty"`
+	Addr        string `json:"addr,omitempty"`
+	BootFile    string `json:"boot_file,omitempty"`
+	VendorClass string `json:"vendor_class,omitempty"` // option 60 sent: HTTPClient to UEFI HTTP boot
 }
 
 // Transfer is one file the machine downloaded.

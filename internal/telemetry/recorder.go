@@ -39,6 +39,7 @@ const (
 	maxDHCPPerBoot      = 64
 	maxTransfersPerBoot = 64
 	maxMilestones       = 32
+	maxPath             = 16
 	maxIPs              = 1 << 16
 )
 
@@ -128,6 +129,9 @@ func (r *Recorder) DHCPPacket(mac net.HardwareAddr, t dhcpv4.MessageType, c pxe.
 		return
 	}
 	b.stage = max(b.stage, stage)
+	if p := c.Path(); p != "" && len(b.Path) < maxPath && (len(b.Path) == 0 || b.Path[len(b.Path)-1] != p) {
+		b.Path = append(b.Path, p)
+	}
 	if len(b.DHCP) < maxDHCPPerBoot {
 		b.DHCP = append(b.DHCP, DHCPExchange{Time: now, Type: strings.TrimPrefix(t.String(), "DHCP"), Client: c.Firmware()})
 	}
@@ -320,6 +324,10 @@ func (r *Recorder) snapshot(b *boot, now time.Time) Boot {
 	out.DHCP = slices.Clone(b.DHCP)
 	out.Transfers = slices.Clone(b.Transfers)
 	out.Milestones = slices.Clone(b.Milestones)
+	out.Path = slices.Clone(b.Path)
+	if out.Path == nil {
+		out.Path = []string{}
+	}
 	if out.State == StateBooting && now.Sub(out.Start) > r.cfg.StaleAfter {
 		out.State, out.Reason = StateFailed, "no boot complete within "+r.cfg.StaleAfter.String()
 	}
@@ -357,7 +365,8 @@ func (r *Recorder) DHCPReply(rep dhcp.Reply) {
 	if b == nil || len(b.DHCP) >= maxDHCPPerBoot {
 		return
 	}
-	x := DHCPExchange{Time: now, Type: strings.TrimPrefix(rep.Type.String(), "DHCP"), BootFile: rep.BootFile}
+	x := DHCPExchange{Time: now, Type: strings.TrimPrefix(rep.Type.String(), "DHCP"), BootFile: rep.BootFile,
+		VendorClass: rep.VendorClass}
 	if rep.Addr != nil && !rep.Addr.IsUnspecified() {
 		x.Addr = rep.Addr.String()
 	}

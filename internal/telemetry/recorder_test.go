@@ -291,3 +291,35 @@ func TestOfferRecorded(t *testing.T) {
 		t.Fatalf("a reply without an open boot started one: %+v", bs)
 	}
 }
+
+// TestPathRecorded: the boot record names each firmware path once, in
+// the order the machine took them, and an OS's DHCP adds none.
+func TestPathRecorded(t *testing.T) {
+	f := newFake(t, Config{})
+	httpFW := pxe.Client{HTTPBoot: true, Arch: pxe.ArchEFIx64HTTP, HasArch: true}
+	f.dora(macA, httpFW)
+	f.r.DHCPReply(dhcp.Reply{MAC: macA, Request: dhcpv4.MessageTypeDiscover, Type: dhcpv4.MessageTypeOffer,
+		Addr: net.IPv4(10, 0, 0, 10), BootFile: "http://10.0.0.1:8080/files/ipxe.efi", VendorClass: "HTTPClient"})
+	f.dora(macA, ipxe)
+	f.dora(macA, linux)
+	bs := f.r.Boots(Filter{MAC: macA})
+	if len(bs) != 1 {
+		t.Fatalf("boots %+v, want one", bs)
+	}
+	if got := strings.Join(bs[0].Path, " "); got != "HTTPv4 iPXE" {
+		t.Errorf("path %q, want \"HTTPv4 iPXE\"", got)
+	}
+	var vendor string
+	for _, x := range bs[0].DHCP {
+		if x.Type == "OFFER" {
+			vendor = x.VendorClass
+		}
+	}
+	if vendor != "HTTPClient" {
+		t.Errorf("OFFER recorded with vendor class %q, want HTTPClient", vendor)
+	}
+	f.dora(macB, uefi)
+	if bs := f.r.Boots(Filter{MAC: macB}); len(bs) != 1 || strings.Join(bs[0].Path, " ") != "PXEv4" {
+		t.Errorf("UEFI PXE boot %+v, want path PXEv4", bs)
+	}
+}

@@ -18,6 +18,11 @@ const (
 	// bios is SeaBIOS with QEMU's default virtio-net ROM, which is iPXE: it
 	// asks DHCP for its script URL directly, without a TFTP hop.
 	bios firmware = "bios"
+	// uefiHTTP is uefi with OVMF's PXE (IPv4 and IPv6) switched off through
+	// fw_cfg (EDK II's OvmfPkg reads opt/org.tianocore/IPv4PXESupport and
+	// IPv6PXESupport into NetworkPkg's PCDs), so its boot manager's first
+	// network option is HTTPv4: the firmware's own HTTP boot client.
+	uefiHTTP firmware = "uefi-http"
 )
 
 // vm describes one test VM.
@@ -42,12 +47,17 @@ func startVM(t testing.TB, e *env, ns *netns, dir string, v vm) *proc {
 		"-netdev", "tap,id=n0,ifname=" + v.tap + ",script=no,downscript=no",
 	}
 	switch v.fw {
-	case uefi:
+	case uefi, uefiHTTP:
 		// A private copy because OVMF writes its variable store (boot
 		// options) into the flash image.
 		fd := filepath.Join(t.TempDir(), "OVMF.fd")
 		copyFile(t, e.ovmf, fd)
 		args = append(args, "-drive", "if=pflash,format=raw,file="+fd)
+		if v.fw == uefiHTTP {
+			args = append(args,
+				"-fw_cfg", "name=opt/org.tianocore/IPv4PXESupport,string=n",
+				"-fw_cfg", "name=opt/org.tianocore/IPv6PXESupport,string=n")
+		}
 	case bios:
 	default:
 		t.Fatalf("unknown firmware %q", v.fw)
@@ -56,7 +66,7 @@ func startVM(t testing.TB, e *env, ns *netns, dir string, v vm) *proc {
 	case v.cmdline != "":
 		args = append(args, "-kernel", e.vmlinuz, "-initrd", e.initrd, "-append", v.cmdline,
 			"-device", nic+",romfile=")
-	case v.fw == uefi:
+	case v.fw == uefi || v.fw == uefiHTTP:
 		// bootindex puts the NIC first in OVMF's boot order, ahead of the
 		// EFI shell, which would otherwise wait at its prompt.
 		args = append(args, "-device", nic+",romfile=,bootindex=1")
