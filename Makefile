@@ -4,7 +4,7 @@ BIN     := bin/bootfleet
 PKGS    := ./...
 export CGO_ENABLED := 0
 
-.PHONY: all build deps test unit e2e demo bench bench-boot fuzz vet clean
+.PHONY: all build deps test unit e2e demo bench bench-tools bench-transfer bench-dhcp bench-telemetry bench-nbd bench-boot fuzz vet clean
 
 all: build
 
@@ -16,36 +16,57 @@ build:
 deps:
 	scripts/deps.sh
 
+# Three Go modules: the product (.), the e2e tests (test/e2e, which need a
+# browser driver) and the benchmarks (bench, which need a plotting library);
+# what only tests and benchmarks use stays out of the product's go.mod.
 vet:
 	$(GO) vet $(PKGS)
+	@! $(GO) list -m all | grep -E 'chromedp|gonum' || { echo "a test-only or bench-only module entered the product's go.mod" >&2; exit 1; }
+	cd test/e2e && $(GO) vet ./...
+	cd bench && $(GO) vet ./...
 
 # Everything: unit, golden, fuzz seed corpora, interop with real tools and
 # VM boots with real firmware. Needs root (namespaces, taps, port 67/69).
 test: deps vet build
-	$(GO) test -count=1 -timeout 50m $(PKGS)
+	$(GO) test -count=1 -timeout 30m $(PKGS)
+	cd bench && $(GO) test -count=1 ./...
+	cd test/e2e && $(GO) test -count=1 -timeout 50m ./...
 
 # Fast feedback without VMs.
 unit:
-	$(GO) test -count=1 $$($(GO) list ./... | grep -v /test/e2e)
+	$(GO) test -count=1 $(PKGS)
+	cd bench && $(GO) test -count=1 ./...
 
 e2e: deps build
-	$(GO) test -count=1 -v -timeout 30m ./test/e2e/
+	cd test/e2e && $(GO) test -count=1 -v -timeout 50m .
 
 demo: deps build
 	scripts/demo.sh
 
-# TFTP/HTTP (BENCHMARKS.md), DHCP DORA (BENCHMARKS-dhcp.md), telemetry
-# on vs off (BENCHMARKS-telemetry.md), NBD against qemu-nbd, nbdkit and nbd-server (BENCHMARKS-nbd.md).
-bench: deps build
-	scripts/bench.sh
-	scripts/bench-dhcp.sh
-	scripts/bench-telemetry.sh
+# Benchmarks (bench/, one harness; see bench/harness): each writes its
+# report beside the peers measured in the same run and the physical limit,
+# then BENCHMARKS.md, the index. `make bench` runs them all (about an hour);
+# each also runs alone, with its flags in ARGS, e.g.
+# make bench-transfer ARGS='-quick'.
+bench: bench-tools
+	bin/bench all
+	scripts/bench-nbd.sh
+	bin/bench index
+
+bench-tools: deps build
+	scripts/bench-deps.sh
+
+bench-transfer bench-dhcp bench-telemetry: bench-tools
+	bin/bench $(@:bench-%=%) $(ARGS)
+
+bench-nbd: bench-tools
 	scripts/bench-nbd.sh
 
 # Whole VM boots, bootfleet against dnsmasq + a static web server and a
 # direct -kernel boot (BENCHMARKS-boot.md). About 10 minutes, so not in bench.
-bench-boot: deps
-	$(GO) test -count=1 -run=NONE -bench=Boot -benchtime=1x -timeout 60m ./test/e2e/
+bench-boot: bench-tools
+	cd test/e2e && $(GO) test -count=1 -run=NONE -bench=Boot -benchtime=1x -timeout 60m .
+	bin/bench index
 
 # Runs every fuzz target for FUZZTIME each (default 30s).
 FUZZTIME ?= 30s

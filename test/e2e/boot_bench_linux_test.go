@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -12,6 +11,8 @@ import (
 	"time"
 
 	"github.com/bootfleet/bootfleet/internal/ipxe"
+
+	"github.com/bootfleet/bootfleet/bench/harness"
 )
 
 // BenchmarkBoot measures whole VM boots, QEMU start to the VM's init
@@ -29,7 +30,7 @@ import (
 //
 // It writes BENCHMARKS-boot.md at the repository root. Run it with
 //
-//	go test -run=NONE -bench=Boot -benchtime=1x -timeout=60m ./test/e2e/
+//	cd test/e2e && go test -run=NONE -bench=Boot -benchtime=1x -timeout=60m .
 //
 // BOOTFLEET_BENCH_ROUNDS (default 3) sets the boots per stack and firmware;
 // BOOTFLEET_BENCH_FW (default "bios,uefi") the firmware. Rounds alternate
@@ -257,29 +258,12 @@ func envOr(key, def string) string {
 
 // machineInfo describes the host and tool versions for the report.
 func machineInfo() []string {
-	first := func(name string, args ...string) string {
-		out, err := exec.Command(name, args...).CombinedOutput()
-		if err != nil {
-			return "unknown (" + err.Error() + ")"
-		}
-		return strings.TrimSpace(strings.SplitN(string(out), "\n", 2)[0])
-	}
-	cpu := "unknown"
-	if data, err := os.ReadFile("/proc/cpuinfo"); err == nil {
-		for _, l := range strings.Split(string(data), "\n") {
-			if strings.HasPrefix(l, "model name") {
-				cpu = strings.TrimSpace(strings.SplitN(l, ":", 2)[1])
-				break
-			}
-		}
-	}
-	load, _ := os.ReadFile("/proc/loadavg")
+	ctx := context.Background()
 	return []string{
-		fmt.Sprintf("CPU: %s, %s cores; load average at start: %s", cpu, first("nproc"), strings.Join(strings.Fields(string(load))[:3], " ")),
-		"Kernel: " + first("uname", "-sr"),
-		"QEMU: " + first("qemu-system-x86_64", "--version") + ", -accel tcg -m 512 -smp 1",
-		"dnsmasq: " + first("dnsmasq", "--version"),
-		"Python: " + first("python3", "--version"),
-		"Go: " + first("go", "version"),
+		"Host: " + harness.DescribeHost(ctx).String(),
+		"QEMU: " + harness.FirstLine(ctx, "qemu-system-x86_64", "--version") + ", -accel tcg -m 512 -smp 1",
+		"dnsmasq: " + harness.FirstLine(ctx, "dnsmasq", "--version"),
+		"Python: " + harness.FirstLine(ctx, "python3", "--version"),
+		"Go: " + harness.FirstLine(ctx, "go", "version"),
 	}
 }

@@ -2,9 +2,10 @@ package e2e
 
 import (
 	"fmt"
-	"sort"
 	"strings"
 	"time"
+
+	"github.com/bootfleet/bootfleet/bench/harness"
 )
 
 // bootReport collects BenchmarkBoot's runs and renders BENCHMARKS-boot.md.
@@ -26,7 +27,7 @@ func (r *bootReport) markdown(fws []firmware) string {
 	w("Reproduce as root (scripts/deps.sh installs the tools):")
 	w("")
 	w("    make bench-boot")
-	w("    # or: go test -count=1 -run=NONE -bench=Boot -benchtime=1x -timeout=60m ./test/e2e/")
+	w("    # or: cd test/e2e && go test -count=1 -run=NONE -bench=Boot -benchtime=1x -timeout=60m .")
 	w("    # BOOTFLEET_BENCH_ROUNDS=%d (boots per stack and firmware), BOOTFLEET_BENCH_FW=bios,uefi", r.rounds)
 	w("")
 	w("One QEMU VM (TCG, 512 MB, 1 vCPU, virtio-net) on a bridge in a private network")
@@ -134,16 +135,16 @@ func (r *bootReport) pick(fw firmware, stack string, f func(bootRun) time.Durati
 	return out
 }
 
+// median is harness.Median, the one definition every report uses, on durations.
 func median(ds []time.Duration) time.Duration {
 	if len(ds) == 0 {
 		return 0
 	}
-	s := append([]time.Duration(nil), ds...)
-	sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
-	if len(s)%2 == 1 {
-		return s[len(s)/2]
+	xs := make([]float64, len(ds))
+	for i, d := range ds {
+		xs[i] = float64(d)
 	}
-	return (s[len(s)/2-1] + s[len(s)/2]) / 2
+	return time.Duration(harness.Median(xs))
 }
 
 func secs(d time.Duration) string {

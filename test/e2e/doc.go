@@ -8,6 +8,10 @@
 // BOOTFLEET_CI=1, where a missing tool is a failure. Each boot takes 30-70 s
 // under TCG, so -short skips them too (again, not with BOOTFLEET_CI=1).
 //
+// The package is its own Go module, so that the browser driver the
+// dashboard test uses (chromedp) stays out of the product's module; `make
+// test` and `make e2e` run it with `cd test/e2e && go test .`.
+//
 // Serial consoles, server logs and configs of every run are kept under
 // test/e2e/artifacts/<test>/ for post-mortems. Environment knobs:
 //
@@ -18,6 +22,7 @@
 //	BOOTFLEET_E2E_TIMEOUT   per-VM boot timeout as a Go duration (default 300s)
 //
 // BenchmarkBoot (`make bench-boot`) times whole boots against dnsmasq + a
-// static web server and writes BENCHMARKS-boot.md; BOOTFLEET_BENCH_ROUNDS
-// (default 3) and BOOTFLEET_BENCH_FW (default bios,uefi) tune it.
+// static web server and writes BENCHMARKS-boot.md with the statistics of
+// bench/harness; BOOTFLEET_BENCH_ROUNDS (default 3) and BOOTFLEET_BENCH_FW
+// (default bios,uefi) tune it.
 package e2e
