@@ -133,26 +133,8 @@ for m in virtio_pci virtio_net; do addmod "$m"; done
 printf '%s\n' "${order[@]}" >"$root/etc/modules"
 log "kernel $kver, modules: ${order[*]}"
 
-cat >"$root/etc/udhcpc/default.script" <<'EOF'
-#!/bin/sh
-# udhcpc hook: configure the lease udhcpc got.
-case "$1" in
-deconfig)
-  ip -4 addr flush dev "$interface"
-  ip link set "$interface" up
-  ;;
-bound|renew)
-  ip -4 addr flush dev "$interface"
-  ip -4 addr add "$ip/${mask:-24}" dev "$interface"
-  for r in $router; do ip -4 route add default via "$r" dev "$interface"; break; done
-  : >/etc/resolv.conf
-  for d in $dns; do echo "nameserver $d" >>/etc/resolv.conf; done
-  echo "BOOTFLEET-IP: $ip/${mask:-24} router=${router:-none} server=${serverid:-?}"
-  ;;
-esac
-exit 0
-EOF
-chmod 755 "$root/etc/udhcpc/default.script"
+# The same udhcpc hook the initramfs builder embeds.
+install -m 755 "$(dirname "$0")/../internal/initramfs/udhcpc.script" "$root/etc/udhcpc/default.script"
 
 cat >"$root/init" <<'EOF'
 #!/bin/sh

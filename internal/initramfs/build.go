@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"compress/gzip"
 	"debug/elf"
+	_ "embed"
 	"errors"
 	"fmt"
 	"io"
@@ -52,27 +53,11 @@ type Result struct {
 // applets are the busybox commands the agent and the udhcpc script use.
 var applets = []string{"sh", "ip", "udhcpc", "switch_root", "mount", "umount", "poweroff", "sleep", "cat", "ls", "dmesg", "insmod", "mkdir", "printf"}
 
-// udhcpcScript configures the lease udhcpc got. It must not flush the
-// address on a later deconfig: the root file system lives on this link.
-const udhcpcScript = `#!/bin/sh
-# Written by bootfleet initramfs build: configure the DHCP lease.
-case "$1" in
-deconfig)
-  ip link set "$interface" up
-  ;;
-bound|renew)
-  ip -4 addr flush dev "$interface"
-  ip -4 addr add "$ip/${mask:-24}" dev "$interface"
-  for r in $router; do ip -4 route add default via "$r" dev "$interface"; break; done
-  : >/etc/resolv.conf
-  for d in $dns; do echo "nameserver $d" >>/etc/resolv.conf; done
-  mkdir -p /run/bootfleet
-  printf 'interface=%s\nip=%s\nmask=%s\nrouter=%s\ndns=%s\n' "$interface" "$ip" "${mask:-24}" "$router" "$dns" >/run/bootfleet/lease
-  echo "BOOTFLEET-IP: $ip/${mask:-24} router=${router:-none} server=${serverid:-?}"
-  ;;
-esac
-exit 0
-`
+// udhcpcScript configures the lease udhcpc got. It is one file, so that
+// scripts/mkimage.sh gives the e2e test image the same one.
+//
+//go:embed udhcpc.script
+var udhcpcScript []byte
 
 // Build writes the gzip'd cpio to out.
 func Build(out io.Writer, o Options) (Result, error) {
@@ -169,7 +154,7 @@ func Build(out io.Writer, o Options) (Result, error) {
 	for _, a := range applets {
 		try(w.Symlink("bin/"+a, "busybox"))
 	}
-	try(w.File("etc/udhcpc/script", 0o755, []byte(udhcpcScript)))
+	try(w.File("etc/udhcpc/script", 0o755, udhcpcScript))
 	try(w.File("etc/modules", 0o644, []byte(strings.Join(res.Modules, "\n")+"\n")))
 	try(w.File("etc/bootfleet-initramfs", 0o644, []byte("kernel="+res.KernelVersion+"\n")))
 	for _, m := range mods {
