@@ -18,7 +18,7 @@ const (
 
 // readCached fills p from off and returns true when the data is in memory;
 // false means it read nothing useful and ReadAt must be used.
-func (b *File) readCached(p []byte, off int64) bool {
+func (b *Image) readCached(p []byte, off int64) bool {
 	if off < 0 || int64(len(p)) > b.size-off {
 		return false
 	}

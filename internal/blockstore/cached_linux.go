@@ -128,7 +128,7 @@ func mapImage(f *os.File, size int64) []byte {
 // takes no page fault; the client then receives bytes that copy has just
 // brought into the CPU cache. False (no mapping, or a read error) leaves
 // the READ to ReadAt.
-func (b *File) loadSpan(off, n int64) ([]byte, bool) {
+func (b *Image) loadSpan(off, n int64) ([]byte, bool) {
 	if !b.loadable(off, n) {
 		return nil, false
 	}
@@ -164,7 +164,7 @@ func unmap(m []byte) error {
 // readahead just brought in, and answering them on the request loop as
 // they came stopped the workers reading ahead of it. An image in memory
 // has no readahead to disturb.
-func (b *File) mappedSpan(off, n int64) ([]byte, bool) {
+func (b *Image) mappedSpan(off, n int64) ([]byte, bool) {
 	if b.m == nil || (b.res != inMemory && b.sharers.Load() < 2) || off < 0 || n <= 0 || off > b.size || n > b.size-off {
 		return nil, false
 	}

@@ -18,12 +18,12 @@ func writeFileCached(*os.File, residency, *atomic.Bool, []byte, int64) bool { re
 func mapImage(*os.File, int64) []byte { return nil }
 
 // loadSpan needs a mapping, which only Linux builds make.
-func (b *File) loadSpan(off, n int64) ([]byte, bool) { return nil, false }
+func (b *Image) loadSpan(off, n int64) ([]byte, bool) { return nil, false }
 
 func unmap([]byte) error { return nil }
 
 // mappedSpan is never ok here: images are not mapped.
-func (b *File) mappedSpan(off, n int64) ([]byte, bool) { return nil, false }
+func (b *Image) mappedSpan(off, n int64) ([]byte, bool) { return nil, false }
 
 // streams order loadSpan's loads, which only Linux builds make.
 type streams struct{}

@@ -9,7 +9,7 @@ import (
 )
 
 // fileImage writes b to a file in dir and opens it as a base image.
-func fileImage(t *testing.T, dir string, b []byte) *File {
+func fileImage(t *testing.T, dir string, b []byte) *Image {
 	t.Helper()
 	p := filepath.Join(dir, "base.img")
 	if err := os.WriteFile(p, b, 0o600); err != nil {
@@ -37,7 +37,7 @@ const (
 // stagedOverlay opens an overlay of base in dir and brings its blocks to
 // the states above; it returns the overlay, which the caller closes, and
 // what the disk must read.
-func stagedOverlay(t *testing.T, base Image, model []byte, dir string) (*Overlay, []byte) {
+func stagedOverlay(t *testing.T, base Base, model []byte, dir string) (*Overlay, []byte) {
 	t.Helper()
 	o := mustOpen(t, base, dir, Persistent, Options{BlockSize: sbs})
 	model = bytes.Clone(model)
@@ -101,7 +101,7 @@ func TestOverlayReadCached(t *testing.T) {
 	mem := randomBase(stageSize, 20)
 	for _, bc := range []struct {
 		name string
-		base Image
+		base Base
 	}{
 		{"file base", fileImage(t, t.TempDir(), mem.b)},
 		{"base without readCached", mem},
@@ -109,7 +109,7 @@ func TestOverlayReadCached(t *testing.T) {
 		o, model := stagedOverlay(t, bc.base, mem.b, t.TempDir())
 		t.Cleanup(func() { o.Close() })
 		baseOK := false
-		if f, ok := bc.base.(*File); ok {
+		if f, ok := bc.base.(*Image); ok {
 			baseOK = f.res != mayWait
 		}
 		for _, tc := range rangeCases {
@@ -306,7 +306,7 @@ func TestFileCachedAndSpan(t *testing.T) {
 			for _, d := range []struct {
 				name string
 				d    sources
-			}{{"File", img}, {"mode none", ro.(readOnly)}} {
+			}{{"Image", img}, {"mode none", ro.(readOnly)}} {
 				f, foff, ok := d.d.fileSpan(tc.off, tc.n)
 				if ok != wantSpan || (ok && (f != img.f || foff != tc.off)) {
 					t.Errorf("%s: fileSpan(%d, %d) = %v, %d, %v; want the image file at %d, %v", d.name, tc.off, tc.n, f, foff, ok, tc.off, wantSpan)

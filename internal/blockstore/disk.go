@@ -62,7 +62,7 @@ type Disk interface {
 
 // Open returns the Disk for mode: base itself, read-only, for None; an
 // Overlay in dir otherwise. Closing the Disk does not close base.
-func Open(base Image, dir string, mode Mode, opts Options) (Disk, error) {
+func Open(base Base, dir string, mode Mode, opts Options) (Disk, error) {
 	switch mode {
 	case None:
 		return readOnly{base}, nil
@@ -72,8 +72,8 @@ func Open(base Image, dir string, mode Mode, opts Options) (Disk, error) {
 	return nil, fmt.Errorf("blockstore: unknown overlay mode %v", mode)
 }
 
-// readOnly serves an Image as a Disk that refuses writes.
-type readOnly struct{ Image }
+// readOnly serves a Base as a Disk that refuses writes.
+type readOnly struct{ Base }
 
 func errReadOnly(op string) error {
 	return fmt.Errorf("blockstore: %s on a read-only disk (overlay mode none): %w", op, syscall.EPERM)
@@ -90,32 +90,32 @@ func (readOnly) WriteNow([]byte, int64) bool          { return false }
 // The sources of mode none are its image's, when it has them.
 
 func (r readOnly) mappedSpan(off, n int64) ([]byte, bool) {
-	if s, ok := r.Image.(sources); ok {
+	if s, ok := r.Base.(sources); ok {
 		return s.mappedSpan(off, n)
 	}
 	return nil, false
 }
 
 func (r readOnly) fileSpan(off, n int64) (*os.File, int64, bool) {
-	if s, ok := r.Image.(sources); ok {
+	if s, ok := r.Base.(sources); ok {
 		return s.fileSpan(off, n)
 	}
 	return nil, 0, false
 }
 
 func (r readOnly) loadable(off, n int64) bool {
-	s, ok := r.Image.(sources)
+	s, ok := r.Base.(sources)
 	return ok && s.loadable(off, n)
 }
 
 func (r readOnly) loadSpan(off, n int64) ([]byte, bool) {
-	if s, ok := r.Image.(sources); ok {
+	if s, ok := r.Base.(sources); ok {
 		return s.loadSpan(off, n)
 	}
 	return nil, false
 }
 
 func (r readOnly) readCached(p []byte, off int64) bool {
-	s, ok := r.Image.(sources)
+	s, ok := r.Base.(sources)
 	return ok && s.readCached(p, off)
 }

@@ -7,7 +7,7 @@
 // knowing the storage, and the choice of how a READ's bytes leave is made
 // here.
 //
-//   - image.go: File, a base image opened read-only (OpenImage); Image,
+//   - image.go: Image, a base image opened read-only (OpenImage); Base,
 //     what an overlay needs from its base.
 //   - overlay.go, mapfile.go, flush.go: Overlay, per-machine writes stored
 //     block by block in a data file, with an allocation map file saying
@@ -16,7 +16,7 @@
 //   - disk.go: Mode (ephemeral, persistent, none) and Open, which builds
 //     the Disk a machine's profile asks for.
 //   - read.go: where a READ is answered. readNow (on the server's request
-//     loop) and readSpan (on a worker) pick, for File, Overlay and mode
+//     loop) and readSpan (on a worker) pick, for Image, Overlay and mode
 //     none alike, among the sources a disk has: its base image's mapping,
 //     a span of the image file for sendfile, a load through the mapping,
 //     the page cache, or ReadAt.

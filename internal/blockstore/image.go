@@ -8,18 +8,18 @@ import (
 	"sync/atomic"
 )
 
-// Image is a read-only source of bytes with a known size: a base image, or
+// Base is a read-only source of bytes with a known size: a base image, or
 // later a shared read cache in front of one.
-type Image interface {
+type Base interface {
 	io.ReaderAt
 	Size() int64
 }
 
-// File is a base image file, opened read-only by OpenImage: the Image
+// Image is a base image file, opened read-only by OpenImage: the Base
 // overlays are built on, and a Store of its own for mode none. It is safe
 // for concurrent use; every reader shares the kernel page cache of the one
 // file.
-type File struct {
+type Image struct {
 	f    *os.File
 	size int64
 	res  residency
@@ -33,16 +33,16 @@ type File struct {
 // SetSharers tells the image how many machines read it now: on a disk,
 // READs are answered from the mapping at once only for an image that two
 // or more share.
-func (b *File) SetSharers(n int) { b.sharers.Store(int32(min(n, 1<<30))) }
+func (b *Image) SetSharers(n int) { b.sharers.Store(int32(min(n, 1<<30))) }
 
 // InMemory says whether the image lives in memory (tmpfs, ramfs), where
 // its pages stay whether or not anything maps them.
-func (b *File) InMemory() bool { return b.res == inMemory }
+func (b *Image) InMemory() bool { return b.res == inMemory }
 
 // OpenImage opens the base image at path read-only. Images are immutable:
 // replacing the file under running clients would corrupt their overlays,
 // so import new versions under a new path.
-func OpenImage(path string) (*File, error) {
+func OpenImage(path string) (*Image, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, fmt.Errorf("blockstore: open base image: %w", err)
@@ -56,20 +56,20 @@ func OpenImage(path string) (*File, error) {
 		f.Close()
 		return nil, fmt.Errorf("blockstore: base image %s is a %v, want a regular file", path, st.Mode().Type())
 	}
-	b := &File{f: f, size: st.Size(), res: probeResidency(f)}
+	b := &Image{f: f, size: st.Size(), res: probeResidency(f)}
 	b.m = mapImage(f, b.size)
 	b.streams = newStreams(f, b.size)
 	return b, nil
 }
 
-func (b *File) ReadAt(p []byte, off int64) (int, error) { return b.f.ReadAt(p, off) }
+func (b *Image) ReadAt(p []byte, off int64) (int, error) { return b.f.ReadAt(p, off) }
 
 // fileSpan says that [off, off+n) of the image is the same range of its
 // file, which never changes, so it may go out with sendfile. Only a file
 // in memory offers spans: on a disk, sendfile of the spans the page cache
 // held cut gaps into the sequential reads of the workers, and readahead
 // took them for random access.
-func (b *File) fileSpan(off, n int64) (*os.File, int64, bool) {
+func (b *Image) fileSpan(off, n int64) (*os.File, int64, bool) {
 	if b.res != inMemory || off < 0 || n < 0 || off > b.size || n > b.size-off {
 		return nil, 0, false
 	}
@@ -78,16 +78,16 @@ func (b *File) fileSpan(off, n int64) (*os.File, int64, bool) {
 
 // loadable says whether loadSpan serves [off, off+n): the image is mapped
 // and holds the range. It does not wait.
-func (b *File) loadable(off, n int64) bool {
+func (b *Image) loadable(off, n int64) bool {
 	return b.m != nil && off >= 0 && n > 0 && off <= b.size && n <= b.size-off
 }
 
 // Size is the image size in bytes.
-func (b *File) Size() int64 { return b.size }
+func (b *Image) Size() int64 { return b.size }
 
 // Close closes the file. Disks opened on it must be closed first, and
 // nothing may use a Span it returned after Close.
-func (b *File) Close() error {
+func (b *Image) Close() error {
 	b.streams.close()
 	return errors.Join(unmap(b.m), b.f.Close())
 }

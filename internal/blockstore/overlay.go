@@ -38,12 +38,12 @@ type file interface {
 	Close() error
 }
 
-// Overlay is a copy-on-write layer over a base Image. Reads come from the
+// Overlay is a copy-on-write layer over a Base. Reads come from the
 // overlay where it holds the block, else from the base; writes allocate
 // overlay blocks. It is safe for concurrent use: reads run in parallel,
 // writes are serialized.
 type Overlay struct {
-	base    Image
+	base    Base
 	dir     string
 	mode    Mode
 	bs      int64
@@ -66,7 +66,7 @@ type Overlay struct {
 // OpenOverlay opens the overlay of base in dir (created if needed) for
 // mode Ephemeral or Persistent. Only one Overlay may have dir open at a
 // time, across processes; a second open fails.
-func OpenOverlay(base Image, dir string, mode Mode, opts Options) (*Overlay, error) {
+func OpenOverlay(base Base, dir string, mode Mode, opts Options) (*Overlay, error) {
 	if mode != Ephemeral && mode != Persistent {
 		return nil, fmt.Errorf("blockstore: overlay mode %v: want ephemeral or persistent", mode)
 	}

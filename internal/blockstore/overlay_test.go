@@ -28,7 +28,7 @@ func randomBase(size int, seed uint64) memImage {
 	return memImage{b}
 }
 
-func mustOpen(t *testing.T, base Image, dir string, mode Mode, opts Options) *Overlay {
+func mustOpen(t *testing.T, base Base, dir string, mode Mode, opts Options) *Overlay {
 	t.Helper()
 	o, err := OpenOverlay(base, dir, mode, opts)
 	if err != nil {
@@ -39,7 +39,7 @@ func mustOpen(t *testing.T, base Image, dir string, mode Mode, opts Options) *Ov
 
 // closeReopenEquals closes o, opens its persistent overlay again on base
 // and checks that the disk reads as model.
-func closeReopenEquals(t *testing.T, o *Overlay, base Image, model []byte) {
+func closeReopenEquals(t *testing.T, o *Overlay, base Base, model []byte) {
 	t.Helper()
 	dir := o.dir
 	if err := o.Close(); err != nil {
@@ -360,7 +360,7 @@ func TestOpenRefusals(t *testing.T) {
 	for _, tc := range []struct {
 		name    string
 		damage  func(dir string)
-		base    Image
+		base    Base
 		opts    Options
 		wantErr error
 	}{

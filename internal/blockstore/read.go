@@ -8,7 +8,7 @@ import (
 )
 
 // sources are the ways an image or disk can hand out the bytes of a READ
-// besides ReadAt. File has them all; Overlay and mode none take them from
+// besides ReadAt. Image has them all; Overlay and mode none take them from
 // their base, for ranges that read from it.
 type sources interface {
 	io.ReaderAt
@@ -71,15 +71,15 @@ func readSpan(s sources, p []byte, off int64) (nbd.Span, error) {
 }
 
 // ReadNow is nbd.Store.ReadNow.
-func (b *File) ReadNow(p []byte, off int64, files bool) (nbd.Span, bool) {
+func (b *Image) ReadNow(p []byte, off int64, files bool) (nbd.Span, bool) {
 	return readNow(b, p, off, files)
 }
 
 // ReadSpan is nbd.Store.ReadSpan.
-func (b *File) ReadSpan(p []byte, off int64) (nbd.Span, error) { return readSpan(b, p, off) }
+func (b *Image) ReadSpan(p []byte, off int64) (nbd.Span, error) { return readSpan(b, p, off) }
 
 // WriteNow is nbd.Store.WriteNow; an image takes no writes.
-func (b *File) WriteNow([]byte, int64) bool { return false }
+func (b *Image) WriteNow([]byte, int64) bool { return false }
 
 // ReadNow is nbd.Store.ReadNow.
 func (o *Overlay) ReadNow(p []byte, off int64, files bool) (nbd.Span, bool) {

@@ -25,7 +25,7 @@ import (
 // as it shares the page cache.
 type streams struct {
 	// file is the image. Holding it keeps its descriptor open (no
-	// finalizer) while a stream still reads; File.Close closes it only
+	// finalizer) while a stream still reads; Image.Close closes it only
 	// after close has stopped them.
 	file *os.File
 	size int64

@@ -43,7 +43,7 @@ func allResident(t *testing.T, f *os.File, off, n int64) bool {
 // coldImage is a file image of data whose pages are out of the page cache,
 // with streams that stay fresh for the whole test (a stalled test machine
 // must not make a stopped stream stale between two loads).
-func coldImage(t *testing.T, data []byte) *File {
+func coldImage(t *testing.T, data []byte) *Image {
 	t.Helper()
 	img := fileImage(t, t.TempDir(), data)
 	if err := img.f.Sync(); err != nil {

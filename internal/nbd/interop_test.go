@@ -38,7 +38,7 @@ func needTool(t *testing.T, name string) string {
 // diskExports serves one base image as "base" (mode none), "ephemeral" and
 // "persistent", each client getting its own overlay, like a machine would.
 type diskExports struct {
-	base *blockstore.File
+	base *blockstore.Image
 	dir  string
 	mu   sync.Mutex
 }

@@ -9,29 +9,22 @@ import (
 
 // sharedImage is one open base image and the attachments using it.
 type sharedImage struct {
-	file *blockstore.File
+	file *blockstore.Image
 	refs int
 	idle *time.Timer // closes the image once it has lain unused for the linger; nil while in use
 }
 
-// defaultImageLinger is how long a base image stays open after its last
-// session ends. An open image is mapped, and the mapping is only built up
-// as sessions read it: opened again for each boot, every client paid a
-// page fault per 64 KiB it read and the last close paid for unmapping it,
-// 12% of the server's CPU while one client read a 512 MiB image again and
-// again. The machines of a lab boot one after another; a minute or two
-// apart they still find the image mapped.
-//
-// Only an image in memory (tmpfs) lingers. On a disk, the page cache
-// keeps what it can of a closed image anyway, and a mapping left in place
-// would pin the pages it maps against a cache drop (FADV_DONTNEED and
-// drop_caches skip mapped pages), which an admin, or a benchmark's cold
-// read, expects to empty the cache.
+// defaultImageLinger is how long a base image in memory stays open after
+// its last session ends: the machines of a lab boot a minute or two apart,
+// and reopening means faulting the whole mapping in again. An image on a
+// disk closes at once, because a mapping left in place would pin its pages
+// against an admin's cache drop (FADV_DONTNEED and drop_caches skip mapped
+// pages).
 const defaultImageLinger = 2 * time.Minute
 
 // openImage returns the open base image of blob sha at path, opening it
 // unless it is open already (in use, or lingering). The caller holds m.mu.
-func (m *Manager) openImage(sha, path string) (*blockstore.File, error) {
+func (m *Manager) openImage(sha, path string) (*blockstore.Image, error) {
 	if s := m.images[sha]; s != nil {
 		if s.idle != nil {
 			s.idle.Stop()

@@ -14,7 +14,7 @@ import (
 // and closes at once when its content is released or the manager closes.
 // One on a disk closes at once.
 func TestImageLingers(t *testing.T) {
-	session := func(t *testing.T, f *fixture, mac string) (io.Closer, *blockstore.File) {
+	session := func(t *testing.T, f *fixture, mac string) (io.Closer, *blockstore.Image) {
 		t.Helper()
 		e, err := f.m.Lookup(f.issue(t, mac, "ephemeral"), tcp("10.0.0.9"))
 		if err != nil {

@@ -69,7 +69,7 @@ type boot struct {
 type attachment struct {
 	sha     string
 	mode    blockstore.Mode
-	base    *blockstore.File
+	base    *blockstore.Image
 	disk    blockstore.Disk
 	refs    int
 	revoked chan struct{} // closed by a forced reset: its sessions end
