@@ -1,0 +1,25 @@
+// Package storm is a client-side boot storm simulator: it boots N emulated
+// machines from whatever server answers on a network interface, each one
+// speaking the protocols in the order real firmware does, and reports how
+// long every phase took and how many bytes it moved.
+//
+// A machine plays one firmware (uefi: OVMF/EDK II, bios: a PXE ROM, ipxe:
+// iPXE in ROM). It takes a lease with DHCP from its own MAC, adds the leased
+// address as a secondary address on the interface and uses it as the source
+// of everything after: TFTP of the NBP with that firmware's options, DHCP
+// again as iPXE, HTTP of its iPXE script and of every file the script names,
+// a replay of a recorded NBD read trace when the kernel command line names a
+// diskless root, and finally a GET of its DoneURL.
+//
+// The package has three layers:
+//
+//   - pure codecs and parsers (script.go, trace.go, udp4.go, dhcpmsg.go,
+//     mac.go, report.go): bytes or text in, values out, with fuzz tests;
+//   - protocol clients (dhcpconn_linux.go, tftp.go, nbd.go, fetch.go,
+//     addr_linux.go): one exchange each, bounded by a context and timeouts;
+//   - orchestration (machine.go, run.go, progress.go, summary.go): power-on
+//     ramp, per-machine phases, progress on stderr and the final report.
+//
+// record.go is the other direction: an NBD proxy that writes the reads a
+// real machine makes into a trace file that Run can replay.
+package storm

@@ -1,0 +1,102 @@
+package storm
+
+// Report is the outcome of a run, and the form `bootfleet storm -o json`
+// prints. Times are seconds as floating point; starts are seconds since
+// the run began, so machines can be laid on one time axis.
+type Report struct {
+	Interface string   `json:"interface"`
+	Firmware  Firmware `json:"firmware"`
+	Clients   int      `json:"clients"`
+	// RampSeconds is the time over which power-ons were spread.
+	RampSeconds float64   `json:"ramp_seconds"`
+	Machines    []Machine `json:"machines"`
+	Summary     Summary   `json:"summary"`
+}
+
+// Machine is one emulated machine's boot.
+type Machine struct {
+	MAC string `json:"mac"`
+	IP  string `json:"ip,omitempty"` // the leased address; empty when DHCP failed
+	// Result is "ok", or "PHASE: what it got", e.g. "tftp: server sent
+	// ERROR 1 file not found for bootx64.efi after 1 try".
+	Result string `json:"result"`
+	// PowerOn is when the machine started, seconds since the run began.
+	PowerOn float64 `json:"power_on"`
+	// Boot is power-on to the DoneURL answered (or to the failure).
+	Boot   float64 `json:"boot"`
+	Phases Phases  `json:"phases"`
+}
+
+// Phases holds the phases a machine went through; a phase it never
+// reached is absent.
+type Phases struct {
+	// DHCP covers every exchange: the firmware's and, after TFTP, iPXE's.
+	// Its duration is their sum, and its start the first one's.
+	DHCP *Phase `json:"dhcp,omitempty"`
+	TFTP *Phase `json:"tftp,omitempty"` // the NBP (and EDK II's size probe)
+	HTTP *Phase `json:"http,omitempty"` // the iPXE script and every file it names
+	NBD  *Phase `json:"nbd,omitempty"`  // the read trace's replay
+	Done *Phase `json:"done,omitempty"` // the GET of the DoneURL
+}
+
+// Phase is the time and bytes of one phase.
+type Phase struct {
+	Start    float64 `json:"start"`    // seconds since the run began
+	Duration float64 `json:"duration"` // seconds
+	Bytes    int64   `json:"bytes"`    // payload bytes received
+	// Tries counts requests sent including retransmissions (DHCP
+	// DISCOVER/REQUEST, TFTP RRQ); 0 where it does not apply.
+	Tries int `json:"tries,omitempty"`
+	// Retransmits counts TFTP ACKs sent again after a timeout.
+	Retransmits int `json:"retransmits,omitempty"`
+}
+
+// Summary aggregates the machines.
+type Summary struct {
+	Booted  int `json:"booted"`
+	Failed  int `json:"failed"`
+	Pending int `json:"pending"` // interrupted before finishing
+	// WallSeconds is the first power-on to the last machine's end.
+	WallSeconds float64 `json:"wall_seconds"`
+	// Bytes is every phase's payload bytes, all machines.
+	Bytes int64 `json:"bytes"`
+	// LinkBitsPerSecond is the interface's speed; 0 when unknown.
+	LinkBitsPerSecond int64 `json:"link_bits_per_second"`
+	// Utilisation is Bytes*8 / WallSeconds / LinkBitsPerSecond; 0 when
+	// the speed is unknown.
+	Utilisation float64 `json:"utilisation"`
+	// Phases has the per-phase distribution, by phase name, plus "boot"
+	// for power-on to done.
+	Phases map[string]Stats `json:"phases"`
+	// Failures counts failed machines by result.
+	Failures map[string]int `json:"failures,omitempty"`
+}
+
+// Stats is a distribution of durations, in seconds.
+type Stats struct {
+	Count int     `json:"count"`
+	P50   float64 `json:"p50"`
+	P99   float64 `json:"p99"`
+	Max   float64 `json:"max"`
+	Bytes int64   `json:"bytes"`
+}
+
+// PhaseNames lists the phases in boot order, as they appear in Phases.
+var PhaseNames = []string{"dhcp", "tftp", "http", "nbd", "done"}
+
+// Get returns the phase called name (see PhaseNames), or nil.
+func (p *Phases) Get(name string) *Phase {
+	switch name {
+	case "dhcp":
+		return p.DHCP
+	case "tftp":
+		return p.TFTP
+	case "http":
+		return p.HTTP
+	case "nbd":
+		return p.NBD
+	case "done":
+		return p.Done
+	}
+	return nil
+}
