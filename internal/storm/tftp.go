@@ -81,17 +81,22 @@ func tftpTransfer(ctx context.Context, local netip.Addr, server netip.AddrPort, 
 	buf := make([]byte, 65536+4)
 
 	// The first answer names the server's transfer port (its TID).
+	// A send that fails (a local firewall, ENOBUFS in a storm) is a lost
+	// packet to firmware: it waits and sends again.
 	var peer netip.AddrPort
 	var first tftp.Packet
+	var sendErr error
 	tries := 0
 	for first == nil {
 		if tries == o.Tries {
-			return 0, tries, fmt.Errorf("no answer to RRQ for %s from %v after %d tries (%v each)", file, server, tries, o.Timeout)
+			err := fmt.Errorf("no answer to RRQ for %s from %v after %d tries (%v each)", file, server, tries, o.Timeout)
+			if sendErr != nil {
+				err = fmt.Errorf("%w; the last RRQ was not sent: %v", err, sendErr)
+			}
+			return 0, tries, err
 		}
 		tries++
-		if _, err := conn.WriteToUDPAddrPort(rrq, server); err != nil {
-			return 0, tries, fmt.Errorf("send RRQ for %s: %w", file, err)
-		}
+		_, sendErr = conn.WriteToUDPAddrPort(rrq, server)
 		p, from, err := readPacket(ctx, conn, buf, o.Timeout, netip.AddrPort{})
 		if err != nil {
 			return 0, tries, err
@@ -156,14 +161,11 @@ func receiveData(ctx context.Context, conn *net.UDPConn, buf []byte, peer netip.
 	next := uint16(1) // the block expected
 	inWindow := 0
 	gapAcked := false
-	ack := func(block uint16) error {
-		_, err := conn.WriteToUDPAddrPort((&tftp.Ack{Block: block}).Append(nil), peer)
-		return err
-	}
+	// An ACK that cannot be sent is lost like one dropped on the wire:
+	// the timeout below sends it again.
+	ack := func(block uint16) { conn.WriteToUDPAddrPort((&tftp.Ack{Block: block}).Append(nil), peer) }
 	if first == nil {
-		if err := ack(0); err != nil {
-			return 0, err
-		}
+		ack(0)
 	}
 	timeouts := 0
 	for {
@@ -183,9 +185,7 @@ func receiveData(ctx context.Context, conn *net.UDPConn, buf []byte, peer netip.
 			}
 			st.retransmits++
 			inWindow = 0
-			if err := ack(next - 1); err != nil {
-				return got, err
-			}
+			ack(next - 1)
 			continue
 		}
 		switch d := p.(type) {
@@ -198,9 +198,7 @@ func receiveData(ctx context.Context, conn *net.UDPConn, buf []byte, peer netip.
 				if !gapAcked {
 					gapAcked = true
 					inWindow = 0
-					if err := ack(next - 1); err != nil {
-						return got, err
-					}
+					ack(next - 1)
 				}
 				continue
 			}
@@ -213,9 +211,7 @@ func receiveData(ctx context.Context, conn *net.UDPConn, buf []byte, peer netip.
 			last := len(d.Payload) < blksize
 			if last || inWindow == window {
 				inWindow = 0
-				if err := ack(d.Block); err != nil {
-					return got, err
-				}
+				ack(d.Block)
 			}
 			if last {
 				return got, nil
