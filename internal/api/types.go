@@ -48,6 +48,7 @@ type Profile struct {
 	RootImage  string   `json:"root_image,omitempty"`
 	Overlay    string   `json:"overlay,omitempty"`
 	RootKernel string   `json:"root_kernel,omitempty"`
+	Loader     string   `json:"loader,omitempty"` // ipxe (default) or grub
 	Source     string   `json:"source,omitempty"`
 }
 
@@ -112,10 +113,10 @@ func parseIPField(field, s string) (net.IP, error) {
 
 func profileOut(p inventory.Profile) Profile {
 	return Profile{Name: p.Name, Kernel: p.Kernel, Initrd: p.Initrd, Cmdline: p.Cmdline,
-		RootImage: p.RootImage, Overlay: p.Overlay, RootKernel: p.RootKernel, Source: string(p.Source)}
+		RootImage: p.RootImage, Overlay: p.Overlay, RootKernel: p.RootKernel, Loader: p.Loader, Source: string(p.Source)}
 }
 
 func profileIn(p Profile) inventory.Profile {
 	return inventory.Profile{Name: p.Name, Kernel: p.Kernel, Initrd: p.Initrd, Cmdline: p.Cmdline,
-		RootImage: p.RootImage, Overlay: p.Overlay, RootKernel: p.RootKernel}
+		RootImage: p.RootImage, Overlay: p.Overlay, RootKernel: p.RootKernel, Loader: p.Loader}
 }

@@ -74,11 +74,12 @@ func Run(ctx context.Context, c *config.Config, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
-	front := frontHandler(rec, apiHandler, httpboot.New(httpboot.Config{
+	hc := httpboot.Config{
 		Files: roots, Fleet: view, Boots: inv.BootClock(taps.boots),
 		Transfers: taps.transfers, Milestones: taps.milestones, Roots: dl, Kernels: dl.Kernels(),
 		BaseURL: baseURL, ServerIP: serverIP.String(), Logger: log,
-	}))
+	}
+	front := frontHandler(rec, apiHandler, httpboot.New(hc))
 	var runs []func(context.Context) error // the servers, each until ctx ends or it fails
 	runs = append(runs,
 		inv.Run, // discovered machines, view reloads
@@ -86,7 +87,7 @@ func Run(ctx context.Context, c *config.Config, log *slog.Logger) error {
 		func(ctx context.Context) error { return dl.Serve(ctx, taps.nbd) })
 	if c.TFTP.Listen != "off" {
 		srv := tftp.NewServer(tftp.Config{
-			FS:                 tftpFS(c, roots),
+			FS:                 tftpFS(c, roots, hc),
 			Logger:             log,
 			MaxWindow:          c.TFTP.MaxWindow,
 			AllowFragmentation: c.TFTP.AllowFragmentation,
@@ -157,15 +158,33 @@ func servedRoots(c *config.Config) (*safefs.Roots, error) {
 			return nil, fmt.Errorf("ipxe: %s in %s: %w (install Debian's ipxe package, or set ipxe.dir / ipxe.efi_binary / ipxe.bios_binary)", f, c.IPXE.Dir, err)
 		}
 	}
+	// The signed chain, under the names shim and its firmware ask for.
+	for _, p := range []struct{ key, name, path string }{
+		{"secure_boot.shim", pxe.ShimFile, c.SecureBoot.Shim},
+		{"secure_boot.grub", pxe.GrubFile, c.SecureBoot.Grub},
+	} {
+		if p.path == "" {
+			continue
+		}
+		if err := roots.Pin(p.name, p.path); err != nil {
+			roots.Close()
+			return nil, fmt.Errorf("%s: %w (fetch Debian's signed binaries as the README's Secure Boot section says, and point %s at the file)", p.key, err, p.key)
+		}
+	}
 	return roots, nil
 }
 
-func tftpFS(c *config.Config, roots *safefs.Roots) tftp.FileSystem {
+func tftpFS(c *config.Config, roots *safefs.Roots, hc httpboot.Config) tftp.FileSystem {
 	fs := tftp.RootsFS(roots)
 	if c.TFTP.CacheMB > 0 {
-		return tftp.NewCache(fs, int64(c.TFTP.CacheMB)<<20)
+		fs = tftp.NewCache(fs, int64(c.TFTP.CacheMB)<<20)
 	}
-	return fs
+	if c.SecureBoot.Grub == "" {
+		return fs
+	}
+	// Debian's signed grub has no http: after PXE it fetches everything,
+	// its configs and the kernel, over TFTP.
+	return httpboot.GrubTFTP(hc, fs)
 }
 
 func newDHCP(c *config.Config, serverIP net.IP, baseURL string, view *fleet.View, leases dhcp.LeaseStore, obs dhcp.Observer,
@@ -180,6 +199,10 @@ func newDHCP(c *config.Config, serverIP net.IP, baseURL string, view *fleet.View
 			BIOSFile:   c.IPXE.BIOSBinary,
 			EFIx64File: c.IPXE.EFIBinary,
 			HTTPBase:   baseURL,
+			Signed: func(mac net.HardwareAddr) bool {
+				t, ok := view.Resolve(mac)
+				return ok && t.Spec.Loader == config.LoaderGrub
+			},
 		},
 		Machines: view,
 		Observer: obs,

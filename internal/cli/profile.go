@@ -57,6 +57,7 @@ new version of the image brings its kernel along.`,
 	f.StringVar(&p.Cmdline, "cmdline", "", "kernel command line template, e.g. 'console=ttyS0 host={{.Name}}'")
 	f.StringVar(&p.RootImage, "root-image", "", "diskless root: an imported image, served over NBD (adds bootfleet.root= to the command line)")
 	f.StringVar(&p.Overlay, "overlay", "", "with --root-image: ephemeral (default), persistent or none")
+	f.StringVar(&p.Loader, "loader", "", "what UEFI x64 firmware loads: ipxe (default) or grub, the server's signed shim and grub (Secure Boot)")
 	f.StringVar(&p.RootKernel, "root-kernel", "", "with --root-image: image boots the kernel in the image, with an initramfs built from it (no --kernel or --initrd)")
 	return cmd
 }
@@ -124,6 +125,9 @@ func (o *clientOpts) printProfile(cmd *cobra.Command, p api.Profile, verb string
 	}
 	if p.RootKernel != "" {
 		kv = append(kv, [2]string{"root kernel", p.RootKernel})
+	}
+	if p.Loader != "" {
+		kv = append(kv, [2]string{"loader", p.Loader})
 	}
 	kv = append(kv, [2]string{"source", p.Source})
 	return keyValues(w, kv)

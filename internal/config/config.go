@@ -32,6 +32,10 @@ type Config struct {
 	IPXE IPXE `yaml:"ipxe"`
 	Log  Log  `yaml:"log"`
 
+	// SecureBoot names the signed binaries that boot profiles with
+	// loader: grub. Required only when a profile uses them.
+	SecureBoot SecureBoot `yaml:"secure_boot"`
+
 	// DefaultProfile boots machines not listed under Machines (and listed
 	// ones without a profile). Empty means they are not network-booted.
 	DefaultProfile string `yaml:"default_profile"`
@@ -127,6 +131,25 @@ type IPXE struct {
 	BIOSBinary string `yaml:"bios_binary"`
 }
 
+// SecureBoot names Debian's signed boot chain: UEFI firmware loads Shim
+// (signed by Microsoft's UEFI CA), which loads Grub (signed by Debian,
+// whose key shim carries), which loads a kernel signed by Debian.
+type SecureBoot struct {
+	// Shim is shimx64.efi.signed from Debian's shim-signed package, e.g.
+	// /usr/lib/shim/shimx64.efi.signed.
+	Shim string `yaml:"shim"`
+	// Grub is grubnetx64.efi.signed from grub-efi-amd64-signed, e.g.
+	// /usr/lib/grub/x86_64-efi-signed/grubnetx64.efi.signed: the network
+	// build, with the net and http modules inside.
+	Grub string `yaml:"grub"`
+}
+
+// Loaders are the values of a profile's loader.
+const (
+	LoaderIPXE = "ipxe" // UEFI firmware chainloads iPXE, which runs the profile's script (default)
+	LoaderGrub = "grub" // UEFI firmware loads secure_boot.shim, then Grub, which runs the profile's grub.cfg
+)
+
 // Log configures logging.
 type Log struct {
 	// Format is text (default) or json.
@@ -146,6 +169,10 @@ type Profile struct {
 	// Root, if its Image is set, gives the machine a diskless root over
 	// NBD: the script's command line gets bootfleet.root=nbd:IP:PORT:EXPORT.
 	Root Root `yaml:"root"`
+	// Loader is what UEFI x64 firmware loads: ipxe (default) or grub,
+	// Debian's signed Shim and Grub from secure_boot, which boot with
+	// Secure Boot on. BIOS machines and iPXE ROMs always run iPXE.
+	Loader string `yaml:"loader"`
 }
 
 // Root is a profile's diskless root.
@@ -316,6 +343,15 @@ func (c *Config) Validate() error {
 	for _, name := range sortedKeys(c.Profiles) {
 		p := c.Profiles[name]
 		validateRootKernel("profiles."+name, p, bad)
+		switch p.Loader {
+		case "", LoaderIPXE:
+		case LoaderGrub:
+			if c.SecureBoot.Shim == "" || c.SecureBoot.Grub == "" {
+				bad("profiles."+name+".loader", "grub needs secure_boot.shim and secure_boot.grub: the signed binaries from Debian's shim-signed and grub-efi-amd64-signed (see README, Secure Boot)")
+			}
+		default:
+			bad("profiles."+name+".loader", "want ipxe (default) or grub (Secure Boot through Debian's signed shim and grub), got %q", p.Loader)
+		}
 		switch {
 		case p.Root.Image == "" && p.Root.Overlay != "":
 			bad("profiles."+name+".root.image", "required when root.overlay is set: the name of an imported image")

@@ -93,6 +93,9 @@ func TestValidationErrorsNameTheKey(t *testing.T) {
 		{"bad discovery", "interface: br0\ndhcp: {mode: proxy}\ndiscovery: maybe", "discovery: want boot or ignore"},
 		{"unknown discovery profile", "interface: br0\ndhcp: {mode: proxy}\ndiscovery_profile: x", `discovery_profile: no profile named "x"`},
 		{"bad telemetry", "interface: br0\ndhcp: {mode: proxy}\ntelemetry: maybe", "telemetry: want on or off"},
+		{"bad loader", "interface: br0\ndhcp: {mode: proxy}\nprofiles: {a: {kernel: k, loader: shim}}", `profiles.a.loader: want ipxe (default) or grub (Secure Boot through Debian's signed shim and grub), got "shim"`},
+		{"grub loader without secure_boot", "interface: br0\ndhcp: {mode: proxy}\nprofiles: {a: {kernel: k, loader: grub}}", "profiles.a.loader: grub needs secure_boot.shim and secure_boot.grub"},
+		{"grub loader without grub", "interface: br0\ndhcp: {mode: proxy}\nsecure_boot: {shim: /s}\nprofiles: {a: {kernel: k, loader: grub}}", "profiles.a.loader: grub needs secure_boot.shim and secure_boot.grub"},
 		{"bad log format", "interface: br0\ndhcp: {mode: proxy}\nlog: {format: xml}", "log.format"},
 	}
 	for _, tt := range tests {
@@ -127,5 +130,15 @@ func TestRootKernelImage(t *testing.T) {
 func TestDHCPOffNeedsNoInterface(t *testing.T) {
 	if _, err := Parse(strings.NewReader("dhcp: {mode: off}")); err != nil {
 		t.Fatal(err)
+	}
+}
+
+func TestGrubLoader(t *testing.T) {
+	c, err := Parse(strings.NewReader("interface: br0\ndhcp: {mode: proxy}\nsecure_boot: {shim: /s/shimx64.efi.signed, grub: /g/grubnetx64.efi.signed}\nprofiles: {sb: {kernel: k, loader: grub}, plain: {kernel: k, loader: ipxe}}"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Profiles["sb"].Loader != LoaderGrub || c.SecureBoot.Shim != "/s/shimx64.efi.signed" || c.SecureBoot.Grub != "/g/grubnetx64.efi.signed" {
+		t.Fatalf("secure_boot %+v, profile sb %+v", c.SecureBoot, c.Profiles["sb"])
 	}
 }

@@ -16,6 +16,12 @@
 // export serves, so kernel, modules and root always come from one image
 // version; the files are built at the first request (ImageKernels).
 //
+// Machines whose profile has loader: grub get a grub config instead of a
+// script (package grub renders it): /grub/grub.cfg for every machine,
+// then /grub/MAC/grub.cfg, naming the profile's files by path. Debian's
+// signed grub fetches over TFTP only, so GrubTFTP serves the same paths
+// to the TFTP server.
+//
 // Files are served with http.ServeContent, so HEAD, Range and conditional
 // requests work, and the bytes go out with sendfile.
 package httpboot

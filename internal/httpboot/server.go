@@ -18,6 +18,7 @@ import (
 
 	"github.com/bootfleet/bootfleet/internal/config"
 	"github.com/bootfleet/bootfleet/internal/fleet"
+	"github.com/bootfleet/bootfleet/internal/grub"
 	"github.com/bootfleet/bootfleet/internal/ipxe"
 )
 
@@ -111,11 +112,16 @@ func New(c Config) http.Handler {
 	mux.HandleFunc("GET /images/{sha}/"+kernelFile, s.imageFile(kernelFile))
 	mux.HandleFunc("GET /images/{sha}/"+initrdFile, s.imageFile(initrdFile))
 	mux.HandleFunc("GET /files/{path...}", s.file)
+	for _, p := range grub.Stage1Paths {
+		mux.HandleFunc("GET /"+p, s.grubStage1)
+	}
+	mux.HandleFunc("GET /grub/{mac}/grub.cfg", s.grubConfig)
 	mux.HandleFunc("GET /done/{mac}", s.done)
 	mux.HandleFunc("POST /done/{mac}", s.done)
 	if c.Milestones != nil {
 		mux.HandleFunc("GET /milestone/{mac}/{name}", s.milestone)
 		mux.HandleFunc("POST /milestone/{mac}/{name}", s.milestone)
+		mux.HandleFunc("GET /grub/{mac}/milestone/{name}", s.grubMilestone)
 	}
 	return mux
 }
@@ -152,21 +158,40 @@ func (s *server) script(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 		return
 	}
-	body, err := s.render(r.Context(), t)
+	s.serveBoot(w, r, t, "script", "ipxe-script", s.render)
+}
+
+// serveBoot answers a machine's boot, rendered by render (an iPXE script
+// or a grub config), and records milestone: the client fetched it.
+func (s *server) serveBoot(w http.ResponseWriter, r *http.Request, t fleet.Target, what, milestone string,
+	render func(context.Context, fleet.Target) (string, error)) {
+	mac := t.Machine.MAC
+	body, err := render(r.Context(), t)
 	if err != nil {
-		s.log.Error("render iPXE script", "mac", mac.String(), "profile", t.Profile, "err", err)
+		s.log.Error("render "+what, "mac", mac.String(), "profile", t.Profile, "err", err)
 		http.Error(w, "profile "+t.Profile+": "+err.Error(), http.StatusInternalServerError)
 		return
 	}
 	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 	io.WriteString(w, body)
 	if s.Milestones != nil {
-		s.Milestones.Milestone(mac, "ipxe-script", r.RemoteAddr)
+		s.Milestones.Milestone(mac, milestone, r.RemoteAddr)
 	}
-	s.log.Info("script served", "mac", mac.String(), "name", t.Machine.Name, "profile", t.Profile, "remote", r.RemoteAddr)
+	s.log.Info(what+" served", "mac", mac.String(), "name", t.Machine.Name, "profile", t.Profile, "remote", r.RemoteAddr)
 }
 
 func (s *server) render(ctx context.Context, t fleet.Target) (string, error) {
+	b, err := s.boot(ctx, t)
+	if err != nil {
+		return "", err
+	}
+	return ipxe.Script(b), nil
+}
+
+// boot is what the machine loads for this boot, as URLs on this server
+// (with ?mac= for telemetry) or the profile's own URLs. It issues the
+// machine's diskless root, if it has one, and so voids the previous one.
+func (s *server) boot(ctx context.Context, t fleet.Target) (ipxe.Boot, error) {
 	mp := macPath(t.Machine.MAC)
 	vars := ipxe.Vars{
 		MAC:      t.Machine.MAC.String(),
@@ -179,20 +204,20 @@ func (s *server) render(ctx context.Context, t fleet.Target) (string, error) {
 	var root RootBoot
 	if t.Spec.Root.Image != "" {
 		if s.Roots == nil {
-			return "", fmt.Errorf("root image %s: this server has no diskless root service", t.Spec.Root.Image)
+			return ipxe.Boot{}, fmt.Errorf("root image %s: this server has no diskless root service", t.Spec.Root.Image)
 		}
 		if t.Spec.Root.Kernel == config.RootKernelImage && s.Kernels == nil {
-			return "", fmt.Errorf("root image %s: root.kernel is image, but this server builds no kernels from images", t.Spec.Root.Image)
+			return ipxe.Boot{}, fmt.Errorf("root image %s: root.kernel is image, but this server builds no kernels from images", t.Spec.Root.Image)
 		}
 		var err error
 		if root, err = s.Roots.IssueRoot(ctx, t.Machine.MAC, t.Spec.Root); err != nil {
-			return "", err
+			return ipxe.Boot{}, err
 		}
 		vars.Root = root.Arg
 	}
 	cmdline, err := ipxe.RenderCmdline(t.Spec.Cmdline, vars)
 	if err != nil {
-		return "", err
+		return ipxe.Boot{}, err
 	}
 	if vars.Root != "" && !strings.Contains(cmdline, vars.Root) {
 		cmdline = strings.TrimSpace(cmdline + " bootfleet.root=" + vars.Root)
@@ -203,7 +228,7 @@ func (s *server) render(ctx context.Context, t fleet.Target) (string, error) {
 	}
 	q := "?mac=" + mp
 	if t.Spec.Root.Kernel == config.RootKernelImage {
-		return ipxe.Script(s.imageBoot(root, q, cmdline)), nil
+		return s.imageBoot(root, q, cmdline), nil
 	}
 	prof := s.BaseURL + "/profiles/" + url.PathEscape(t.Profile)
 	b := ipxe.Boot{Kernel: prof + "/kernel" + q, Cmdline: cmdline}
@@ -218,7 +243,7 @@ func (s *server) render(ctx context.Context, t fleet.Target) (string, error) {
 		}
 		b.Initrds = append(b.Initrds, ipxe.Initrd{URL: u, Name: base})
 	}
-	return ipxe.Script(b), nil
+	return b, nil
 }
 
 func isURL(s string) bool {

@@ -80,7 +80,10 @@ type Profile struct {
 	// (config.RootKernelImage) to boot the kernel RootImage holds, with an
 	// initramfs built from it; Kernel and Initrd are then empty.
 	RootKernel string
-	Source     Source // default api
+	// Loader is what UEFI x64 firmware loads: empty or ipxe for iPXE,
+	// grub for the signed shim and grub (config.LoaderGrub).
+	Loader string
+	Source Source // default api
 }
 
 // Lease is a DHCP lease in full mode: IP belongs to MAC until Expiry.
@@ -221,6 +224,9 @@ func (p *Profile) Validate() error {
 	}
 	if strings.ContainsAny(p.Cmdline, "\r\n") {
 		return invalid("cmdline", "must be one line")
+	}
+	if p.Loader != "" && p.Loader != config.LoaderIPXE && p.Loader != config.LoaderGrub {
+		return invalid("loader", "want ipxe (default) or grub (Secure Boot through the server's signed shim and grub), got %q", p.Loader)
 	}
 	switch {
 	case p.RootImage == "" && p.Overlay != "":

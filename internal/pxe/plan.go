@@ -13,6 +13,14 @@ const (
 	DefaultEFIx64File = "ipxe.efi"      // iPXE with its own NIC drivers; snponly.efi uses the firmware's instead
 )
 
+// The signed chain's files as clients ask for them. Shim loads its second
+// stage from the directory it came from under the name grubx64.efi, so
+// both sit side by side, on TFTP and under HTTP /files/.
+const (
+	ShimFile = "shimx64.efi"
+	GrubFile = "grubx64.efi"
+)
+
 // PlanConfig says which file each kind of firmware gets. The zero value of a
 // file field means its default (BIOS and UEFI x64) or "not supported" (the rest).
 type PlanConfig struct {
@@ -25,6 +33,11 @@ type PlanConfig struct {
 	// trailing slash. UEFI HTTP boot gets HTTPBase+"/files/"+file and iPXE gets
 	// its script URL from it. Empty means only TFTP plans are possible.
 	HTTPBase string
+
+	// Signed reports whether mac boots through the signed chain (its
+	// profile's loader is grub): x86-64 UEFI firmware then gets ShimFile
+	// instead of iPXE. nil: no machine does.
+	Signed func(mac net.HardwareAddr) bool
 
 	// ScriptURL overrides the iPXE script URL. Default:
 	// HTTPBase+"/ipxe/"+mac with the MAC in hyphen form (52-54-00-12-34-56).
@@ -85,7 +98,7 @@ func PlanFor(c Client, mac net.HardwareAddr, cfg PlanConfig) (Plan, error) {
 		if cfg.HTTPBase == "" {
 			return Plan{}, fmt.Errorf("%w: UEFI HTTP boot client (%s) but no HTTP base URL is configured; set the HTTP listen address", ErrNoPlan, c.Arch)
 		}
-		f, err := efiFile(c.Arch, cfg)
+		f, err := firmwareFile(c.Arch, mac, cfg)
 		if err != nil {
 			return Plan{}, err
 		}
@@ -94,7 +107,7 @@ func PlanFor(c Client, mac net.HardwareAddr, cfg PlanConfig) (Plan, error) {
 		if c.Arch == ArchBIOS {
 			return Plan{Proto: ProtoTFTP, BootFile: cfg.BIOSFile}, nil
 		}
-		f, err := efiFile(c.Arch, cfg)
+		f, err := firmwareFile(c.Arch, mac, cfg)
 		if err != nil {
 			return Plan{}, err
 		}
@@ -102,6 +115,19 @@ func PlanFor(c Client, mac net.HardwareAddr, cfg PlanConfig) (Plan, error) {
 	default:
 		return Plan{}, fmt.Errorf("%w: client is not network-boot firmware (vendor class %q, no iPXE user class)", ErrNoPlan, c.VendorClass)
 	}
+}
+
+// firmwareFile is what UEFI firmware loads: shim for a machine on the
+// signed chain, else iPXE. Debian signs its chain for x86-64 only.
+func firmwareFile(a Arch, mac net.HardwareAddr, cfg PlanConfig) (string, error) {
+	if cfg.Signed == nil || !cfg.Signed(mac) {
+		return efiFile(a, cfg)
+	}
+	switch a {
+	case ArchEFIx64, ArchEFIBC, ArchEFIx64HTTP:
+		return ShimFile, nil
+	}
+	return "", fmt.Errorf("%w: the machine's profile has loader grub, but the signed shim and grub are for uefi-x64 and the client is %s; give it a profile with loader ipxe", ErrNoPlan, a)
 }
 
 // efiFile maps a UEFI architecture (PXE or HTTP flavour) to its iPXE binary.

@@ -88,6 +88,10 @@ func TestPlanFor(t *testing.T) {
 	full.EFIIA32File, full.EFIARM64File, full.BIOSFile = "ipxe-ia32.efi", "ipxe-arm64.efi", "ipxe.pxe"
 	custom := base
 	custom.ScriptURL = func(m net.HardwareAddr) string { return "http://x/boot?mac=" + m.String() }
+	signed := full
+	signed.Signed = func(m net.HardwareAddr) bool { return m.String() == mac.String() }
+	unsigned := signed
+	unsigned.Signed = func(net.HardwareAddr) bool { return false }
 
 	tests := []struct {
 		name    string
@@ -116,6 +120,12 @@ func TestPlanFor(t *testing.T) {
 		{"http boot arm64 unconfigured", Client{HTTPBoot: true, Arch: ArchEFIARM64HTTP}, base, Plan{}, true},
 		{"http boot without http", Client{HTTPBoot: true, Arch: ArchEFIx64HTTP}, PlanConfig{}, Plan{}, true},
 		{"os", Client{}, base, Plan{}, true},
+		{"signed uefi x64 gets shim", Client{PXE: true, Arch: ArchEFIx64}, signed, Plan{ProtoTFTP, "shimx64.efi", ""}, false},
+		{"signed http boot gets shim", Client{HTTPBoot: true, Arch: ArchEFIx64HTTP}, signed, Plan{ProtoHTTP, "http://10.0.0.1:8080/files/shimx64.efi", "HTTPClient"}, false},
+		{"signed bios still gets ipxe", Client{PXE: true, Arch: ArchBIOS}, signed, Plan{ProtoTFTP, "ipxe.pxe", ""}, false},
+		{"signed ipxe still gets its script", Client{PXE: true, IPXE: true, Arch: ArchEFIx64}, signed, Plan{ProtoHTTP, "http://10.0.0.1:8080/ipxe/52-54-00-12-34-56", ""}, false},
+		{"signed arm64 has no chain", Client{PXE: true, Arch: ArchEFIARM64}, signed, Plan{}, true},
+		{"another machine gets ipxe", Client{PXE: true, Arch: ArchEFIx64}, unsigned, Plan{ProtoTFTP, "ipxe.efi", ""}, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

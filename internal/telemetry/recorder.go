@@ -10,6 +10,8 @@ import (
 	"github.com/insomniacslk/dhcp/dhcpv4"
 
 	"github.com/bootfleet/bootfleet/internal/dhcp"
+	"github.com/bootfleet/bootfleet/internal/grub"
+	"github.com/bootfleet/bootfleet/internal/httpboot"
 	"github.com/bootfleet/bootfleet/internal/pxe"
 )
 
@@ -240,10 +242,37 @@ func (r *Recorder) Milestone(mac net.HardwareAddr, name, remote string) {
 	if b == nil || len(b.Milestones) >= maxMilestones {
 		return
 	}
-	if name == "ipxe-script" {
+	if name == "ipxe-script" || name == httpboot.MilestoneGrubConfig {
 		b.stage = max(b.stage, stageScript)
 	}
 	b.Milestones = append(b.Milestones, Milestone{Time: now, Name: name})
+	if p := milestonePath[name]; p != "" && len(b.Path) < maxPath {
+		b.Path = append(b.Path, p)
+	}
+	if step, ok := strings.CutPrefix(name, "failed-"); ok {
+		reason := failedReason[name]
+		if reason == "" {
+			reason = "the client reported that " + step + " failed"
+		}
+		r.fail(b, reason)
+	}
+}
+
+// milestonePath names the stages of the signed chain in Boot.Path: grub
+// reports them, as DHCP reports the firmware's.
+var milestonePath = map[string]string{
+	httpboot.MilestoneGrubConfig: "grub",
+	grub.MilestoneSecureBootOn:   "Secure Boot on",
+	grub.MilestoneSecureBootOff:  "Secure Boot off",
+}
+
+// failedReason says, for the failures grub reports, where the boot
+// stopped and the likely cause. A milestone failed-STEP ends the boot as
+// failed.
+var failedReason = map[string]string{
+	grub.MilestoneKernelFailed: "grub refused or could not load the kernel; under Secure Boot the kernel must be signed by a key shim trusts (Debian's are)",
+	grub.MilestoneInitrdFailed: "grub could not load an initrd",
+	grub.MilestoneBootFailed:   "grub could not start the kernel",
 }
 
 // complete ends mac's open boot and returns its duration.

@@ -11,6 +11,7 @@ import (
 	"github.com/insomniacslk/dhcp/dhcpv4"
 
 	"github.com/bootfleet/bootfleet/internal/dhcp"
+	"github.com/bootfleet/bootfleet/internal/grub"
 	"github.com/bootfleet/bootfleet/internal/httpboot"
 	"github.com/bootfleet/bootfleet/internal/nbd"
 	"github.com/bootfleet/bootfleet/internal/pxe"
@@ -321,5 +322,31 @@ func TestPathRecorded(t *testing.T) {
 	f.dora(macB, uefi)
 	if bs := f.r.Boots(Filter{MAC: macB}); len(bs) != 1 || strings.Join(bs[0].Path, " ") != "PXEv4" {
 		t.Errorf("UEFI PXE boot %+v, want path PXEv4", bs)
+	}
+}
+
+// TestGrubMilestones: the signed chain's steps extend the path, and a
+// failed- milestone ends the boot as failed, saying where it stopped.
+func TestGrubMilestones(t *testing.T) {
+	f := newFake(t, Config{})
+	f.dora(macA, uefi)
+	f.r.Milestone(macA, httpboot.MilestoneGrubConfig, "")
+	f.r.Milestone(macA, grub.MilestoneSecureBootOn, "")
+	f.r.Milestone(macA, grub.MilestoneKernelFailed, "")
+	bs := f.r.Boots(Filter{MAC: macA})
+	if len(bs) != 1 {
+		t.Fatalf("boots %+v, want one", bs)
+	}
+	b := bs[0]
+	if got := strings.Join(b.Path, ","); got != "PXEv4,grub,Secure Boot on" {
+		t.Errorf("path %q, want PXEv4,grub,Secure Boot on", got)
+	}
+	if b.State != StateFailed || !strings.Contains(b.Reason, "kernel") {
+		t.Errorf("boot is %s (%q), want failed at the kernel", b.State, b.Reason)
+	}
+	f.dora(macB, uefi)
+	f.r.Milestone(macB, "failed-mount", "")
+	if bs := f.r.Boots(Filter{MAC: macB}); len(bs) != 1 || bs[0].State != StateFailed || !strings.Contains(bs[0].Reason, "mount failed") {
+		t.Errorf("a client's own failed- milestone: %+v, want failed, saying mount failed", bs)
 	}
 }

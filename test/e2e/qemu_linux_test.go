@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 // firmware is how a VM network-boots.
@@ -23,6 +24,17 @@ const (
 	// IPv6PXESupport into NetworkPkg's PCDs), so its boot manager's first
 	// network option is HTTPv4: the firmware's own HTTP boot client.
 	uefiHTTP firmware = "uefi-http"
+	// uefiSecure is OVMF's Secure Boot build with Microsoft's keys
+	// enrolled (Debian's OVMF_VARS_4M.ms.fd) on q35 with SMM, which
+	// keeps the variable store out of the guest's reach: only a chain
+	// signed by those keys boots.
+	uefiSecure firmware = "uefi-secure"
+)
+
+// OVMF's Secure Boot build, from Debian's ovmf package.
+const (
+	ovmfSecureCode = "/usr/share/OVMF/OVMF_CODE_4M.secboot.fd"
+	ovmfSecureVars = "/usr/share/OVMF/OVMF_VARS_4M.ms.fd"
 )
 
 // vm describes one test VM.
@@ -33,6 +45,17 @@ type vm struct {
 	// cmdline, when set, skips the network boot: QEMU loads the test
 	// image's kernel and initrd itself (-kernel) with this command line.
 	cmdline string
+	// timeout bounds the boot instead of bootTimeout: VMs booting
+	// together share the CPUs.
+	timeout time.Duration
+}
+
+// waitFor is how long to wait for v's boot.
+func (v vm) waitFor(t testing.TB) time.Duration {
+	if v.timeout > 0 {
+		return v.timeout
+	}
+	return bootTimeout(t)
 }
 
 // startVM runs QEMU inside ns with its serial console as the process output,
@@ -58,6 +81,12 @@ func startVM(t testing.TB, e *env, ns *netns, dir string, v vm) *proc {
 				"-fw_cfg", "name=opt/org.tianocore/IPv4PXESupport,string=n",
 				"-fw_cfg", "name=opt/org.tianocore/IPv6PXESupport,string=n")
 		}
+	case uefiSecure:
+		vars := filepath.Join(t.TempDir(), "OVMF_VARS.fd")
+		copyFile(t, ovmfSecureVars, vars)
+		args = append(args, "-machine", "q35,smm=on", "-global", "driver=cfi.pflash01,property=secure,value=on",
+			"-drive", "if=pflash,format=raw,unit=0,readonly=on,file="+ovmfSecureCode,
+			"-drive", "if=pflash,format=raw,unit=1,file="+vars)
 	case bios:
 	default:
 		t.Fatalf("unknown firmware %q", v.fw)
@@ -66,7 +95,7 @@ func startVM(t testing.TB, e *env, ns *netns, dir string, v vm) *proc {
 	case v.cmdline != "":
 		args = append(args, "-kernel", e.vmlinuz, "-initrd", e.initrd, "-append", v.cmdline,
 			"-device", nic+",romfile=")
-	case v.fw == uefi || v.fw == uefiHTTP:
+	case v.fw == uefi || v.fw == uefiHTTP || v.fw == uefiSecure:
 		// bootindex puts the NIC first in OVMF's boot order, ahead of the
 		// EFI shell, which would otherwise wait at its prompt.
 		args = append(args, "-device", nic+",romfile=,bootindex=1")

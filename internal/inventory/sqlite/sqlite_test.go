@@ -63,8 +63,8 @@ func TestPragmas(t *testing.T) {
 		}
 	}
 	var v int
-	if err := db.QueryRow("SELECT MAX(version) FROM schema_migrations").Scan(&v); err != nil || v != 3 {
-		t.Fatalf("schema version %d (%v), want 3", v, err)
+	if err := db.QueryRow("SELECT MAX(version) FROM schema_migrations").Scan(&v); err != nil || v != 4 {
+		t.Fatalf("schema version %d (%v), want 4", v, err)
 	}
 }
 

@@ -268,7 +268,7 @@ func testProfileCRUD(t *testing.T, b Backend) {
 		t.Fatalf("GetProfile with root kernel image = %#v, want %#v", got, wantOwn)
 	}
 	back := wantOwn
-	back.Kernel, back.RootKernel = "/k3", ""
+	back.Kernel, back.RootKernel, back.Loader = "/k3", "", "grub"
 	if got := must[inventory.Profile](t)(s.UpdateProfile(c, back)); !reflect.DeepEqual(got, back) {
 		t.Fatalf("UpdateProfile back to its own kernel = %#v, want %#v", got, back)
 	}
@@ -304,6 +304,7 @@ func testProfileErrors(t *testing.T, b Backend) {
 		{inventory.Profile{Name: "x", Kernel: "k", RootImage: "debian", RootKernel: "image"}, "kernel"},
 		{inventory.Profile{Name: "x", Initrd: []string{"i"}, RootImage: "debian", RootKernel: "image"}, "initrd"},
 		{inventory.Profile{Name: "x", Kernel: "k", RootImage: "debian", RootKernel: "own"}, "root_kernel"},
+		{inventory.Profile{Name: "x", Kernel: "k", Loader: "shim"}, "loader"},
 	} {
 		_, err = s.CreateProfile(c, tc.p)
 		wantErr(t, err, inventory.ErrInvalid, tc.field)

@@ -1,0 +1,148 @@
+package httpboot
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"net"
+	"net/url"
+	"os"
+	"strconv"
+	"strings"
+
+	"github.com/bootfleet/bootfleet/internal/config"
+	"github.com/bootfleet/bootfleet/internal/grub"
+	"github.com/bootfleet/bootfleet/internal/safefs"
+	"github.com/bootfleet/bootfleet/internal/tftp"
+)
+
+// GrubTFTP serves over TFTP what grub asks for after PXE, in front of
+// next: its first config, each machine's config and milestones, and the
+// files machines' profiles name, under the same paths as over HTTP
+// (grub/..., profiles/NAME/kernel, profiles/NAME/initrd/I/BASE). A
+// machine's config is only given to machines whose profile's loader is
+// grub, and a profile's files are only what the profile names.
+func GrubTFTP(c Config, next tftp.FileSystem) tftp.FileSystem {
+	s := &server{Config: c, log: c.Logger}
+	if s.log == nil {
+		s.log = slog.New(slog.DiscardHandler)
+	}
+	return grubTFTP{s: s, next: next}
+}
+
+type grubTFTP struct {
+	s    *server
+	next tftp.FileSystem
+}
+
+func (g grubTFTP) Open(name string) (tftp.File, error) {
+	rel, err := safefs.Clean(name)
+	if err != nil {
+		return nil, err
+	}
+	parts := strings.Split(rel, "/")
+	switch {
+	case rel == grub.Stage1Paths[0] || rel == grub.Stage1Paths[1]:
+		return text(grub.Stage1), nil
+	case len(parts) == 3 && parts[0] == "grub" && parts[2] == "grub.cfg":
+		return g.config(parts[1])
+	case len(parts) == 4 && parts[0] == "grub" && parts[2] == "milestone":
+		return g.milestone(parts[1], parts[3])
+	case len(parts) >= 3 && parts[0] == "profiles":
+		return g.profileFile(parts[1:])
+	}
+	return g.next.Open(name)
+}
+
+func (g grubTFTP) config(macs string) (tftp.File, error) {
+	mac, err := parseMACString(macs)
+	if err != nil {
+		return nil, err
+	}
+	t, ok := g.s.Fleet.Resolve(mac)
+	if !ok || t.Spec.Loader != config.LoaderGrub {
+		g.s.log.Warn("grub asked for the config of a machine whose profile does not load grub", "mac", mac.String(),
+			"fix", "set loader: grub in the machine's profile")
+		return nil, fmt.Errorf("machine %s does not boot through grub: %w", mac, fs.ErrNotExist)
+	}
+	cfg, err := g.s.grubConfigText(context.Background(), t)
+	if err != nil {
+		g.s.log.Error("render grub config", "mac", mac.String(), "profile", t.Profile, "err", err)
+		return nil, fmt.Errorf("profile %s: %w", t.Profile, err)
+	}
+	if g.s.Milestones != nil {
+		g.s.Milestones.Milestone(mac, MilestoneGrubConfig, "")
+	}
+	g.s.log.Info("grub config served", "mac", mac.String(), "name", t.Machine.Name, "profile", t.Profile, "via", "tftp")
+	return text(cfg), nil
+}
+
+func (g grubTFTP) milestone(macs, name string) (tftp.File, error) {
+	mac, err := parseMACString(macs)
+	if err != nil || g.s.Milestones == nil || !validMilestone(name) {
+		return nil, fmt.Errorf("milestone %q of %q: %w", name, macs, fs.ErrNotExist)
+	}
+	g.s.recordGrubMilestone(mac, name, "")
+	return text("# bootfleet: recorded " + name + "\n"), nil
+}
+
+// profileFile opens profiles/NAME/kernel or profiles/NAME/initrd/I/BASE.
+func (g grubTFTP) profileFile(parts []string) (tftp.File, error) {
+	p, ok := g.s.Fleet.Profile(parts[0])
+	if !ok {
+		return nil, fmt.Errorf("no profile named %q: %w", parts[0], fs.ErrNotExist)
+	}
+	var local string
+	switch {
+	case len(parts) == 2 && parts[1] == "kernel" && p.Root.Kernel != config.RootKernelImage:
+		local = p.Kernel
+	case len(parts) == 4 && parts[1] == "initrd":
+		i, err := strconv.Atoi(parts[2])
+		if err != nil || i < 0 || i >= len(p.Initrd) {
+			return nil, fmt.Errorf("profile %s has %d initrds, got %q: %w", parts[0], len(p.Initrd), parts[2], fs.ErrNotExist)
+		}
+		local = p.Initrd[i]
+	default:
+		return nil, fmt.Errorf("profiles/%s: %w", strings.Join(parts, "/"), fs.ErrNotExist)
+	}
+	if isURL(local) {
+		return nil, fmt.Errorf("profile %s: %s is a URL, which is not served over TFTP: %w", parts[0], local, fs.ErrNotExist)
+	}
+	f, err := os.Open(local)
+	if err != nil {
+		g.s.log.Error("profile file missing; fix the path in the profile", "profile", parts[0], "path", local, "err", err)
+		return nil, err
+	}
+	st, err := f.Stat()
+	if err != nil || !st.Mode().IsRegular() {
+		f.Close()
+		return nil, fmt.Errorf("profile %s: %s is not a regular file: %w", parts[0], local, fs.ErrPermission)
+	}
+	return sizedFile{File: f, size: st.Size()}, nil
+}
+
+func parseMACString(s string) (net.HardwareAddr, error) {
+	if u, err := url.PathUnescape(s); err == nil {
+		s = u
+	}
+	m, err := net.ParseMAC(s)
+	if err != nil || len(m) != 6 {
+		return nil, fmt.Errorf("want a MAC, got %q: %w", s, fs.ErrNotExist)
+	}
+	return m, nil
+}
+
+type memText struct{ *bytes.Reader }
+
+func (memText) Close() error { return nil }
+
+func text(s string) tftp.File { return memText{bytes.NewReader([]byte(s))} }
+
+type sizedFile struct {
+	*os.File
+	size int64
+}
+
+func (f sizedFile) Size() int64 { return f.size }
