@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net/netip"
 	"os"
 	"time"
 
@@ -111,6 +112,72 @@ instead. It exits non-zero when a machine failed.`,
 	f.IntVar(&cfg.NBDDepth, "nbd-depth", 8, "NBD reads in flight per machine")
 	f.StringVar(&cfg.DoneParam, "done-param", "done", "kernel command line parameter that holds the DoneURL")
 	cmd.MarkFlagRequired("interface")
+	cmd.AddCommand(stormRecordCmd())
+	return cmd
+}
+
+func stormRecordCmd() *cobra.Command {
+	var (
+		cfg    storm.RecordConfig
+		client string
+		out    string
+	)
+	cmd := &cobra.Command{
+		Use:   "record --interface IFACE --out FILE",
+		Short: "Record the NBD reads of machines booting now into a trace for storm to replay",
+		Long: `record captures, on the NBD server's interface, what NBD clients send to the
+server (it does not stand in the connection: the server and the machines'
+command lines stay as they are), and writes each NBD_CMD_READ's offset and
+length to FILE in the order sent. Start it, boot one machine from the image
+to trace (its connection must start after the recording does), and stop it
+with Ctrl-C once the machine is up, or let --idle stop it. Needs root.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if client != "" {
+				a, err := netip.ParseAddr(client)
+				if err != nil || !a.Is4() {
+					return fmt.Errorf("--client %q: want an IPv4 address", client)
+				}
+				cfg.Client = a
+			}
+			stderr := cmd.ErrOrStderr()
+			cfg.Log = slog.New(slog.NewTextHandler(stderr, nil))
+			fmt.Fprintf(stderr, "recording NBD reads to port %d on %s; boot the machine, then Ctrl-C\n", cfg.Port, cfg.Interface)
+			tr, st, err := storm.Record(cmd.Context(), cfg)
+			if err != nil {
+				return err
+			}
+			if len(tr.Reads) == 0 {
+				return fmt.Errorf("no NBD reads seen on %s port %d (%d sessions, %d open before the recording); nothing written to %s", cfg.Interface, cfg.Port, st.Sessions, st.Ignored, out)
+			}
+			f, err := os.Create(out)
+			if err != nil {
+				return err
+			}
+			err = storm.WriteTrace(f, tr,
+				fmt.Sprintf("recorded by bootfleet storm record on %s port %d, %s", cfg.Interface, cfg.Port, time.Now().UTC().Format(time.RFC3339)),
+				fmt.Sprintf("%d sessions, %d reads, %d bytes; %d writes not replayed", st.Sessions, len(tr.Reads), tr.Bytes(), st.Writes))
+			if cerr := f.Close(); err == nil {
+				err = cerr
+			}
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "%s: %d reads, %d bytes from %d sessions\n", out, len(tr.Reads), tr.Bytes(), st.Sessions)
+			if st.Broken > 0 {
+				return fmt.Errorf("%d sessions could not be followed to their end (the capture lost packets); the trace in %s is short of them", st.Broken, out)
+			}
+			return nil
+		},
+	}
+	f := cmd.Flags()
+	f.StringVarP(&cfg.Interface, "interface", "i", "", "the NBD server's interface on the boot network (required)")
+	f.IntVar(&cfg.Port, "port", 10809, "the NBD server's TCP port")
+	f.StringVar(&client, "client", "", "record only connections from this IPv4 address")
+	f.DurationVar(&cfg.Idle, "idle", 0, "stop once no read has come for this long (0: only Ctrl-C)")
+	f.StringVarP(&out, "out", "o", "", "trace file to write (required)")
+	cmd.MarkFlagRequired("interface")
+	cmd.MarkFlagRequired("out")
 	return cmd
 }
 

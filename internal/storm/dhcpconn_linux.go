@@ -27,53 +27,67 @@ type dhcpConn struct {
 	waiters map[dhcpv4.TransactionID]chan *dhcpv4.DHCPv4
 }
 
-// udpDst68 accepts unfragmented IPv4 UDP to port 68 only, so the socket
-// does not copy the storm's TFTP, HTTP and NBD traffic to user space.
-var udpDst68 = []bpf.Instruction{
-	bpf.LoadAbsolute{Off: 9, Size: 1},                            // 0: protocol
-	bpf.JumpIf{Cond: bpf.JumpEqual, Val: protoUDP, SkipFalse: 6}, // 1: not UDP: reject
-	bpf.LoadAbsolute{Off: 6, Size: 2},                            // 2: flags, fragment offset
-	bpf.JumpIf{Cond: bpf.JumpBitsSet, Val: 0x3fff, SkipTrue: 4},  // 3: a fragment: reject
-	bpf.LoadMemShift{Off: 0},                                     // 4: X = IP header length
-	bpf.LoadIndirect{Off: 2, Size: 2},                            // 5: UDP destination port
-	bpf.JumpIf{Cond: bpf.JumpEqual, Val: 68, SkipFalse: 1},       // 6
-	bpf.RetConstant{Val: 1 << 16},                                // 7: accept
-	bpf.RetConstant{Val: 0},                                      // 8: reject
+// dstPortFilter accepts unfragmented IPv4 packets of protocol proto to
+// port only, so a packet socket does not copy the rest of the storm's
+// traffic to user space.
+func dstPortFilter(proto uint8, port uint16) []bpf.Instruction {
+	return []bpf.Instruction{
+		bpf.LoadAbsolute{Off: 9, Size: 1},                                 // 0: protocol
+		bpf.JumpIf{Cond: bpf.JumpEqual, Val: uint32(proto), SkipFalse: 6}, // 1: else reject
+		bpf.LoadAbsolute{Off: 6, Size: 2},                                 // 2: flags, fragment offset
+		bpf.JumpIf{Cond: bpf.JumpBitsSet, Val: 0x3fff, SkipTrue: 4},       // 3: a fragment: reject
+		bpf.LoadMemShift{Off: 0},                                          // 4: X = IP header length
+		bpf.LoadIndirect{Off: 2, Size: 2},                                 // 5: destination port (UDP and TCP alike)
+		bpf.JumpIf{Cond: bpf.JumpEqual, Val: uint32(port), SkipFalse: 1},  // 6
+		bpf.RetConstant{Val: 1 << 18},                                     // 7: accept (a GRO segment may exceed 64 KiB)
+		bpf.RetConstant{Val: 0},                                           // 8: reject
+	}
 }
 
 func htons(v uint16) uint16 { return v<<8 | v>>8 }
 
-func openDHCPConn(ifname string) (*dhcpConn, error) {
+// openPacketSocket returns a packet socket on ifname that receives whole
+// IPv4 packets passing filter, with a 200 ms receive timeout so a reader
+// loop can notice it should stop.
+func openPacketSocket(ifname string, filter []bpf.Instruction, rcvbuf int) (fd, ifindex int, err error) {
 	ifi, err := net.InterfaceByName(ifname)
 	if err != nil {
-		return nil, fmt.Errorf("interface %s: %w", ifname, err)
+		return -1, 0, fmt.Errorf("interface %s: %w", ifname, err)
 	}
-	prog, err := bpf.Assemble(udpDst68)
+	prog, err := bpf.Assemble(filter)
 	if err != nil {
-		return nil, err
+		return -1, 0, err
 	}
-	fd, err := unix.Socket(unix.AF_PACKET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, int(htons(unix.ETH_P_IP)))
+	fd, err = unix.Socket(unix.AF_PACKET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, int(htons(unix.ETH_P_IP)))
 	if err != nil {
-		return nil, fmt.Errorf("packet socket for DHCP on %s (needs root or CAP_NET_RAW): %w", ifname, err)
+		return -1, 0, fmt.Errorf("packet socket on %s (needs root or CAP_NET_RAW): %w", ifname, err)
 	}
-	filter := make([]unix.SockFilter, len(prog))
+	raw := make([]unix.SockFilter, len(prog))
 	for i, in := range prog {
-		filter[i] = unix.SockFilter{Code: in.Op, Jt: in.Jt, Jf: in.Jf, K: in.K}
+		raw[i] = unix.SockFilter{Code: in.Op, Jt: in.Jt, Jf: in.Jf, K: in.K}
 	}
-	fprog := unix.SockFprog{Len: uint16(len(filter)), Filter: &filter[0]}
+	fprog := unix.SockFprog{Len: uint16(len(raw)), Filter: &raw[0]}
 	tv := unix.NsecToTimeval((200 * time.Millisecond).Nanoseconds())
 	for _, err := range []error{
 		unix.SetsockoptSockFprog(fd, unix.SOL_SOCKET, unix.SO_ATTACH_FILTER, &fprog),
 		unix.SetsockoptTimeval(fd, unix.SOL_SOCKET, unix.SO_RCVTIMEO, &tv),
-		unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_RCVBUF, 4<<20),
+		unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_RCVBUFFORCE, rcvbuf),
 		unix.Bind(fd, &unix.SockaddrLinklayer{Protocol: htons(unix.ETH_P_IP), Ifindex: ifi.Index}),
 	} {
 		if err != nil {
 			unix.Close(fd)
-			return nil, fmt.Errorf("packet socket for DHCP on %s: %w", ifname, err)
+			return -1, 0, fmt.Errorf("packet socket on %s: %w", ifname, err)
 		}
 	}
-	c := &dhcpConn{fd: fd, ifindex: ifi.Index, done: make(chan struct{}),
+	return fd, ifi.Index, nil
+}
+
+func openDHCPConn(ifname string) (*dhcpConn, error) {
+	fd, ifindex, err := openPacketSocket(ifname, dstPortFilter(protoUDP, 68), 4<<20)
+	if err != nil {
+		return nil, fmt.Errorf("DHCP: %w", err)
+	}
+	c := &dhcpConn{fd: fd, ifindex: ifindex, done: make(chan struct{}),
 		waiters: map[dhcpv4.TransactionID]chan *dhcpv4.DHCPv4{}}
 	go c.readLoop()
 	return c, nil

@@ -3,6 +3,7 @@
 package storm
 
 import (
+	"context"
 	"errors"
 	"net/netip"
 
@@ -28,3 +29,7 @@ func (*addrs) remove(netip.Prefix) error { return nil }
 func (*addrs) Close() error              { return nil }
 
 func linkSpeed(string) int64 { return 0 }
+
+func Record(context.Context, RecordConfig) (*Trace, RecordStats, error) {
+	return nil, RecordStats{}, errUnsupported
+}

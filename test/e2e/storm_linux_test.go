@@ -285,3 +285,56 @@ func TestStormTFTPDropped(t *testing.T) {
 		}
 	})
 }
+
+// TestStormRecord records, with `bootfleet storm record` on the server's
+// bridge, the NBD reads of a storm machine replaying the committed trace:
+// the recording must be those reads, in order, as the export's size
+// fitted them.
+func TestStormRecord(t *testing.T) {
+	s := newStormLAN(t)
+	out := filepath.Join(s.dir, "recorded.trace")
+	rec := startProc(t, "storm-record", s.lan.command(s.e.bin, "storm", "record", "-i", bridge, "--idle", "2s", "-o", out),
+		filepath.Join(s.dir, "record.log"))
+	ctx, cancel := contextTimeout(10 * time.Second)
+	defer cancel()
+	if _, err := rec.waitLine(ctx, contains("recording NBD reads")); err != nil {
+		t.Fatalf("storm record did not start: %v\n%s", err, rec.out.tail(10))
+	}
+	rep, err := s.run(t, "--firmware", "ipxe", "-n", "1", "--mac-prefix", "02:bf:e7")
+	if err != nil || rep.Machines[0].Result != "ok" {
+		t.Fatalf("storm: %v, %q", err, rep.Machines[0].Result)
+	}
+	select {
+	case <-rec.exited:
+	case <-time.After(20 * time.Second):
+		t.Fatalf("storm record did not stop 2 s after the last read\n%s", rec.out.tail(10))
+	}
+	if rec.exitErr != nil {
+		t.Fatalf("storm record: %v\n%s", rec.exitErr, rec.out.tail(10))
+	}
+	f, err := os.Open(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	got, err := storm.ParseTrace(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var want []storm.Read
+	for _, r := range s.trace.Reads {
+		if r, ok := r.Fit(64 << 20); ok { // makeRootImage's 64 MiB
+
+			want = append(want, r)
+		}
+	}
+	if len(got.Reads) != len(want) {
+		t.Fatalf("recorded %d reads, the machine sent %d", len(got.Reads), len(want))
+	}
+	for i := range want {
+		if got.Reads[i] != want[i] {
+			t.Fatalf("read %d: recorded %+v, sent %+v", i, got.Reads[i], want[i])
+		}
+	}
+	t.Logf("recorded %d reads, %d bytes, as sent", len(got.Reads), got.Bytes())
+}
