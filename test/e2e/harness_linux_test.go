@@ -71,7 +71,7 @@ func boot(t *testing.T, e *env, ns *netns, dir string, server *proc, v vm) bootR
 			v.fw, v.mac, fmt.Sprintf(format, args...), qemu.out.tail(40), server.name, server.out.tail(40), dir)
 	}
 
-	ctx, cancel := contextTimeout(bootTimeout(t))
+	ctx, cancel := contextTimeout(v.waitFor(t))
 	defer cancel()
 	// The server dying mid-boot is an answer too; don't wait out the timeout.
 	go func() {

@@ -205,13 +205,13 @@ func bootDirect(t *testing.T, e *env, n *nbdEnv, ns *netns, dir, mac, tap, cmdli
 	log := filepath.Join(dir, fmt.Sprintf("serial-%s-%d.log", strings.ReplaceAll(mac, ":", "-"), time.Now().UnixNano()))
 	start := time.Now()
 	q := startProc(t, name, ns.command("qemu-system-x86_64", args...), log)
-	return waitRoot(t, q, start, during)
+	return waitRoot(t, q, start, bootTimeout(t), during)
 }
 
 // waitRoot follows a console until BOOTFLEET-DONE and returns what the root printed.
-func waitRoot(t *testing.T, q *proc, start time.Time, during func(line string)) rootBoot {
+func waitRoot(t *testing.T, q *proc, start time.Time, timeout time.Duration, during func(line string)) rootBoot {
 	t.Helper()
-	ctx, cancel := contextTimeout(bootTimeout(t))
+	ctx, cancel := contextTimeout(timeout)
 	defer cancel()
 	res := rootBoot{console: q}
 	_, err := q.waitLine(ctx, func(line string) (bool, error) {
@@ -345,7 +345,7 @@ func bootRoot(t *testing.T, e *env, ns *netns, dir string, server *proc, v vm) r
 	start := time.Now()
 	q := startVM(t, e, ns, dir, v)
 	var cmdline string
-	res := waitRoot(t, q, start, func(line string) {
+	res := waitRoot(t, q, start, v.waitFor(t), func(line string) {
 		if s, ok := strings.CutPrefix(line, "BOOTFLEET-CMDLINE: "); ok {
 			cmdline = s
 		}
@@ -377,15 +377,7 @@ func TestNBDRootOverlays(t *testing.T) {
 	lan := newLAN(t)
 	lan.addTap(t, "tap0")
 	startCapture(t, lan, dir)
-	data := filepath.Join(t.TempDir(), "data")
-	image := filepath.Join(t.TempDir(), "root.ext4")
-	makeRootImage(t, image)
-	server := startBootfleetConfig(t, e, lan, dir, nbdRootConfig, map[string]string{"Data": data, "NBDInitrd": n.initrd})
-	if err := lan.waitTCP(serverIP, 10809, 10*time.Second, server.alive); err != nil {
-		t.Fatalf("bootfleet's NBD server: %v\n%s", err, server.out.tail(30))
-	}
-	cli := &bootfleetCLI{t: t, e: e, ns: lan, data: data, log: filepath.Join(dir, "cli.log")}
-	cli.run("image", "import", nbdImageName, image)
+	server, cli := startNBDRootServer(t, e, n, lan, dir)
 
 	eph := vm{fw: uefi, mac: ephMAC, tap: "tap0"}
 	pers := vm{fw: uefi, mac: persMAC, tap: "tap0"}
@@ -429,6 +421,22 @@ func TestNBDRootOverlays(t *testing.T) {
 			t.Errorf("no %q milestone in %s's boot records: %+v", want, persMAC, boots)
 		}
 	}
+}
+
+// startNBDRootServer starts bootfleet with nbdRootConfig and imports the
+// test root image as nbdImageName; it returns the server and a CLI for it.
+func startNBDRootServer(t *testing.T, e *env, n *nbdEnv, lan *netns, dir string) (*proc, *bootfleetCLI) {
+	t.Helper()
+	data := filepath.Join(t.TempDir(), "data")
+	image := filepath.Join(t.TempDir(), "root.ext4")
+	makeRootImage(t, image)
+	server := startBootfleetConfig(t, e, lan, dir, nbdRootConfig, map[string]string{"Data": data, "NBDInitrd": n.initrd})
+	if err := lan.waitTCP(serverIP, 10809, 10*time.Second, server.alive); err != nil {
+		t.Fatalf("bootfleet's NBD server: %v\n%s", err, server.out.tail(30))
+	}
+	cli := &bootfleetCLI{t: t, e: e, ns: lan, data: data, log: filepath.Join(dir, "cli.log")}
+	cli.run("image", "import", nbdImageName, image)
+	return server, cli
 }
 
 // resetWhenDisconnected runs `machine reset` until the server has noticed

@@ -87,6 +87,11 @@ func startVM(t testing.TB, e *env, ns *netns, dir string, v vm) *proc {
 		args = append(args, "-machine", "q35,smm=on", "-global", "driver=cfi.pflash01,property=secure,value=on",
 			"-drive", "if=pflash,format=raw,unit=0,readonly=on,file="+ovmfSecureCode,
 			"-drive", "if=pflash,format=raw,unit=1,file="+vars)
+		if os.Getenv("XHTTP") == "1" {
+			args = append(args,
+				"-fw_cfg", "name=opt/org.tianocore/IPv4PXESupport,string=n",
+				"-fw_cfg", "name=opt/org.tianocore/IPv6PXESupport,string=n")
+		}
 	case bios:
 	default:
 		t.Fatalf("unknown firmware %q", v.fw)

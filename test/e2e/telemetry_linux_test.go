@@ -1,14 +1,12 @@
 package e2e
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"runtime"
 	"strings"
@@ -171,44 +169,17 @@ func checkMetrics(t *testing.T, dir, web string) {
 // machine's row and its timeline bars, and saves a screenshot.
 func checkDashboard(t *testing.T, dir, web, token, mac string) {
 	t.Helper()
-	chrome, err := exec.LookPath("chromium")
-	if err != nil {
-		if ciMode {
-			t.Fatalf("BOOTFLEET_CI=1 but chromium is missing; run scripts/deps.sh as root")
-		}
-		t.Skip("chromium not installed; run scripts/deps.sh as root")
-	}
-	opts := []chromedp.ExecAllocatorOption{
-		chromedp.ExecPath(chrome), chromedp.UserDataDir(t.TempDir()), chromedp.WindowSize(1400, 1100),
-		chromedp.Flag("headless", true), chromedp.Flag("no-sandbox", true), chromedp.Flag("disable-gpu", true),
-		chromedp.Flag("disable-quic", true), chromedp.Flag("no-first-run", true),
-		chromedp.Flag("disable-background-networking", true), chromedp.Flag("disable-component-update", true),
-		chromedp.Flag("disable-sync", true),
-	}
-	actx, cancel := chromedp.NewExecAllocator(context.Background(), opts...)
-	defer cancel()
-	bctx, cancel := chromedp.NewContext(actx)
-	defer cancel()
-	// The first call starts the browser; a timeout on it would stop it.
-	if err := chromedp.Do(bctx); err != nil {
-		t.Fatalf("start chromium: %v", err)
-	}
-	ctx, cancel := context.WithTimeout(bctx, 90*time.Second)
-	defer cancel()
+	ctx := startBrowser(t, 90*time.Second)
 
 	row := fmt.Sprintf(`#fleet tbody tr[data-mac=%q]`, mac)
 	bars := fmt.Sprintf(`#timeline[data-mac=%q] .bar.http`, mac)
-	shoot := func() {
-		if shot, err := chromedp.Run(ctx, chromedp.FullScreenshot(100)); err == nil {
-			os.WriteFile(filepath.Join(dir, "dashboard.png"), shot, 0o644)
-		}
-	}
+	shoot := func() { screenshot(ctx, dir, "dashboard.png") }
 	// Without the token the page must say it needs one.
 	if err := chromedp.Do(ctx, chromedp.Navigate(web+"/"), chromedp.WaitVisible(`#auth`)); err != nil {
 		t.Fatalf("dashboard at %s: no token banner: %v", web, err)
 	}
 	authText, _ := chromedp.Run(ctx, chromedp.Text(`#auth`))
-	_, err = chromedp.Run(ctx, chromedp.Evaluate[bool](fmt.Sprintf(`localStorage.setItem("bootfleet-token", %q), true`, token)))
+	_, err := chromedp.Run(ctx, chromedp.Evaluate[bool](fmt.Sprintf(`localStorage.setItem("bootfleet-token", %q), true`, token)))
 	if err == nil {
 		err = chromedp.Do(ctx, chromedp.Reload(), chromedp.WaitVisible(row), chromedp.WaitVisible(bars))
 	}

@@ -185,6 +185,11 @@ function renderTimeline(b) {
 // (each transfer's bytes spread evenly over its duration).
 function renderStorm(boots) {
   const done = boots.filter((b) => b.state === "complete" && b.end).map((b) => Date.parse(b.end)).sort((a, b) => a - b);
+  const machines = new Set(boots.map((b) => b.mac));
+  const count = $("#storm-count");
+  count.textContent = `${done.length} of ${boots.length} boots complete, ${machines.size} machines`;
+  count.dataset.complete = String(done.length);
+  count.dataset.machines = String(machines.size);
   const starts = boots.map((b) => Date.parse(b.start));
   const t0 = Math.min(...starts, ...done);
   const booted = done.map((t, i) => [(t - t0) / 1000, i + 1]);
