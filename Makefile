@@ -1,17 +1,23 @@
 # bootfleet: run `make test` (installs what it needs; run as root) or `make demo`.
 GO      ?= go
 BIN     := bin/bootfleet
+VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+LDFLAGS := -s -w -X github.com/bootfleet/bootfleet/internal/buildinfo.version=$(VERSION)
 PKGS    := ./...
 export CGO_ENABLED := 0
 
-.PHONY: all build deps test unit e2e demo bench bench-tools bench-transfer bench-dhcp bench-telemetry bench-nbd bench-boot fuzz vet clean
+.PHONY: all build deb deps test unit e2e demo bench bench-tools bench-transfer bench-dhcp bench-telemetry bench-nbd bench-boot fuzz vet clean
 
 all: build
 
 # bootfleet, and beside it the static agent `bootfleet initramfs build` packs.
 build:
-	$(GO) build -trimpath -ldflags '-s -w' -o $(BIN) ./cmd/bootfleet
-	$(GO) build -trimpath -ldflags '-s -w' -o $(BIN)-agent ./cmd/bootfleet-agent
+	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/bootfleet
+	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)-agent ./cmd/bootfleet-agent
+
+# The Debian package (dist/bootfleet_VERSION_amd64.deb): scripts/mkdeb.sh.
+deb: build
+	scripts/mkdeb.sh dist
 
 deps:
 	scripts/deps.sh
@@ -78,4 +84,4 @@ fuzz:
 	done
 
 clean:
-	rm -rf bin
+	rm -rf bin dist
