@@ -56,7 +56,6 @@ demo: deps build
 # make bench-transfer ARGS='-quick'.
 bench: bench-tools
 	bin/bench all
-	scripts/bench-nbd.sh
 	bin/bench index
 
 bench-tools: deps build
@@ -66,7 +65,7 @@ bench-transfer bench-dhcp bench-telemetry: bench-tools
 	bin/bench $(@:bench-%=%) $(ARGS)
 
 bench-nbd: bench-tools
-	scripts/bench-nbd.sh
+	bin/bench nbd $(ARGS)
 
 # Whole VM boots, bootfleet against dnsmasq + a static web server and a
 # direct -kernel boot (BENCHMARKS-boot.md). About 10 minutes, so not in bench.

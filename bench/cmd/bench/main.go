@@ -7,6 +7,7 @@
 //	bench dhcp [flags]        DHCP DORA/s against Kea and dnsmasq
 //	bench telemetry [flags]   telemetry on against off
 //	bench nbd [flags]         NBD against qemu-nbd, nbdkit, nbd-server
+//	bench nbd ab NAME=BIN...  A/B of bootfleet builds on 4 KiB random I/O
 //	bench index               rewrite BENCHMARKS.md from the reports present
 //
 // scripts/bench-deps.sh installs the peers; `make bench` does both.
@@ -22,6 +23,7 @@ import (
 
 	"github.com/bootfleet/bootfleet/bench/dhcp"
 	"github.com/bootfleet/bootfleet/bench/harness"
+	"github.com/bootfleet/bootfleet/bench/nbd"
 	"github.com/bootfleet/bootfleet/bench/telemetry"
 	"github.com/bootfleet/bootfleet/bench/transfer"
 )
@@ -40,6 +42,8 @@ var benches = []bench{
 		harness.Report{File: "BENCHMARKS-dhcp.md", What: "DHCP DORA/s and latency (SQLite and PostgreSQL stores) against Kea and dnsmasq", Command: "make bench-dhcp"}},
 	{"telemetry", telemetry.Main, harness.Report{File: "BENCHMARKS-telemetry.md",
 		What: "what boot telemetry costs: the same downloads with it on and off", Command: "make bench-telemetry"}},
+	{"nbd", nbd.Main, harness.Report{File: "BENCHMARKS-nbd.md",
+		What: "NBD reads, writes and concurrent readers against qemu-nbd, nbdkit and nbd-server", Command: "make bench-nbd"}},
 }
 
 // reports the index links: the benches above and the VM boot benchmark,
@@ -49,8 +53,6 @@ func reports() []harness.Report {
 	for _, b := range benches {
 		rs = append(rs, b.Report)
 	}
-	rs = append(rs, harness.Report{File: "BENCHMARKS-nbd.md",
-		What: "NBD reads, writes and concurrent readers against qemu-nbd, nbdkit and nbd-server", Command: "make bench-nbd"})
 	return append(rs, harness.Report{File: "BENCHMARKS-boot.md",
 		What: "whole VM boots (OVMF, SeaBIOS) against dnsmasq plus a web server and a direct -kernel boot", Command: "make bench-boot"})
 }
