@@ -88,6 +88,14 @@ func TestReadFit(t *testing.T) {
 	}
 }
 
+// TestDefaultTrace keeps the committed trace parseable and non-trivial.
+func TestDefaultTrace(t *testing.T) {
+	tr := DefaultTrace()
+	if len(tr.Reads) < 100 || tr.Bytes() < 1<<20 {
+		t.Fatalf("committed trace has %d reads, %d bytes; want a real boot's (hundreds of reads, MiBs)", len(tr.Reads), tr.Bytes())
+	}
+}
+
 func FuzzParseTrace(f *testing.F) {
 	f.Add("bootfleet-trace 1\nsize 1048576\n0 4096\n8192 131072\n")
 	f.Add("bootfleet-trace 1\n# c\n\n")
