@@ -6,6 +6,7 @@ import (
 
 	"github.com/bootfleet/bootfleet/internal/api"
 	"github.com/bootfleet/bootfleet/internal/config"
+	"github.com/bootfleet/bootfleet/internal/httpboot"
 	"github.com/bootfleet/bootfleet/internal/inventory"
 	"github.com/bootfleet/bootfleet/internal/telemetry"
 	"github.com/bootfleet/bootfleet/internal/web"
@@ -34,5 +35,5 @@ func frontHandler(rec *telemetry.Recorder, apiHandler, boot http.Handler) http.H
 	mux.Handle("GET /{$}", dash)
 	mux.Handle("GET /ui/", dash)
 	mux.Handle("/", boot)
-	return mux
+	return httpboot.JoinSlashes(mux)
 }

@@ -421,3 +421,24 @@ func (c *countingWriter) ReadFrom(r io.Reader) (int64, error) {
 	c.n += n
 	return n, err
 }
+
+// JoinSlashes wraps h so that runs of slashes in a request's path count
+// as one. Firmware joins URLs naively (shim after UEFI HTTP boot asks
+// for /files//grubx64.efi), and http.ServeMux answers an unclean path
+// with a redirect, which no UEFI HTTP client follows. Dot segments are
+// left to the mux and to package safefs, which refuse them.
+func JoinSlashes(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if strings.Contains(r.URL.Path, "//") {
+			r2 := *r
+			u := *r.URL
+			for strings.Contains(u.Path, "//") {
+				u.Path = strings.ReplaceAll(u.Path, "//", "/")
+			}
+			u.RawPath = ""
+			r2.URL = &u
+			r = &r2
+		}
+		h.ServeHTTP(w, r)
+	})
+}

@@ -189,3 +189,25 @@ func TestFileSentIsLoggedWithBytes(t *testing.T) {
 		}
 	}
 }
+
+// TestJoinSlashes: shim's /files//grubx64.efi is served, not redirected
+// (UEFI HTTP clients do not follow redirects), behind a ServeMux as in
+// the server.
+func TestJoinSlashes(t *testing.T) {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /files/{path...}", func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, r.PathValue("path")) })
+	srv := httptest.NewServer(JoinSlashes(mux))
+	defer srv.Close()
+	c := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	for p, want := range map[string]string{"/files//grubx64.efi": "grubx64.efi", "//files///a//b.efi": "a/b.efi", "/files/ipxe.efi": "ipxe.efi"} {
+		resp, err := c.Get(srv.URL + p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 200 || string(b) != want {
+			t.Errorf("GET %s = %d %q, want 200 %q", p, resp.StatusCode, b, want)
+		}
+	}
+}
