@@ -39,7 +39,8 @@ type lease struct {
 	addr     netip.Prefix // address and subnet
 	server   netip.Addr   // the boot server: TFTP, or the host of an http:// boot file
 	bootFile string
-	tries    int // DISCOVERs and REQUESTs sent
+	tries    int   // DISCOVERs and REQUESTs sent
+	bytes    int64 // DHCP payload bytes of the OFFERs and ACK received
 }
 
 // dora runs DISCOVER, OFFER(s), REQUEST, ACK as the firmware would.
@@ -64,7 +65,7 @@ func dora(ctx context.Context, tr dhcpTransport, mac net.HardwareAddr, fw Firmwa
 		if err := tr.broadcast(newClientMessage(dhcpv4.MessageTypeDiscover, mac, xid, secs(), id)); err != nil {
 			return l, err
 		}
-		complete, err := collectOffers(ctx, ch, &offers, &sel, asIPXE, timeout, o.OfferWait)
+		complete, err := collectOffers(ctx, ch, &offers, &sel, asIPXE, timeout, o.OfferWait, &l.bytes)
 		if err != nil {
 			return l, err
 		}
@@ -83,7 +84,7 @@ func dora(ctx context.Context, tr dhcpTransport, mac net.HardwareAddr, fw Firmwa
 		if err := tr.broadcast(newRequest(sel.lease.msg, mac, xid, secs(), id)); err != nil {
 			return l, err
 		}
-		ack, err := waitAck(ctx, ch, timeout)
+		ack, err := waitAck(ctx, ch, timeout, &l.bytes)
 		if err != nil {
 			return l, err
 		}
@@ -101,12 +102,12 @@ func dora(ctx context.Context, tr dhcpTransport, mac net.HardwareAddr, fw Firmwa
 // collectOffers gathers OFFERs for one DISCOVER until the selection is
 // complete, the retransmission timeout passes, or OfferWait has passed
 // since the first usable address offer.
-func collectOffers(ctx context.Context, ch <-chan *dhcpv4.DHCPv4, offers *[]offerInfo, sel *selection, asIPXE bool, timeout, offerWait time.Duration) (bool, error) {
+func collectOffers(ctx context.Context, ch <-chan *dhcpv4.DHCPv4, offers *[]offerInfo, sel *selection, asIPXE bool, timeout, offerWait time.Duration, bytes *int64) (bool, error) {
 	t := time.NewTimer(timeout)
 	defer t.Stop()
 	waiting := false
 	for {
-		m, err := nextReply(ctx, ch, t.C, dhcpv4.MessageTypeOffer)
+		m, err := nextReply(ctx, ch, t.C, bytes, dhcpv4.MessageTypeOffer)
 		if m == nil {
 			return false, err
 		}
@@ -124,15 +125,15 @@ func collectOffers(ctx context.Context, ch <-chan *dhcpv4.DHCPv4, offers *[]offe
 }
 
 // waitAck returns the ACK or NAK, or nil after timeout.
-func waitAck(ctx context.Context, ch <-chan *dhcpv4.DHCPv4, timeout time.Duration) (*dhcpv4.DHCPv4, error) {
+func waitAck(ctx context.Context, ch <-chan *dhcpv4.DHCPv4, timeout time.Duration, bytes *int64) (*dhcpv4.DHCPv4, error) {
 	t := time.NewTimer(timeout)
 	defer t.Stop()
-	return nextReply(ctx, ch, t.C, dhcpv4.MessageTypeAck, dhcpv4.MessageTypeNak)
+	return nextReply(ctx, ch, t.C, bytes, dhcpv4.MessageTypeAck, dhcpv4.MessageTypeNak)
 }
 
-// nextReply returns the next reply of one of the types, or nil when
-// expired fires or ctx is done (with its error).
-func nextReply(ctx context.Context, ch <-chan *dhcpv4.DHCPv4, expired <-chan time.Time, types ...dhcpv4.MessageType) (*dhcpv4.DHCPv4, error) {
+// nextReply returns the next reply of one of the types, adding its size
+// to bytes, or nil when expired fires or ctx is done (with its error).
+func nextReply(ctx context.Context, ch <-chan *dhcpv4.DHCPv4, expired <-chan time.Time, bytes *int64, types ...dhcpv4.MessageType) (*dhcpv4.DHCPv4, error) {
 	for {
 		select {
 		case <-ctx.Done():
@@ -141,6 +142,7 @@ func nextReply(ctx context.Context, ch <-chan *dhcpv4.DHCPv4, expired <-chan tim
 			return nil, nil
 		case m := <-ch:
 			if slices.Contains(types, m.MessageType()) {
+				*bytes += int64(len(m.ToBytes()))
 				return m, nil
 			}
 		}

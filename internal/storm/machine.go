@@ -159,6 +159,7 @@ func (m *machine) lease(ctx context.Context, asIPXE bool) (lease, error) {
 	l, err := dora(ctx, m.dhcp, m.mac, m.cfg.Firmware, asIPXE, m.cfg.DHCP)
 	p.Duration += time.Since(t).Seconds()
 	p.Tries += l.tries
+	p.Bytes += l.bytes
 	if err != nil {
 		who := "firmware"
 		if asIPXE {

@@ -76,9 +76,11 @@ func (ns *netns) addTap(t testing.TB, name string) {
 func (ns *netns) addPeer(t testing.TB, addr string) *netns {
 	t.Helper()
 	peer := newNetns(t, "-peer")
-	ns.must(t, "link", "add", "vpeer", "type", "veth", "peer", "name", "eth0", "netns", peer.name)
-	ns.must(t, "link", "set", "vpeer", "master", bridge)
-	ns.must(t, "link", "set", "vpeer", "up")
+	// Named after the peer, so a LAN can have several.
+	link := "vp" + strings.TrimPrefix(peer.name, "bf-e2e-")[:6]
+	ns.must(t, "link", "add", link, "type", "veth", "peer", "name", "eth0", "netns", peer.name)
+	ns.must(t, "link", "set", link, "master", bridge)
+	ns.must(t, "link", "set", link, "up")
 	peer.must(t, "addr", "add", addr, "dev", "eth0")
 	peer.must(t, "link", "set", "eth0", "up")
 	return peer
