@@ -6,7 +6,7 @@ LDFLAGS := -s -w -X github.com/bootfleet/bootfleet/internal/buildinfo.version=$(
 PKGS    := ./...
 export CGO_ENABLED := 0
 
-.PHONY: all build deb deps test unit e2e demo bench bench-tools bench-transfer bench-dhcp bench-telemetry bench-nbd bench-boot fuzz vet clean
+.PHONY: all build deb deps test unit e2e demo bench bench-tools bench-transfer bench-dhcp bench-telemetry bench-nbd bench-storm bench-boot fuzz vet clean
 
 all: build
 
@@ -66,6 +66,12 @@ bench-transfer bench-dhcp bench-telemetry: bench-tools
 
 bench-nbd: bench-tools
 	bin/bench nbd $(ARGS)
+
+# Boot storms of 1 to 200 emulated machines (bootfleet storm) against
+# dnsmasq + nginx + nbdkit on a 1 Gbit/s server link (BENCHMARKS-storm.md).
+# Half an hour or more, so not in bench.
+bench-storm: bench-tools
+	bin/bench storm $(ARGS)
 
 # Whole VM boots, bootfleet against dnsmasq + a static web server and a
 # direct -kernel boot (BENCHMARKS-boot.md). About 10 minutes, so not in bench.

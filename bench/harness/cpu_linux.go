@@ -79,6 +79,21 @@ func TreeCPU(root int) float64 {
 	return total
 }
 
+// peakRSS is pid's VmHWM in bytes, 0 when unreadable.
+func peakRSS(pid int) int64 {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(l, "VmHWM:"); ok {
+			kb, _ := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
+			return kb << 10
+		}
+	}
+	return 0
+}
+
 // SchedCPU is the CPU time of all of pid's threads from schedstat, in
 // nanoseconds rather than the 10 ms ticks of /proc/PID/stat.
 func SchedCPU(pid int) time.Duration {

@@ -30,6 +30,10 @@ type Pair struct {
 	// Rate, in tc syntax ("1gbit"), shapes both ends with tbf; empty leaves
 	// the link unshaped.
 	Rate string
+	// ServerOnly shapes only what the server sends: the server's link is
+	// the bottleneck under study, and its clients stand for many
+	// machines, each with a link of its own.
+	ServerOnly bool
 }
 
 // Net is a built topology: where one server and its clients run.
@@ -111,9 +115,10 @@ func NewPair(ctx context.Context, p Pair) (*Net, error) {
 			return nil, err
 		}
 		n.Name, n.RateBps = "shaped", bps
-		steps = append(steps,
-			append([]string{"tc"}, TBFArgs(p.ServerNS, p.ServerDev, p.Rate, bps)...),
-			append([]string{"tc"}, TBFArgs(p.ClientNS, p.ClientDev, p.Rate, bps)...))
+		steps = append(steps, append([]string{"tc"}, TBFArgs(p.ServerNS, p.ServerDev, p.Rate, bps)...))
+		if !p.ServerOnly {
+			steps = append(steps, append([]string{"tc"}, TBFArgs(p.ClientNS, p.ClientDev, p.Rate, bps)...))
+		}
 	}
 	for _, s := range steps {
 		if err := Sh(ctx, s[0], s[1:]...); err != nil {

@@ -74,6 +74,16 @@ func (p *Proc) CPU() float64 {
 	return TreeCPU(p.Pid())
 }
 
+// PeakRSS is the largest resident set the process and its living
+// descendants each reached (VmHWM), summed, in bytes.
+func (p *Proc) PeakRSS() int64 {
+	var total int64
+	for _, pid := range append([]int{p.Pid()}, Descendants(p.Pid())...) {
+		total += peakRSS(pid)
+	}
+	return total
+}
+
 // LogTail is the end of the process's log on one line, for errors.
 func (p *Proc) LogTail(n int) string {
 	b, err := os.ReadFile(p.Log)

@@ -112,28 +112,7 @@ func nginxArgv(b *bench, t *harness.Net, dir string) ([]string, error) {
 	if err := os.MkdirAll(prefix, 0o755); err != nil {
 		return nil, err
 	}
-	conf := fmt.Sprintf(`daemon off;
-worker_processes auto;
-pid %[1]s/nginx.pid;
-error_log %[1]s/error.log warn;
-events { worker_connections 4096; }
-http {
-  access_log off;
-  sendfile on;
-  tcp_nopush on;
-  keepalive_timeout 65;
-  default_type application/octet-stream;
-  client_body_temp_path %[1]s;
-  proxy_temp_path %[1]s;
-  fastcgi_temp_path %[1]s;
-  uwsgi_temp_path %[1]s;
-  scgi_temp_path %[1]s;
-  server {
-    listen %[2]s:8080;
-    root %[3]s;
-  }
-}
-`, prefix, t.ServerIP, b.root)
+	conf := harness.NginxConf(prefix, t.ServerIP+":8080", b.root)
 	path := filepath.Join(prefix, "nginx.conf")
 	if err := os.WriteFile(path, []byte(conf), 0o644); err != nil {
 		return nil, err

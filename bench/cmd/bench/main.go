@@ -7,6 +7,7 @@
 //	bench dhcp [flags]        DHCP DORA/s against Kea and dnsmasq
 //	bench telemetry [flags]   telemetry on against off
 //	bench nbd [flags]         NBD against qemu-nbd, nbdkit, nbd-server
+//	bench storm [flags]       boot storms against dnsmasq + nginx + nbdkit (not in all)
 //	bench nbd ab NAME=BIN...  A/B of bootfleet builds on 4 KiB random I/O
 //	bench index               rewrite BENCHMARKS.md from the reports present
 //
@@ -24,6 +25,7 @@ import (
 	"github.com/bootfleet/bootfleet/bench/dhcp"
 	"github.com/bootfleet/bootfleet/bench/harness"
 	"github.com/bootfleet/bootfleet/bench/nbd"
+	stormbench "github.com/bootfleet/bootfleet/bench/storm"
 	"github.com/bootfleet/bootfleet/bench/telemetry"
 	"github.com/bootfleet/bootfleet/bench/transfer"
 )
@@ -46,11 +48,18 @@ var benches = []bench{
 		What: "NBD reads, writes and concurrent readers against qemu-nbd, nbdkit and nbd-server", Command: "make bench-nbd"}},
 }
 
+// alone are the benches `all` leaves out because they take half an hour
+// or more on their own; each runs by its name.
+var alone = []bench{
+	{"storm", stormbench.Main, harness.Report{File: "BENCHMARKS-storm.md",
+		What: "boot storms of 1 to 200 emulated machines (bootfleet storm) against dnsmasq + nginx + nbdkit, beside the link limit", Command: "make bench-storm"}},
+}
+
 // reports the index links: the benches above and the VM boot benchmark,
 // which test/e2e runs because it owns the VMs.
 func reports() []harness.Report {
 	var rs []harness.Report
-	for _, b := range benches {
+	for _, b := range append(benches, alone...) {
 		rs = append(rs, b.Report)
 	}
 	return append(rs, harness.Report{File: "BENCHMARKS-boot.md",
@@ -69,7 +78,7 @@ func main() {
 
 func run(ctx context.Context, log *slog.Logger, args []string) error {
 	if len(args) == 0 {
-		return fmt.Errorf("want a bench: all, index, or one of transfer, dhcp, telemetry, nbd")
+		return fmt.Errorf("want a bench: all, index, or one of transfer, dhcp, telemetry, nbd, storm")
 	}
 	name, rest := args[0], args[1:]
 	switch name {
@@ -97,7 +106,7 @@ func run(ctx context.Context, log *slog.Logger, args []string) error {
 		}
 		return ctx.Err()
 	}
-	for _, b := range benches {
+	for _, b := range append(benches, alone...) {
 		if b.name == name {
 			if err := b.run(ctx, log, rest); err != nil {
 				return fmt.Errorf("%s: %w", name, err)
@@ -105,7 +114,7 @@ func run(ctx context.Context, log *slog.Logger, args []string) error {
 			return writeIndex()
 		}
 	}
-	return fmt.Errorf("unknown bench %q: want all, index, transfer, dhcp, telemetry or nbd", name)
+	return fmt.Errorf("unknown bench %q: want all, index, transfer, dhcp, telemetry, nbd or storm", name)
 }
 
 func writeIndex() error {

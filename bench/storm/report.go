@@ -1,0 +1,262 @@
+package storm
+
+import (
+	"fmt"
+	"math"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/bootfleet/bootfleet/bench/harness"
+)
+
+// Wire cost of payload on Ethernet: a TFTP block of 1468 bytes (OVMF's
+// blksize) carries 70 bytes of TFTP, UDP, IP and Ethernet headers, FCS,
+// preamble and gap; a TCP segment of 1448 (MSS with timestamps) carries 90.
+const (
+	tftpWire = (1468.0 + 70) / 1468
+	tcpWire  = (1448.0 + 90) / 1448
+)
+
+type report struct {
+	Host     harness.Host
+	Opts     *options
+	Runs     []run
+	Elapsed  time.Duration
+	Files    map[string]int64
+	Shaping  []string
+	Versions []string
+}
+
+// perMachine is what one machine of firmware fw must receive: the NBP over
+// TFTP (uefi and bios), kernel and initrd over HTTP, the trace over NBD.
+func (r *report) perMachine(fw string) (tftp, tcp int64) {
+	if fw != "ipxe" {
+		tftp = r.Files["ipxe.efi"]
+	}
+	return tftp, r.Files["vmlinuz"] + r.Files["initrd.img"] + r.Files["trace reads"]
+}
+
+// limit is the physical limit for n machines: the time their bytes take on
+// the server's link at its rate.
+func (r *report) limit(fw string, n int) float64 {
+	tftp, tcp := r.perMachine(fw)
+	bps, err := harness.ParseRate(r.Opts.rate)
+	if err != nil || bps <= 0 {
+		return math.NaN()
+	}
+	return float64(n) * (float64(tftp)*tftpWire + float64(tcp)*tcpWire) * 8 / bps
+}
+
+func wallOf(r run) float64 {
+	if r.Report == nil {
+		return math.NaN()
+	}
+	return r.Report.Summary.WallSeconds
+}
+
+func bootedOf(r run) int {
+	if r.Report == nil {
+		return 0
+	}
+	return r.Report.Summary.Booted
+}
+
+// row is the median over runs of one stack, firmware and N.
+type row struct {
+	runs                []run
+	wall, p50, p99      float64
+	serverCPU, clientCP float64
+	rss                 float64
+	booted, failed      int // of the median-wall run
+	failures            []string
+}
+
+func (r *report) row(stack, fw string, n int) *row {
+	out := &row{}
+	var walls, p50s, p99s, scpu, ccpu, rss []float64
+	for _, x := range r.Runs {
+		if x.Stack != stack || x.Firmware != fw || x.N != n {
+			continue
+		}
+		out.runs = append(out.runs, x)
+		if x.Err != "" {
+			out.failures = append(out.failures, x.Err)
+			continue
+		}
+		s := x.Report.Summary
+		out.failed += s.Failed + s.Pending
+		out.booted += s.Booted
+		for res, k := range s.Failures {
+			out.failures = append(out.failures, fmt.Sprintf("%d× %s", k, res))
+		}
+		walls = append(walls, s.WallSeconds)
+		if b, ok := s.Phases["boot"]; ok && b.Count > 0 {
+			p50s, p99s = append(p50s, b.P50), append(p99s, b.P99)
+		}
+		scpu, ccpu, rss = append(scpu, x.ServerCPU), append(ccpu, x.ClientCPU), append(rss, float64(x.PeakRSS))
+	}
+	if len(out.runs) == 0 {
+		return nil
+	}
+	out.wall, out.p50, out.p99 = harness.Median(walls), harness.Median(p50s), harness.Median(p99s)
+	out.serverCPU, out.clientCP, out.rss = harness.Median(scpu), harness.Median(ccpu), harness.Median(rss)
+	return out
+}
+
+func secs(x float64) string {
+	if math.IsNaN(x) {
+		return "–"
+	}
+	return fmt.Sprintf("%.1f s", x)
+}
+
+func times(x, of float64) string {
+	if math.IsNaN(x) || math.IsNaN(of) || of <= 0 {
+		return "–"
+	}
+	return fmt.Sprintf("%.2f×", x/of)
+}
+
+func mb(x float64) string {
+	if math.IsNaN(x) || x == 0 {
+		return "–"
+	}
+	return fmt.Sprintf("%.0f MiB", x/(1<<20))
+}
+
+func (r *report) render() string {
+	var w strings.Builder
+	p := func(format string, args ...any) { fmt.Fprintf(&w, format, args...) }
+	o := r.Opts
+	p("# Boot storms: bootfleet against dnsmasq + nginx + nbdkit\n\n")
+	p("Written by `make bench-storm` (bench/storm) on %s; the run took %s.\n\n", r.Host, r.Elapsed.Round(time.Second))
+	tftp, tcp := r.perMachine("uefi")
+	p("N emulated machines (`bootfleet storm`) power on at once and boot through DHCP, TFTP of ipxe.efi (uefi only: ")
+	p("OVMF's tsize probe, then windowsize 4, blksize 1468), DHCP as iPXE, the iPXE script and the files it names over HTTP, ")
+	p("the replay of a real boot's NBD reads, and the DoneURL. Each machine receives %s over TFTP (uefi) and %s over TCP ",
+		harness.MiB(tftp), harness.MiB(tcp))
+	p("(kernel %s, initrd %s, NBD trace %s). The server's link is shaped to %s (only its egress: the clients stand ",
+		harness.MiB(r.Files["vmlinuz"]), harness.MiB(r.Files["initrd.img"]), harness.MiB(r.Files["trace reads"]), o.rate)
+	p("for many machines, each with its own link). **Limit** is the time those bytes of all N machines take on that link, ")
+	p("Ethernet framing included; **× limit** is the storm's wall time over it (1.00× is the physical best). ")
+	p("Every server starts fresh for every storm; %d run(s) per figure, medians.\n\n", o.runs)
+	p("The peer stack is the one admins build by hand: dnsmasq (DHCP and TFTP, ipxe.org's chainloading recipe with ")
+	p("no-ping and iPXE's no-pxedhcp, every advantage), nginx (sendfile) for the script and files, nbdkit's file plugin ")
+	p("for the root. It serves one static script and **one read-only export to every machine: no per-machine overlay**, ")
+	p("where bootfleet gives each machine its own copy-on-write overlay (ephemeral, as a lab runs).\n\n")
+
+	r.renderTargets(p)
+	for _, fw := range o.firmwares {
+		p("## %s machines\n\n", fw)
+		p("| N | limit | stack | wall | × limit | booted | failed | boot p50 | boot p99 | p99/p50 | server CPU | simulator CPU | server peak RSS |\n")
+		p("|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
+		for _, n := range o.clients {
+			lim := r.limit(fw, n)
+			for _, st := range o.stacks {
+				x := r.row(st, fw, n)
+				if x == nil {
+					continue
+				}
+				p("| %d | %s | %s | %s | %s | %d | %d | %s | %s | %s | %s | %s | %s |\n", n, secs(lim), st,
+					secs(x.wall), times(x.wall, lim), x.booted, x.failed, secs(x.p50), secs(x.p99), ratio(x.p99, x.p50),
+					secs(x.serverCPU), secs(x.clientCP), mb(x.rss))
+			}
+		}
+		p("\n")
+	}
+	r.renderFailures(p)
+	p("## Where the time goes\n\n")
+	p("The machine has %d CPUs for the server, the simulator playing all N machines, and the kernel's packet work on both ", r.Host.CPUs)
+	p("sides of the link. A storm whose server CPU plus simulator CPU approaches %d × its wall time was bound by the CPUs, ", r.Host.CPUs)
+	p("not by the server's link; its × limit then measures this machine, not the server. Server CPU is the server's cgroup ")
+	p("(every process of the stack), simulator CPU the simulator's own rusage.\n\n")
+	p("## Commands\n\n```sh\n# as root, from the repository root:\nmake bench-storm ARGS='-clients %s -firmware %s -runs %d -initrd-mib %d'\n\n",
+		joinInts(o.clients), strings.Join(o.firmwares, ","), o.runs, r.Files["initrd.img"]>>20)
+	p("# link\n%s\n\n# simulator, in %s, for each firmware F and N:\n", strings.Join(r.Shaping, "\n"), nsClient)
+	p("bin/bootfleet storm -i %s -n N --firmware F --trace %s --timeout %s -o json\n```\n\n", devClient, o.trace, o.timeout)
+	p("bootfleet's config (DIR is fresh per storm):\n\n```yaml\n%s```\n\n", strings.ReplaceAll(
+		(&bench{o: o}).bootfleetConfig("DIR"), o.work, "$WORK"))
+	p("The peer: `%s`, nginx with sendfile serving $WORK/www, `nbdkit --foreground --readonly --ipaddr %s --port 10809 file $WORK/root.img`, and this script:\n\n```\n%s```\n\n",
+		strings.ReplaceAll(harness.ShellJoin((&bench{o: o}).peerDnsmasq("DIR")), o.work, "$WORK"), serverIP, peerScript())
+	p("Versions: %s.\n", strings.Join(r.Versions, "; "))
+	return w.String()
+}
+
+func ratio(a, b float64) string {
+	if math.IsNaN(a) || math.IsNaN(b) || b <= 0 {
+		return "–"
+	}
+	return fmt.Sprintf("%.2f", a/b)
+}
+
+func (r *report) renderTargets(p func(string, ...any)) {
+	o := r.Opts
+	top := o.clients[len(o.clients)-1]
+	p("## Targets, strictly read\n\n| target | measured | |\n|---|---|---|\n")
+	mark := func(ok bool) string {
+		if ok {
+			return "met"
+		}
+		return "**not met**"
+	}
+	if x := r.row("bootfleet", "uefi", top); x != nil {
+		lim := r.limit("uefi", top)
+		p("| %d uefi machines all booted within 1.15× the link limit | %s against a limit of %s (%s), %d booted, %d failed | %s |\n",
+			top, secs(x.wall), secs(lim), times(x.wall, lim), x.booted, x.failed, mark(x.wall <= 1.15*lim && x.failed == 0 && x.booted == top*len(x.runs)))
+		p("| fairness: p99/p50 of per-machine boot time at most 1.3 at N = %d | p50 %s, p99 %s: %s | %s |\n",
+			top, secs(x.p50), secs(x.p99), ratio(x.p99, x.p50), mark(x.p99 <= 1.3*x.p50))
+		p("| server memory bounded and reported at N = %d | peak RSS %s | reported |\n", top, mb(x.rss))
+	}
+	var behind []string
+	compared := 0
+	for _, fw := range o.firmwares {
+		for _, n := range o.clients {
+			a, b := r.row("bootfleet", fw, n), r.row("peer", fw, n)
+			if a == nil || b == nil {
+				continue
+			}
+			compared++
+			if !(a.wall < b.wall) || a.failed > 0 {
+				behind = append(behind, fmt.Sprintf("%s N=%d (%s against %s)", fw, n, secs(a.wall), secs(b.wall)))
+			}
+		}
+	}
+	if compared > 0 {
+		got := "ahead at every N"
+		if len(behind) > 0 {
+			got = "behind or tied at " + strings.Join(behind, ", ")
+		}
+		p("| ahead of the peer stack at every N | %s | %s |\n", got, mark(len(behind) == 0))
+	}
+	p("\n")
+}
+
+func (r *report) renderFailures(p func(string, ...any)) {
+	var lines []string
+	for _, x := range r.Runs {
+		switch {
+		case x.Err != "":
+			lines = append(lines, fmt.Sprintf("- %s, %s, N=%d, run %d: %s", x.Stack, x.Firmware, x.N, x.Run, x.Err))
+		case x.Report != nil && len(x.Report.Summary.Failures) > 0:
+			var fs []string
+			for res, k := range x.Report.Summary.Failures {
+				fs = append(fs, fmt.Sprintf("%d× %s", k, res))
+			}
+			sort.Strings(fs)
+			lines = append(lines, fmt.Sprintf("- %s, %s, N=%d, run %d: %s", x.Stack, x.Firmware, x.N, x.Run, strings.Join(fs, "; ")))
+		}
+	}
+	if len(lines) == 0 {
+		return
+	}
+	p("## Failures\n\n%s\n\n", strings.Join(lines, "\n"))
+}
+
+func joinInts(v []int) string {
+	var s []string
+	for _, x := range v {
+		s = append(s, fmt.Sprint(x))
+	}
+	return strings.Join(s, ",")
+}

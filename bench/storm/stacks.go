@@ -1,0 +1,165 @@
+package storm
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/bootfleet/bootfleet/bench/harness"
+	"github.com/bootfleet/bootfleet/internal/ipxe"
+)
+
+// start runs stack fresh in dir and returns once every server answers.
+func (b *bench) start(ctx context.Context, stack, dir string) ([]*harness.Proc, error) {
+	if stack == "bootfleet" {
+		p, err := b.startBootfleet(ctx, dir)
+		if err != nil {
+			return nil, err
+		}
+		return []*harness.Proc{p}, nil
+	}
+	return b.startPeer(ctx, dir)
+}
+
+// bootfleetConfig is the server's whole config: full DHCP, one profile
+// with the kernel, the initrd and a diskless root on the image, ephemeral
+// overlays as a lab runs them.
+func (b *bench) bootfleetConfig(dir string) string {
+	return fmt.Sprintf(`interface: %s
+server_ip: %s
+data: %s
+dhcp: {mode: full, range: %s-%s, lease: 1h}
+tftp: {listen: ":69"}
+http: {listen: ":8080"}
+ipxe: {dir: %s}
+log: {level: warn}
+default_profile: lab
+profiles:
+  lab:
+    kernel: %s
+    initrd: [%s]
+    cmdline: "quiet done={{ .DoneURL }}"
+    root: {image: %s, overlay: ephemeral}
+`, devServer, serverIP, filepath.Join(dir, "data"), rangeFirst, rangeLast, b.o.ipxeDir,
+		filepath.Join(b.o.work, "www", "vmlinuz"), filepath.Join(b.o.work, "www", "initrd.img"), imageName)
+}
+
+func (b *bench) startBootfleet(ctx context.Context, dir string) (*harness.Proc, error) {
+	cfg := filepath.Join(dir, "bootfleet.yaml")
+	if err := os.WriteFile(cfg, []byte(b.bootfleetConfig(dir)), 0o644); err != nil {
+		return nil, err
+	}
+	p, err := harness.Start("storm-bootfleet", nsServer, filepath.Join(dir, "bootfleet.log"), nil,
+		b.o.bootfleet, "serve", "--config", cfg)
+	if err != nil {
+		return nil, err
+	}
+	if err := p.WaitReady(20*time.Second, b.httpReady("/metrics")); err != nil {
+		p.Stop()
+		return nil, err
+	}
+	if err := harness.Sh(ctx, "ip", "netns", "exec", nsServer, b.o.bootfleet, "image", "import", imageName, b.image,
+		"--server", "http://"+serverIP+":8080", "--data", filepath.Join(dir, "data")); err != nil {
+		p.Stop()
+		return nil, fmt.Errorf("import the root image: %w", err)
+	}
+	return p, nil
+}
+
+// httpReady checks the server from the client's side of the link.
+func (b *bench) httpReady(path string) func() error {
+	return func() error {
+		return harness.Sh(context.Background(), "ip", "netns", "exec", nsClient,
+			"curl", "-sf", "-o", "/dev/null", "--max-time", "2", "http://"+serverIP+":8080"+path)
+	}
+}
+
+// peerDnsmasq is ipxe.org's chainloading recipe for dnsmasq (PXE ROMs get
+// ipxe.efi over TFTP, iPXE, which sends option 175, gets the script URL),
+// given every advantage: no-ping (dnsmasq otherwise probes each new
+// address for about 3 s) and iPXE's no-pxedhcp setting (175.176), so iPXE
+// does not wait for ProxyDHCP offers.
+func (b *bench) peerDnsmasq(dir string) []string {
+	return []string{"dnsmasq", "--keep-in-foreground", "--conf-file=/dev/null", "--port=0",
+		"--user=root", "--pid-file=",
+		"--dhcp-leasefile=" + filepath.Join(dir, "dnsmasq.leases"),
+		"--interface=" + devServer, "--bind-interfaces", "--no-ping",
+		fmt.Sprintf("--dhcp-range=%s,%s,255.255.0.0,1h", rangeFirst, rangeLast),
+		"--enable-tftp", "--tftp-root=" + b.o.ipxeDir,
+		"--dhcp-match=set:ipxe,175",
+		"--dhcp-boot=tag:!ipxe,ipxe.efi",
+		"--dhcp-boot=tag:ipxe,http://" + serverIP + ":8080/boot.ipxe",
+		"--dhcp-option=encap:175,176,1b",
+	}
+}
+
+// peerScript is the one script every machine gets: the web server cannot
+// tell machines apart, and nbdkit serves one export to all, so there is
+// no per-machine overlay.
+func peerScript() string {
+	base := "http://" + serverIP + ":8080/"
+	return ipxe.Script(ipxe.Boot{
+		Kernel:  base + "vmlinuz",
+		Initrds: []ipxe.Initrd{{URL: base + "initrd.img"}},
+		Cmdline: "quiet bootfleet.root=nbd:" + serverIP + ":10809:" + imageName + " done=" + base + "done",
+	})
+}
+
+func (b *bench) startPeer(ctx context.Context, dir string) ([]*harness.Proc, error) {
+	www := filepath.Join(b.o.work, "www")
+	if err := os.WriteFile(filepath.Join(www, "boot.ipxe"), []byte(peerScript()), 0o644); err != nil {
+		return nil, err
+	}
+	prefix := filepath.Join(dir, "nginx")
+	if err := os.MkdirAll(prefix, 0o755); err != nil {
+		return nil, err
+	}
+	conf := filepath.Join(prefix, "nginx.conf")
+	if err := os.WriteFile(conf, []byte(harness.NginxConf(prefix, serverIP+":8080", www)), 0o644); err != nil {
+		return nil, err
+	}
+	var procs []*harness.Proc
+	fail := func(err error) ([]*harness.Proc, error) {
+		for _, p := range procs {
+			p.Stop()
+		}
+		return nil, err
+	}
+	for _, s := range []struct {
+		name  string
+		argv  []string
+		ready func() error
+	}{
+		{"storm-nginx", []string{"nginx", "-p", prefix, "-e", filepath.Join(prefix, "error.log"), "-c", conf}, b.httpReady("/done")},
+		{"storm-nbdkit", []string{"nbdkit", "--foreground", "--readonly", "--ipaddr", serverIP, "--port", "10809", "file", b.image},
+			func() error {
+				return harness.Sh(ctx, "ip", "netns", "exec", nsClient, "nbdinfo", "--size", "nbd://"+serverIP+":10809/"+imageName)
+			}},
+		{"storm-dnsmasq", b.peerDnsmasq(dir), func() error { return udp67(ctx) }},
+	} {
+		p, err := harness.Start(s.name, nsServer, filepath.Join(dir, s.name+".log"), nil, s.argv...)
+		if err != nil {
+			return fail(err)
+		}
+		procs = append(procs, p)
+		if err := p.WaitReady(20*time.Second, s.ready); err != nil {
+			return fail(err)
+		}
+	}
+	return procs, nil
+}
+
+// udp67 says whether something in the server namespace listens for DHCP.
+func udp67(ctx context.Context) error {
+	out, err := harness.Output(ctx, "ip", "netns", "exec", nsServer, "ss", "-Hlun", "sport", "=", ":67")
+	if err != nil {
+		return err
+	}
+	if strings.TrimSpace(out) == "" {
+		return fmt.Errorf("nothing listens on UDP 67 yet")
+	}
+	return nil
+}

@@ -1,0 +1,319 @@
+package storm
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/bootfleet/bootfleet/bench/harness"
+	"github.com/bootfleet/bootfleet/internal/storm"
+)
+
+const (
+	nsServer   = "bf-storm-srv"
+	nsClient   = "bf-storm-cli"
+	devServer  = "bfst-srv"
+	devClient  = "bfst-cli"
+	serverIP   = "10.78.0.1"
+	clientIP   = "10.78.0.2"
+	rangeFirst = "10.78.1.1"
+	rangeLast  = "10.78.3.254"
+	imageName  = "stormroot"
+	maxImage   = 256 << 20
+)
+
+type options struct {
+	clients   []int
+	firmwares []string
+	stacks    []string
+	runs      int
+	rate      string
+	initrd    int64
+	kernel    int64
+	trace     string
+	timeout   time.Duration
+	bootfleet string
+	ipxeDir   string
+	out       string
+	work      string
+}
+
+// run is one storm: a stack, a firmware, N machines.
+type run struct {
+	Stack     string
+	Firmware  string
+	N         int
+	Run       int
+	Report    *storm.Report `json:",omitempty"`
+	Err       string        `json:",omitempty"`
+	ServerCPU float64       // seconds
+	ClientCPU float64       // seconds
+	PeakRSS   int64         // server, bytes
+}
+
+// Main runs the storms args select (see -h) and writes the report.
+func Main(ctx context.Context, log *slog.Logger, args []string) error {
+	o, err := parseFlags(args)
+	if err != nil {
+		return err
+	}
+	if os.Geteuid() != 0 {
+		return errors.New("needs root for network namespaces and tc")
+	}
+	lock, err := harness.Lock("/run/bf-bench-storm.lock")
+	if err != nil {
+		return err
+	}
+	defer lock.Close()
+	host := harness.DescribeHost(ctx)
+	b, err := setup(ctx, o)
+	if err != nil {
+		return err
+	}
+	defer b.close()
+
+	var runs []run
+	started := time.Now()
+	for r := 1; r <= o.runs; r++ {
+		for _, fw := range o.firmwares {
+			for _, n := range o.clients {
+				// Alternate which stack goes first, so drift in the
+				// machine's load hits both alike.
+				for _, st := range harness.Rotate(o.stacks, r+n) {
+					if ctx.Err() != nil {
+						break
+					}
+					res := b.storm(ctx, st, fw, n)
+					res.Run = r
+					log.Info("storm", "stack", st, "firmware", fw, "clients", n, "run", r, "err", res.Err,
+						"wall", wallOf(res), "booted", bootedOf(res), "server_cpu", res.ServerCPU, "client_cpu", res.ClientCPU)
+					runs = append(runs, res)
+				}
+			}
+		}
+	}
+	rep := &report{Host: host, Opts: o, Runs: runs, Elapsed: time.Since(started), Files: b.files,
+		Shaping: b.net.Shaping, Versions: b.versions(ctx)}
+	if err := os.WriteFile(o.out, []byte(rep.render()), 0o644); err != nil {
+		return err
+	}
+	raw, _ := json.MarshalIndent(runs, "", " ")
+	return os.WriteFile(strings.TrimSuffix(o.out, ".md")+".json", raw, 0o644)
+}
+
+func parseFlags(args []string) (*options, error) {
+	o := &options{}
+	fs := flag.NewFlagSet("storm", flag.ContinueOnError)
+	clients := fs.String("clients", "1,2,5,10,20,40,100,200", "machines per storm, comma separated")
+	firmwares := fs.String("firmware", "uefi,ipxe", "firmware the machines play: uefi, bios, ipxe")
+	stacks := fs.String("stacks", "bootfleet,peer", "bootfleet, and peer: dnsmasq + nginx + nbdkit")
+	fs.IntVar(&o.runs, "runs", 1, "storms per stack, firmware and N")
+	fs.StringVar(&o.rate, "rate", "1gbit", "tbf rate of the server's link")
+	initrdMiB := fs.Int("initrd-mib", 40, "initrd size in MiB")
+	kernelMiB := fs.Int("kernel-mib", 8, "kernel size in MiB")
+	fs.StringVar(&o.trace, "trace", "internal/storm/testdata/debian12.trace", "NBD read trace every machine replays")
+	fs.DurationVar(&o.timeout, "timeout", 15*time.Minute, "per machine, power-on to DoneURL")
+	fs.StringVar(&o.bootfleet, "bootfleet", "bin/bootfleet", "bootfleet binary (server and simulator)")
+	fs.StringVar(&o.ipxeDir, "ipxe", "/usr/lib/ipxe", "directory holding ipxe.efi (Debian's ipxe)")
+	fs.StringVar(&o.out, "out", "BENCHMARKS-storm.md", "report to write (and its .json beside it)")
+	fs.StringVar(&o.work, "work", "/dev/shm/bf-storm", "tmpfs directory for served files and server state (deleted at exit)")
+	quick := fs.Bool("quick", false, "smoke run: 1, 2 and 5 machines, 4 MiB initrd")
+	if err := fs.Parse(args); err != nil {
+		return nil, err
+	}
+	if *quick {
+		*clients, *initrdMiB, *kernelMiB = "1,2,5", 4, 1
+	}
+	for _, c := range strings.Split(*clients, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(c))
+		if err != nil || n < 1 || n > 700 {
+			return nil, fmt.Errorf("-clients: want numbers 1 to 700 (the DHCP range holds 765), got %q", c)
+		}
+		o.clients = append(o.clients, n)
+	}
+	for _, f := range strings.Split(*firmwares, ",") {
+		if _, err := storm.ParseFirmware(strings.TrimSpace(f)); err != nil {
+			return nil, fmt.Errorf("-firmware: %w", err)
+		}
+		o.firmwares = append(o.firmwares, strings.TrimSpace(f))
+	}
+	for _, s := range strings.Split(*stacks, ",") {
+		if s = strings.TrimSpace(s); s != "bootfleet" && s != "peer" {
+			return nil, fmt.Errorf("-stacks: want bootfleet and/or peer, got %q", s)
+		}
+		o.stacks = append(o.stacks, s)
+	}
+	if o.runs < 1 || *initrdMiB < 1 || *kernelMiB < 1 {
+		return nil, errors.New("-runs, -initrd-mib and -kernel-mib must be at least 1")
+	}
+	o.initrd, o.kernel = int64(*initrdMiB)<<20, int64(*kernelMiB)<<20
+	return o, nil
+}
+
+// bench is one run's shared state: the link and the served files.
+type bench struct {
+	o     *options
+	net   *harness.Net
+	files map[string]int64 // name -> size, for the report
+	image string
+	trace string // absolute path
+}
+
+func setup(ctx context.Context, o *options) (*bench, error) {
+	for _, t := range []string{"ip", "tc", "curl", "dnsmasq", "nginx", "nbdkit", o.bootfleet} {
+		if _, err := exec.LookPath(t); err != nil {
+			return nil, fmt.Errorf("%s not found: run scripts/bench-deps.sh and make build", t)
+		}
+	}
+	trace, err := filepath.Abs(o.trace)
+	if err != nil {
+		return nil, err
+	}
+	f, err := os.Open(trace)
+	if err != nil {
+		return nil, fmt.Errorf("-trace: %w", err)
+	}
+	tr, err := storm.ParseTrace(f)
+	f.Close()
+	if err != nil {
+		return nil, fmt.Errorf("-trace %s: %w", trace, err)
+	}
+	b := &bench{o: o, files: map[string]int64{}, trace: trace}
+	if err := os.RemoveAll(o.work); err != nil {
+		return nil, err
+	}
+	www := filepath.Join(o.work, "www")
+	if err := os.MkdirAll(www, 0o755); err != nil {
+		return nil, err
+	}
+	// The image covers the trace's reads up to maxImage; the simulator
+	// moves reads past a smaller export's end inside it, so every machine
+	// still moves the trace's bytes, and each storm imports the image anew.
+	var end uint64
+	for _, r := range tr.Reads {
+		end = max(end, r.Offset+uint64(r.Length))
+	}
+	imgSize := min(max(int64(end+(1<<20)-1)&^((1<<20)-1), 16<<20), maxImage)
+	b.image = filepath.Join(o.work, "root.img")
+	for name, size := range map[string]int64{"www/vmlinuz": o.kernel, "www/initrd.img": o.initrd, "root.img": imgSize} {
+		if err := randomFile(filepath.Join(o.work, name), size); err != nil {
+			return nil, fmt.Errorf("write %s (is %s a tmpfs with room?): %w", name, o.work, err)
+		}
+		b.files[filepath.Base(name)] = size
+	}
+	b.files["trace reads"] = tr.Bytes()
+	if st, err := os.Stat(filepath.Join(o.ipxeDir, "ipxe.efi")); err == nil {
+		b.files["ipxe.efi"] = st.Size()
+	}
+	if err := os.WriteFile(filepath.Join(www, "done"), []byte("ok\n"), 0o644); err != nil {
+		return nil, err
+	}
+	b.net, err = harness.NewPair(ctx, harness.Pair{ServerNS: nsServer, ClientNS: nsClient, ServerDev: devServer,
+		ClientDev: devClient, ServerAddr: serverIP, ClientAddr: clientIP, PrefixLen: 16, Rate: o.rate, ServerOnly: true})
+	if err != nil {
+		return nil, err
+	}
+	return b, nil
+}
+
+func (b *bench) close() {
+	if b.net != nil {
+		b.net.Close()
+	}
+	_ = os.RemoveAll(b.o.work)
+}
+
+// randomFile writes size random bytes: compressible data could flatter a
+// server or a link.
+func randomFile(path string, size int64) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	buf := make([]byte, 1<<20)
+	for left := size; left > 0; left -= int64(len(buf)) {
+		_, _ = rand.Read(buf)
+		if _, err := f.Write(buf[:min(left, int64(len(buf)))]); err != nil {
+			f.Close()
+			return err
+		}
+	}
+	return f.Close()
+}
+
+// storm starts a fresh stack, runs the simulator against it and stops it.
+func (b *bench) storm(ctx context.Context, stack, fw string, n int) run {
+	res := run{Stack: stack, Firmware: fw, N: n}
+	dir := filepath.Join(b.o.work, fmt.Sprintf("%s-%s-%d", stack, fw, n))
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		res.Err = err.Error()
+		return res
+	}
+	defer os.RemoveAll(dir)
+	procs, err := b.start(ctx, stack, dir)
+	defer func() {
+		for _, p := range procs {
+			p.Stop()
+		}
+	}()
+	if err != nil {
+		res.Err = err.Error()
+		return res
+	}
+	cpu0 := cpuOf(procs)
+	argv := append([]string{"ip", "netns", "exec", nsClient}, b.stormArgv(fw, n)...)
+	cctx, cancel := context.WithTimeout(ctx, b.o.timeout+time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(cctx, argv[0], argv[1:]...)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	runErr := cmd.Run() // non-zero when a machine failed; the JSON says which
+	res.ServerCPU = cpuOf(procs) - cpu0
+	for _, p := range procs {
+		res.PeakRSS += p.PeakRSS()
+	}
+	if cmd.ProcessState != nil {
+		res.ClientCPU = (cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()).Seconds()
+	}
+	var rep storm.Report
+	if err := json.Unmarshal(stdout.Bytes(), &rep); err != nil {
+		res.Err = fmt.Sprintf("simulator: %v; no JSON report (%v): %s", runErr, err, harness.Tail(stderr.String(), 400))
+		return res
+	}
+	res.Report = &rep
+	return res
+}
+
+// stormArgv is the simulator's command line for fw and n machines.
+func (b *bench) stormArgv(fw string, n int) []string {
+	return []string{b.o.bootfleet, "storm", "-i", devClient, "-n", strconv.Itoa(n), "--firmware", fw,
+		"--trace", b.trace, "--timeout", b.o.timeout.String(), "-o", "json"}
+}
+
+func cpuOf(ps []*harness.Proc) float64 {
+	var s float64
+	for _, p := range ps {
+		s += p.CPU()
+	}
+	return s
+}
+
+func (b *bench) versions(ctx context.Context) []string {
+	return []string{
+		"bootfleet " + harness.FirstLine(ctx, b.o.bootfleet, "version"),
+		harness.FirstLine(ctx, "dnsmasq", "--version"),
+		harness.FirstLine(ctx, "nginx", "-v"),
+		harness.FirstLine(ctx, "nbdkit", "--version"),
+	}
+}
