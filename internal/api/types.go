@@ -113,10 +113,10 @@ func parseIPField(field, s string) (net.IP, error) {
 
 func profileOut(p inventory.Profile) Profile {
 	return Profile{Name: p.Name, Kernel: p.Kernel, Initrd: p.Initrd, Cmdline: p.Cmdline,
-		RootImage: p.RootImage, Overlay: p.Overlay, RootKernel: p.RootKernel, Loader: p.Loader, Source: string(p.Source)}
+		RootImage: p.Root.Image, Overlay: p.Root.Overlay, RootKernel: p.Root.Kernel, Loader: p.Loader, Source: string(p.Source)}
 }
 
 func profileIn(p Profile) inventory.Profile {
 	return inventory.Profile{Name: p.Name, Kernel: p.Kernel, Initrd: p.Initrd, Cmdline: p.Cmdline,
-		RootImage: p.RootImage, Overlay: p.Overlay, RootKernel: p.RootKernel, Loader: p.Loader}
+		Root: inventory.Root{Image: p.RootImage, Overlay: p.Overlay, Kernel: p.RootKernel}, Loader: p.Loader}
 }

@@ -27,7 +27,7 @@ func ApplyConfig(ctx context.Context, s Store, c *config.Config) (Applied, error
 	for _, name := range sortedKeys(c.Profiles) {
 		cp := c.Profiles[name]
 		p := Profile{Name: name, Kernel: cp.Kernel, Initrd: cp.Initrd, Cmdline: cp.Cmdline,
-			RootImage: cp.Root.Image, Overlay: cp.Root.Overlay, RootKernel: cp.Root.Kernel, Loader: cp.Loader, Source: SourceConfig}
+			Root: Root{Image: cp.Root.Image, Overlay: cp.Root.Overlay, Kernel: cp.Root.Kernel}, Loader: cp.Loader, Source: SourceConfig}
 		if err := upsertProfile(ctx, s, p); err != nil {
 			return a, fmt.Errorf("profiles.%s: %w", name, err)
 		}

@@ -160,7 +160,7 @@ profiles:
 	if err != nil {
 		t.Fatal(err)
 	}
-	if p.RootKernel != config.RootKernelImage || p.Kernel != "" || p.RootImage != "debian" {
+	if p.Root.Kernel != config.RootKernelImage || p.Kernel != "" || p.Root.Image != "debian" {
 		t.Fatalf("stored profile = %+v, want root kernel image of debian and no kernel", p)
 	}
 }

@@ -71,19 +71,26 @@ type Profile struct {
 	Kernel  string
 	Initrd  []string
 	Cmdline string
-	// RootImage names an Image to serve as the machine's root over NBD;
-	// empty for none. Overlay is ephemeral (the default when RootImage is
-	// set), persistent or none; see config.Root.
-	RootImage string
-	Overlay   string
-	// RootKernel is empty to boot Kernel and Initrd, or image
-	// (config.RootKernelImage) to boot the kernel RootImage holds, with an
-	// initramfs built from it; Kernel and Initrd are then empty.
-	RootKernel string
+	// Root is the machine's diskless root, if Root.Image is set.
+	Root Root
 	// Loader is what UEFI x64 firmware loads: empty or ipxe for iPXE,
 	// grub for the signed shim and grub (config.LoaderGrub).
 	Loader string
 	Source Source // default api
+}
+
+// Root is a profile's diskless root, as the config file's root: says it.
+type Root struct {
+	// Image names an Image to serve as the machine's root over NBD; empty
+	// for none.
+	Image string
+	// Overlay is ephemeral (the default when Image is set), persistent or
+	// none.
+	Overlay string
+	// Kernel is empty to boot the profile's Kernel and Initrd, or image
+	// (config.RootKernelImage) to boot the kernel Image holds, with an
+	// initramfs built from it; Kernel and Initrd are then empty.
+	Kernel string
 }
 
 // Lease is a DHCP lease in full mode: IP belongs to MAC until Expiry.
@@ -229,27 +236,27 @@ func (p *Profile) Validate() error {
 		return invalid("loader", "want ipxe (default) or grub (Secure Boot through the server's signed shim and grub), got %q", p.Loader)
 	}
 	switch {
-	case p.RootImage == "" && p.Overlay != "":
+	case p.Root.Image == "" && p.Root.Overlay != "":
 		return invalid("root_image", "required when overlay is set: the name of an imported image")
-	case p.RootImage == "":
-	case !pnameRE.MatchString(p.RootImage):
-		return invalid("root_image", "want an image name (letters, digits, . _ -, at most 63), got %q", p.RootImage)
-	case p.Overlay == "":
-		p.Overlay = "ephemeral"
-	case p.Overlay != "ephemeral" && p.Overlay != "persistent" && p.Overlay != "none":
-		return invalid("overlay", "want ephemeral, persistent or none, got %q", p.Overlay)
+	case p.Root.Image == "":
+	case !pnameRE.MatchString(p.Root.Image):
+		return invalid("root_image", "want an image name (letters, digits, . _ -, at most 63), got %q", p.Root.Image)
+	case p.Root.Overlay == "":
+		p.Root.Overlay = "ephemeral"
+	case p.Root.Overlay != "ephemeral" && p.Root.Overlay != "persistent" && p.Root.Overlay != "none":
+		return invalid("overlay", "want ephemeral, persistent or none, got %q", p.Root.Overlay)
 	}
 	return checkSource(&p.Source)
 }
 
 // validateKernel checks where the kernel comes from: Kernel and Initrd,
-// or the root image (RootKernel image).
+// or the root image (Root.Kernel image).
 func (p *Profile) validateKernel() error {
-	switch p.RootKernel {
+	switch p.Root.Kernel {
 	case "":
 	case config.RootKernelImage:
 		switch {
-		case p.RootImage == "":
+		case p.Root.Image == "":
 			return invalid("root_image", "required when root_kernel is image: the name of an imported image whose kernel boots")
 		case p.Kernel != "":
 			return invalid("kernel", "must be empty when root_kernel is image (the kernel comes from the root image); remove it, or remove root_kernel to boot it")
@@ -258,7 +265,7 @@ func (p *Profile) validateKernel() error {
 		}
 		return nil
 	default:
-		return invalid("root_kernel", "want image (boot the kernel in the root image) or empty (boot kernel and initrd), got %q", p.RootKernel)
+		return invalid("root_kernel", "want image (boot the kernel in the root image) or empty (boot kernel and initrd), got %q", p.Root.Kernel)
 	}
 	if strings.TrimSpace(p.Kernel) == "" {
 		return invalid("kernel", "required: a local path or http(s) URL of the kernel (or root_kernel image with a root_image)")

@@ -51,7 +51,7 @@ func (s *Service) input(ctx context.Context) (fleet.Input, error) {
 	in.Profiles = make(map[string]config.Profile, len(ps))
 	for _, p := range ps {
 		in.Profiles[p.Name] = config.Profile{Kernel: p.Kernel, Initrd: p.Initrd, Cmdline: p.Cmdline,
-			Root: config.Root{Image: p.RootImage, Overlay: p.Overlay, Kernel: p.RootKernel}, Loader: p.Loader}
+			Root: config.Root{Image: p.Root.Image, Overlay: p.Root.Overlay, Kernel: p.Root.Kernel}, Loader: p.Loader}
 	}
 	in.Machines = make([]fleet.Machine, 0, len(ms))
 	for _, m := range ms {

@@ -92,7 +92,7 @@ func TestUpgradeKeepsProfiles(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if p.Kernel != "/k" || p.RootImage != "debian" || p.RootKernel != "" {
+	if p.Kernel != "/k" || p.Root.Image != "debian" || p.Root.Kernel != "" {
 		t.Fatalf("profile after upgrade = %+v, want kernel /k, root image debian and no root kernel", p)
 	}
 }

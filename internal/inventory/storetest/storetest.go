@@ -253,14 +253,14 @@ func testProfileCRUD(t *testing.T, b Backend) {
 	if len(list) != 2 || list[0].Name != "a.b_c-1" || list[1].Name != "linux" {
 		t.Fatalf("ListProfiles = %v", list)
 	}
-	want.Kernel, want.Initrd, want.RootImage, want.Overlay = "/k2", []string{"/i2"}, "img.raw", "persistent"
+	want.Kernel, want.Initrd, want.Root = "/k2", []string{"/i2"}, inventory.Root{Image: "img.raw", Overlay: "persistent"}
 	if got := must[inventory.Profile](t)(s.UpdateProfile(c, want)); !reflect.DeepEqual(got, want) {
 		t.Fatalf("UpdateProfile = %#v, want %#v", got, want)
 	}
 	// Booting the root image's kernel: no kernel or initrds of its own.
-	own := inventory.Profile{Name: "own", Cmdline: "quiet", RootImage: "debian", RootKernel: "image", Initrd: []string{}}
+	own := inventory.Profile{Name: "own", Cmdline: "quiet", Root: inventory.Root{Image: "debian", Kernel: "image"}, Initrd: []string{}}
 	wantOwn := own
-	wantOwn.Overlay, wantOwn.Source = "ephemeral", inventory.SourceAPI
+	wantOwn.Root.Overlay, wantOwn.Source = "ephemeral", inventory.SourceAPI
 	if got := must[inventory.Profile](t)(s.CreateProfile(c, own)); !reflect.DeepEqual(got, wantOwn) {
 		t.Fatalf("CreateProfile with root kernel image = %#v, want %#v", got, wantOwn)
 	}
@@ -268,7 +268,7 @@ func testProfileCRUD(t *testing.T, b Backend) {
 		t.Fatalf("GetProfile with root kernel image = %#v, want %#v", got, wantOwn)
 	}
 	back := wantOwn
-	back.Kernel, back.RootKernel, back.Loader = "/k3", "", "grub"
+	back.Kernel, back.Root.Kernel, back.Loader = "/k3", "", "grub"
 	if got := must[inventory.Profile](t)(s.UpdateProfile(c, back)); !reflect.DeepEqual(got, back) {
 		t.Fatalf("UpdateProfile back to its own kernel = %#v, want %#v", got, back)
 	}
@@ -292,18 +292,18 @@ func testProfileErrors(t *testing.T, b Backend) {
 	wantErr(t, err, inventory.ErrInvalid, "name")
 	_, err = s.CreateProfile(c, inventory.Profile{Name: "x", Kernel: "k", Initrd: []string{""}})
 	wantErr(t, err, inventory.ErrInvalid, "initrd")
-	_, err = s.CreateProfile(c, inventory.Profile{Name: "x", Kernel: "k", RootImage: "debian", Overlay: "ram"})
+	_, err = s.CreateProfile(c, inventory.Profile{Name: "x", Kernel: "k", Root: inventory.Root{Image: "debian", Overlay: "ram"}})
 	wantErr(t, err, inventory.ErrInvalid, "overlay")
-	_, err = s.CreateProfile(c, inventory.Profile{Name: "x", Kernel: "k", Overlay: "none"})
+	_, err = s.CreateProfile(c, inventory.Profile{Name: "x", Kernel: "k", Root: inventory.Root{Overlay: "none"}})
 	wantErr(t, err, inventory.ErrInvalid, "root_image")
 	for _, tc := range []struct {
 		p     inventory.Profile
 		field string
 	}{
-		{inventory.Profile{Name: "x", RootKernel: "image"}, "root_image"},
-		{inventory.Profile{Name: "x", Kernel: "k", RootImage: "debian", RootKernel: "image"}, "kernel"},
-		{inventory.Profile{Name: "x", Initrd: []string{"i"}, RootImage: "debian", RootKernel: "image"}, "initrd"},
-		{inventory.Profile{Name: "x", Kernel: "k", RootImage: "debian", RootKernel: "own"}, "root_kernel"},
+		{inventory.Profile{Name: "x", Root: inventory.Root{Kernel: "image"}}, "root_image"},
+		{inventory.Profile{Name: "x", Kernel: "k", Root: inventory.Root{Image: "debian", Kernel: "image"}}, "kernel"},
+		{inventory.Profile{Name: "x", Initrd: []string{"i"}, Root: inventory.Root{Image: "debian", Kernel: "image"}}, "initrd"},
+		{inventory.Profile{Name: "x", Kernel: "k", Root: inventory.Root{Image: "debian", Kernel: "own"}}, "root_kernel"},
 		{inventory.Profile{Name: "x", Kernel: "k", Loader: "shim"}, "loader"},
 	} {
 		_, err = s.CreateProfile(c, tc.p)
@@ -551,9 +551,9 @@ func testImages(t *testing.T, b Backend) {
 	_, err = s.PutImage(c, inventory.Image{Name: "a/b", SHA256: sha1, Size: 1})
 	wantErr(t, err, inventory.ErrInvalid, "name")
 
-	must[inventory.Profile](t)(s.CreateProfile(c, inventory.Profile{Name: "lab", Kernel: "k", RootImage: "debian"}))
-	if p := must[inventory.Profile](t)(s.GetProfile(c, "lab")); p.Overlay != "ephemeral" {
-		t.Fatalf("a root without overlay reads back overlay %q, want ephemeral", p.Overlay)
+	must[inventory.Profile](t)(s.CreateProfile(c, inventory.Profile{Name: "lab", Kernel: "k", Root: inventory.Root{Image: "debian"}}))
+	if p := must[inventory.Profile](t)(s.GetProfile(c, "lab")); p.Root.Overlay != "ephemeral" {
+		t.Fatalf("a root without overlay reads back overlay %q, want ephemeral", p.Root.Overlay)
 	}
 	wantErr(t, s.DeleteImage(c, "debian"), inventory.ErrConflict, "name")
 	wantErr(t, s.DeleteImage(c, "missing"), inventory.ErrNotFound, "name")

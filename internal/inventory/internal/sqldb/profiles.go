@@ -17,7 +17,7 @@ func scanProfile(sc interface{ Scan(...any) error }) (inventory.Profile, error) 
 		p               inventory.Profile
 		initrds, source string
 	)
-	if err := sc.Scan(&p.Name, &p.Kernel, &initrds, &p.Cmdline, &p.RootImage, &p.Overlay, &p.RootKernel, &p.Loader, &source); err != nil {
+	if err := sc.Scan(&p.Name, &p.Kernel, &initrds, &p.Cmdline, &p.Root.Image, &p.Root.Overlay, &p.Root.Kernel, &p.Loader, &source); err != nil {
 		return p, err
 	}
 	p.Source = inventory.Source(source)
@@ -65,7 +65,7 @@ func profileArgs(p inventory.Profile) ([]any, error) {
 	if err != nil {
 		return nil, err
 	}
-	return []any{p.Kernel, rds, p.Cmdline, p.RootImage, p.Overlay, p.RootKernel, p.Loader, string(p.Source), p.Name}, nil
+	return []any{p.Kernel, rds, p.Cmdline, p.Root.Image, p.Root.Overlay, p.Root.Kernel, p.Loader, string(p.Source), p.Name}, nil
 }
 
 // CreateProfile implements inventory.Profiles.
