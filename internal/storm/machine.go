@@ -28,8 +28,10 @@ type machine struct {
 	addrs addrManager
 	t0    time.Time // the run's start, the zero of every Phase.Start
 	rep   *Machine
-	// enter is called with each phase's name as the machine reaches it.
+	// enter is called with each phase's name as the machine reaches it,
+	// and moved with the bytes of each phase as it ends.
 	enter func(phase string)
+	moved func(bytes int64)
 }
 
 // phaseError is a failure and the phase it happened in.
@@ -126,8 +128,9 @@ func (m *machine) phases(ctx context.Context) error {
 	default:
 		m.enter("nbd")
 		p := m.begin(&ph.NBD)
-		n, err := nbdReplay(ctx, l.addr.Addr(), opts.Root, m.cfg.Trace, m.cfg.NBDDepth)
-		m.end(p, n)
+		n, err := nbdReplay(ctx, l.addr.Addr(), opts.Root, m.cfg.Trace, m.cfg.NBDDepth, m.moved)
+		m.end(p, 0) // moved has counted the bytes as they came
+		p.Bytes = n
 		if err != nil {
 			return &phaseError{"nbd", fmt.Errorf("%s: %w", opts.Root, err)}
 		}
@@ -160,6 +163,7 @@ func (m *machine) lease(ctx context.Context, asIPXE bool) (lease, error) {
 	p.Duration += time.Since(t).Seconds()
 	p.Tries += l.tries
 	p.Bytes += l.bytes
+	m.moved(l.bytes)
 	if err != nil {
 		who := "firmware"
 		if asIPXE {
@@ -240,6 +244,7 @@ func (m *machine) begin(slot **Phase) *Phase {
 func (m *machine) end(p *Phase, bytes int64) {
 	p.Duration = time.Since(m.t0).Seconds() - p.Start
 	p.Bytes += bytes
+	m.moved(bytes)
 }
 
 // cmdlineValue returns the value of the last key=value word.

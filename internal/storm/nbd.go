@@ -18,8 +18,8 @@ import (
 // does (fixed newstyle, NBD_OPT_GO, simple replies), replays the trace's
 // reads with up to depth in flight, as the kernel's readahead keeps
 // several, and disconnects with NBD_CMD_DISC. It returns the data bytes
-// read.
-func nbdReplay(ctx context.Context, local netip.Addr, target agent.Target, trace *Trace, depth int) (int64, error) {
+// read, and tells moved of them as each reply arrives.
+func nbdReplay(ctx context.Context, local netip.Addr, target agent.Target, trace *Trace, depth int, moved func(int64)) (int64, error) {
 	ctx, cancel := context.WithCancel(ctx) // also ends the writer when the reader fails
 	defer cancel()
 	d := net.Dialer{LocalAddr: net.TCPAddrFromAddrPort(netip.AddrPortFrom(local, 0)), Timeout: 10 * time.Second}
@@ -98,6 +98,7 @@ func nbdReplay(ctx context.Context, local netip.Addr, target agent.Target, trace
 		}
 		n, err := io.CopyN(io.Discard, br, int64(r.Length))
 		got += n
+		moved(n)
 		if err != nil {
 			return got, fmt.Errorf("READ %d+%d: after %d of its bytes: %w", r.Offset, r.Length, n, err)
 		}

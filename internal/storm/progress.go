@@ -32,14 +32,14 @@ func (t *tracker) move(i int, phase string) {
 	t.mu.Unlock()
 }
 
-// finish records machine i's end; rep is no longer written by then.
+func (t *tracker) moved(n int64) {
+	t.mu.Lock()
+	t.bytes += n
+	t.mu.Unlock()
+}
+
+// finish records machine i's end.
 func (t *tracker) finish(i int, rep *Machine) {
-	var n int64
-	for _, name := range PhaseNames {
-		if p := rep.Phases.Get(name); p != nil {
-			n += p.Bytes
-		}
-	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if rep.Result == "ok" {
@@ -49,7 +49,6 @@ func (t *tracker) finish(i int, rep *Machine) {
 		t.failed++
 		t.phase[i] = "failed"
 	}
-	t.bytes += n
 }
 
 func (t *tracker) snapshot() Progress {

@@ -48,7 +48,7 @@ type Progress struct {
 	Phase   map[string]int // machines in each phase now ("wait": not powered on yet)
 	OK      int
 	Failed  int
-	Bytes   int64 // finished phases' bytes so far
+	Bytes   int64 // received so far
 	Elapsed time.Duration
 }
 
@@ -185,7 +185,7 @@ func run(ctx context.Context, cfg *Config, tr dhcpTransport, addrs addrManager) 
 			continue
 		}
 		m := &machine{cfg: cfg, mac: mac, dhcp: tr, addrs: addrs, t0: t0, rep: &rep.Machines[i],
-			enter: func(phase string) { tr0.move(i, phase) }}
+			enter: func(phase string) { tr0.move(i, phase) }, moved: tr0.moved}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()

@@ -51,6 +51,10 @@ func summarize(ms []Machine, linkBps int64) Summary {
 		st.Count, st.P50, st.P99, st.Max = len(d), percentile(d, 50), percentile(d, 99), slices.Max(d)
 		s.Phases[name] = st
 	}
+	if st, ok := s.Phases["boot"]; ok {
+		st.Bytes = s.Bytes // every phase's, for the booted and the failed
+		s.Phases["boot"] = st
+	}
 	if last > first {
 		s.WallSeconds = last - first
 	}
