@@ -196,7 +196,7 @@ func render(rep report) string {
 	p("Machine: %d CPUs (%s), shared with other work;\n", h.CPUs, h.CPU)
 	p("load average before: %s, after: %s. bootfleet %s;\n", h.Load, rep.loadAfter, h.Version)
 	p("%s.\n\n", rep.tools)
-	p("Issue 5's target: bootfleet ahead of the best peer on every case.\n\n")
+	p("The target: bootfleet ahead of the best peer on every case.\n\n")
 	p("## Summary\n\n")
 	p("Sequential read:\n")
 	rep.verdict(&w, "seq", "MB/s", readerKeys)
