@@ -68,9 +68,14 @@ instead. It exits non-zero when a machine failed.`,
 					return fmt.Errorf("--trace %s: %w", traceFile, err)
 				}
 			}
+			// On a terminal the bar is enough while it runs (the table
+			// lists the failures); in a log every failure gets its line.
 			stderr := cmd.ErrOrStderr()
-			cfg.Log = slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-			cfg.Progress = storm.ProgressPrinter(stderr, isTerminal(stderr), 5*time.Second)
+			tty := isTerminal(stderr)
+			if !tty {
+				cfg.Log = slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+			}
+			cfg.Progress = storm.ProgressPrinter(stderr, tty, 5*time.Second)
 			rep, err := storm.Run(cmd.Context(), cfg)
 			if rep == nil {
 				return err

@@ -78,7 +78,9 @@ func (t *tracker) report(fn func(Progress)) (stop func()) {
 		for {
 			select {
 			case <-done:
-				fn(t.snapshot())
+				p := t.snapshot()
+				p.Done = true
+				fn(p)
 				return
 			case <-tick.C:
 				fn(t.snapshot())
@@ -96,19 +98,18 @@ func (t *tracker) report(fn func(Progress)) (stop func()) {
 func ProgressPrinter(w io.Writer, terminal bool, interval time.Duration) func(Progress) {
 	var last time.Time
 	return func(p Progress) {
-		finished := p.OK+p.Failed == p.Clients
 		if terminal {
 			const width = 30
 			filled := width * (p.OK + p.Failed) / max(p.Clients, 1)
 			fmt.Fprintf(w, "\r[%s%s] %d/%d ok %d failed %d | %s| %s %5.1fs\x1b[K",
 				strings.Repeat("#", filled), strings.Repeat(".", width-filled),
 				p.OK+p.Failed, p.Clients, p.OK, p.Failed, phaseCounts(p), byteSize(p.Bytes), p.Elapsed.Seconds())
-			if finished {
+			if p.Done {
 				fmt.Fprintln(w)
 			}
 			return
 		}
-		if finished || time.Since(last) >= interval {
+		if p.Done || time.Since(last) >= interval {
 			last = time.Now()
 			fmt.Fprintf(w, "storm: %.0fs: %d of %d finished (ok %d, failed %d); %s%s\n",
 				p.Elapsed.Seconds(), p.OK+p.Failed, p.Clients, p.OK, p.Failed, phaseCounts(p), byteSize(p.Bytes))

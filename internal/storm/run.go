@@ -35,7 +35,7 @@ type Config struct {
 	// DoneParam is the kernel command line parameter holding the DoneURL.
 	// Default "done", as in bootfleet's example profiles.
 	DoneParam string
-	// Log receives progress lines and each machine's failure; default: discard.
+	// Log receives a line for each machine that fails; default: discard.
 	Log *slog.Logger
 	// Progress, if set, is called about every 200 ms with the machines'
 	// states, and once more at the end.
@@ -50,6 +50,7 @@ type Progress struct {
 	Failed  int
 	Bytes   int64 // received so far
 	Elapsed time.Duration
+	Done    bool // the last call: every machine has finished or was interrupted
 }
 
 // DefaultDHCP returns a firmware's DHCP timers.
