@@ -13,13 +13,17 @@
 //
 // The package has three layers:
 //
-//   - pure codecs and parsers (script.go, trace.go, udp4.go, dhcpmsg.go,
-//     mac.go, report.go): bytes or text in, values out, with fuzz tests;
-//   - protocol clients (dhcpconn_linux.go, tftp.go, nbd.go, fetch.go,
-//     addr_linux.go): one exchange each, bounded by a context and timeouts;
+//   - pure codecs and parsers (script.go, trace.go, udp4.go, tcpstream.go,
+//     nbdstream.go, dhcpmsg.go, mac.go, report.go): bytes or text in,
+//     values out, each decoder with a fuzz target seeded from testdata/fuzz;
+//   - protocol clients (dhcp.go over dhcpconn_linux.go, tftp.go, fetch.go,
+//     nbd.go, addr_linux.go): one exchange each, bounded by a context and
+//     timeouts;
 //   - orchestration (machine.go, run.go, progress.go, summary.go): power-on
 //     ramp, per-machine phases, progress on stderr and the final report.
 //
-// record.go is the other direction: an NBD proxy that writes the reads a
-// real machine makes into a trace file that Run can replay.
+// Record (record_linux.go) goes the other way: it follows, on the server's
+// interface, what NBD clients send and returns their reads as a Trace, so
+// a boot of any image can be replayed. testdata/debian12.trace, the
+// default, is one recorded from a stock Debian 12 booting diskless.
 package storm
