@@ -6,7 +6,7 @@ LDFLAGS := -s -w -X github.com/bootfleet/bootfleet/internal/buildinfo.version=$(
 PKGS    := ./...
 export CGO_ENABLED := 0
 
-.PHONY: all build deb deps test unit e2e demo bench bench-tools bench-transfer bench-dhcp bench-telemetry bench-nbd bench-storm bench-boot fuzz vet clean
+.PHONY: all build deb deps test unit e2e demo bench bench-tools bench-transfer bench-dhcp bench-telemetry bench-nbd bench-storm bench-boot fuzz fuzz-long vet clean
 
 all: build
 
@@ -87,6 +87,14 @@ fuzz:
 	    echo "== $$pkg $$f"; $(GO) test -run '^$$' -fuzz "^$$f$$" -fuzztime $(FUZZTIME) $$pkg || exit 1; \
 	  done; \
 	done
+
+# Long campaigns of every fuzz target, LONGFUZZTIME each (default 10m: about
+# four hours for all). A crasher the fuzzer finds is written to its package's
+# testdata/fuzz/FuzzX/ and stays there as a seed, so make test replays it
+# from then on; commit it with the fix.
+LONGFUZZTIME ?= 10m
+fuzz-long:
+	$(MAKE) fuzz FUZZTIME=$(LONGFUZZTIME)
 
 clean:
 	rm -rf bin dist
