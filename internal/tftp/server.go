@@ -64,6 +64,16 @@ type Config struct {
 	// datagram before it is split, count single blocks. Default false.
 	DisableGSO bool
 
+	// MaxTransfers bounds the transfers running at once, and MaxPerClient
+	// those of one client address. A request beyond either is dropped (the
+	// client repeats it, as after any loss) and counted in a log line at
+	// most once a second: a flood of RRQs from many ports of one host, or
+	// clients that never ACK, cannot take every socket and goroutine, and
+	// other machines keep booting. Defaults 1024 (range 1..65535) and 8
+	// (range 1..1024): firmware runs one transfer at a time.
+	MaxTransfers int
+	MaxPerClient int
+
 	// OnTransfer, if set, is called once per read request after it ends:
 	// completed, failed, or refused (then Err says why and Bytes is 0). It
 	// runs on the transfer's goroutine and must not block for long.
@@ -102,6 +112,17 @@ type Server struct {
 
 	mu     sync.Mutex
 	active map[string]*activeTransfer // by client address
+	perIP  map[string]int             // running transfers by client IP
+	busy   busyLog
+}
+
+// busyLog counts requests dropped for want of a transfer slot and says so
+// in one log line a second at most, so a flood cannot flood the log too.
+type busyLog struct {
+	dropped   int       // since the last line
+	total     uint64    // since the start
+	lastLine  time.Time // when the last line was written
+	lastCause string
 }
 
 // NewServer returns a server for cfg, with defaults filled in and
@@ -113,6 +134,8 @@ func NewServer(cfg Config) *Server {
 	cfg.MaxBlockSize = clampDefault(cfg.MaxBlockSize, maxBlockSize, minBlockSize, maxBlockSize)
 	cfg.MaxWindow = clampDefault(cfg.MaxWindow, 64, 1, maxWindowSize)
 	cfg.Retries = clampDefault(cfg.Retries, 5, 1, 100)
+	cfg.MaxTransfers = clampDefault(cfg.MaxTransfers, 1024, 1, 65535)
+	cfg.MaxPerClient = clampDefault(cfg.MaxPerClient, 8, 1, 1024)
 	if cfg.Timeout == 0 {
 		cfg.Timeout = time.Second
 	}
@@ -121,7 +144,7 @@ func NewServer(cfg Config) *Server {
 		cfg.MinTimeout = 50 * time.Millisecond
 	}
 	cfg.MinTimeout = clampDur(cfg.MinTimeout, time.Millisecond, cfg.Timeout)
-	return &Server{cfg: cfg, log: cfg.Logger, active: map[string]*activeTransfer{}}
+	return &Server{cfg: cfg, log: cfg.Logger, active: map[string]*activeTransfer{}, perIP: map[string]int{}}
 }
 
 func clampDefault(v, def, lo, hi int) int {
@@ -213,8 +236,15 @@ func (s *Server) handlePacket(ctx context.Context, wg *sync.WaitGroup, b []byte,
 		at.kick()
 		return
 	}
+	ip := hostOf(remote)
+	if cause := s.overLimit(ip); cause != "" {
+		s.noteBusy(cause)
+		s.mu.Unlock()
+		return
+	}
 	at := &activeTransfer{}
 	s.active[key] = at
+	s.perIP[ip]++
 	s.mu.Unlock()
 	wg.Add(1)
 	go func() {
@@ -222,10 +252,51 @@ func (s *Server) handlePacket(ctx context.Context, wg *sync.WaitGroup, b []byte,
 		defer func() {
 			s.mu.Lock()
 			delete(s.active, key)
+			if s.perIP[ip]--; s.perIP[ip] <= 0 {
+				delete(s.perIP, ip)
+			}
 			s.mu.Unlock()
 		}()
 		s.transfer(ctx, req, local, remote, at)
 	}()
+}
+
+// overLimit says why a new transfer for ip may not start, or "". Called
+// with mu held.
+func (s *Server) overLimit(ip string) string {
+	switch {
+	case len(s.active) >= s.cfg.MaxTransfers:
+		return fmt.Sprintf("%d transfers running (max_transfers)", len(s.active))
+	case s.perIP[ip] >= s.cfg.MaxPerClient:
+		return fmt.Sprintf("%s already has %d transfers running (max_per_client)", ip, s.perIP[ip])
+	}
+	return ""
+}
+
+// noteBusy counts a dropped request and logs the count at most once a
+// second. Called with mu held.
+func (s *Server) noteBusy(cause string) {
+	b := &s.busy
+	b.dropped++
+	b.total++
+	b.lastCause = cause
+	if now := time.Now(); now.Sub(b.lastLine) >= time.Second {
+		s.log.Warn("tftp: requests dropped, too many transfers; clients repeat them", "dropped", b.dropped,
+			"last_cause", b.lastCause, "total_dropped", b.total)
+		b.dropped, b.lastLine = 0, now
+	}
+}
+
+// hostOf is the IP of a UDP address, the key of the per-client limit.
+func hostOf(a net.Addr) string {
+	if u, ok := a.(*net.UDPAddr); ok {
+		return u.IP.String()
+	}
+	h, _, err := net.SplitHostPort(a.String())
+	if err != nil {
+		return a.String()
+	}
+	return h
 }
 
 // activeTransfer lets the request loop reach a running transfer.

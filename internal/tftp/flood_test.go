@@ -1,0 +1,155 @@
+package tftp
+
+import (
+	"bytes"
+	"net"
+	"runtime"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// TestRRQFloodFromOneHost: 500 ports of one host (127.0.0.2) send RRQs and
+// never ACK. The server runs at most MaxPerClient transfers for that host,
+// drops the rest with a log line, and a machine elsewhere (127.0.0.1)
+// downloads as fast as before the flood, within 1.5× (plus 50 ms of
+// scheduling slack) of its quiet time.
+func TestRRQFloodFromOneHost(t *testing.T) {
+	if testing.Short() {
+		t.Skip("floods for a few seconds")
+	}
+	fs := newMapFS()
+	big := randBytes(7, 16<<20)
+	fs.put("big.img", big)
+	fs.put("nbp.efi", randBytes(8, 1<<20))
+	var srv *Server
+	addr, _, logs := startServer(t, Config{FS: fs, MaxPerClient: 8}, func(s *Server) { srv = s })
+
+	download := func() time.Duration {
+		t.Helper()
+		ctx := testCtx(t, 30*time.Second)
+		start := time.Now()
+		got, err := newTestClient(addr).withOpts("blksize", "1456", "windowsize", "16").get(ctx, "big.img")
+		if err != nil || !bytes.Equal(got, big) {
+			t.Fatalf("legitimate download: %v (%d bytes, want %d)", err, len(got), len(big))
+		}
+		return time.Since(start)
+	}
+	median := func(n int) time.Duration {
+		ds := make([]time.Duration, n)
+		for i := range ds {
+			ds[i] = download()
+		}
+		sort.Slice(ds, func(i, j int) bool { return ds[i] < ds[j] })
+		return ds[n/2]
+	}
+	quiet := median(3)
+	goroutines := runtime.NumGoroutine()
+
+	flooders := make([]*net.UDPConn, 500)
+	for i := range flooders {
+		c, err := net.ListenUDP("udp4", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 2)})
+		if err != nil {
+			t.Fatalf("flood socket %d: %v", i, err)
+		}
+		defer c.Close()
+		flooders[i] = c
+	}
+	rrq := (&Request{Op: OpRRQ, Filename: "nbp.efi", Mode: "octet"}).Append(nil)
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() { // every port repeats its RRQ every 50 ms until the test stops
+		defer wg.Done()
+		for round := 0; round < 400; round++ {
+			for _, c := range flooders {
+				c.WriteToUDP(rrq, addr.(*net.UDPAddr))
+			}
+			select {
+			case <-stop:
+				return
+			case <-time.After(50 * time.Millisecond):
+			}
+		}
+	}()
+	peak, peakTotal := 0, 0
+	sampled := make(chan struct{})
+	go func() {
+		defer close(sampled)
+		for {
+			srv.mu.Lock()
+			peak, peakTotal = max(peak, srv.perIP["127.0.0.2"]), max(peakTotal, len(srv.active))
+			srv.mu.Unlock()
+			select {
+			case <-stop:
+				return
+			case <-time.After(5 * time.Millisecond):
+			}
+		}
+	}()
+	time.Sleep(500 * time.Millisecond) // the flood is in full swing
+	during := median(3)
+	extra := runtime.NumGoroutine() - goroutines
+	close(stop)
+	wg.Wait()
+	<-sampled
+
+	t.Logf("quiet %v, during the flood %v; flooding host peaked at %d transfers (%d in all), %d goroutines more",
+		quiet, during, peak, peakTotal, extra)
+	if peak > 8 || peak == 0 {
+		t.Errorf("the flooding host had up to %d transfers at once, want 1..8 (MaxPerClient)", peak)
+	}
+	if extra > 100 {
+		t.Errorf("%d goroutines more during the flood: the server is not bounding it", extra)
+	}
+	if limit := quiet*3/2 + 50*time.Millisecond; during > limit {
+		t.Errorf("a legitimate download took %v during the flood, want at most %v (1.5× its quiet %v + 50 ms)", during, limit, quiet)
+	}
+	if !strings.Contains(logs.String(), "requests dropped, too many transfers") {
+		t.Errorf("no log line says requests were dropped")
+	}
+}
+
+// TestMaxTransfers: beyond MaxTransfers in all, a request is dropped even
+// from a host with none running, and admitted again once one ends.
+func TestMaxTransfers(t *testing.T) {
+	fs := newMapFS()
+	fs.put("f", randBytes(9, 4096))
+	var srv *Server
+	addr, rec, _ := startServer(t, Config{FS: fs, MaxTransfers: 1, MaxPerClient: 1}, func(s *Server) { srv = s })
+	// One transfer that never ACKs holds the only slot.
+	hog, err := net.ListenUDP("udp4", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 3)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer hog.Close()
+	hog.WriteToUDP((&Request{Op: OpRRQ, Filename: "f", Mode: "octet"}).Append(nil), addr.(*net.UDPAddr))
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		srv.mu.Lock()
+		n := len(srv.active)
+		srv.mu.Unlock()
+		if n == 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the first transfer never started")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	c := newTestClient(addr)
+	c.timeout = 200 * time.Millisecond
+	if _, err := c.get(testCtx(t, 2*time.Second), "f"); err == nil {
+		t.Fatal("a second transfer ran beside the first with MaxTransfers 1")
+	}
+	hog.Close() // the server gives the hog up after its retries
+	if st := rec.next(t); st.Err == nil {
+		t.Fatalf("the hog's transfer ended without an error: %+v", st)
+	}
+	got, err := newTestClient(addr).get(testCtx(t, 10*time.Second), "f")
+	if err != nil || len(got) != 4096 {
+		t.Fatalf("after the slot freed: %v, %d bytes", err, len(got))
+	}
+}
