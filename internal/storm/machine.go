@@ -159,7 +159,11 @@ func (m *machine) lease(ctx context.Context, asIPXE bool) (lease, error) {
 		p = m.begin(&ph.DHCP)
 	}
 	t := time.Now()
-	l, err := dora(ctx, m.dhcp, m.mac, m.cfg.Firmware, asIPXE, m.cfg.DHCP)
+	o := m.cfg.DHCP
+	if asIPXE {
+		o = m.cfg.ipxeDHCP
+	}
+	l, err := dora(ctx, m.dhcp, m.mac, m.cfg.Firmware, asIPXE, o)
 	p.Duration += time.Since(t).Seconds()
 	p.Tries += l.tries
 	p.Bytes += l.bytes

@@ -24,9 +24,13 @@ type Config struct {
 	// MACPrefix starts every machine's MAC; default DefaultMACPrefix.
 	MACPrefix string
 	// DHCP and TFTP are the firmware's timers and options; zero fields get
-	// the firmware's defaults (DefaultDHCP, DefaultTFTP).
+	// the firmware's defaults (DefaultDHCP, DefaultTFTP). DHCP applies to
+	// the chainloaded iPXE's exchange too, except that an unset Timeout
+	// is iPXE's own there.
 	DHCP DHCPOptions
 	TFTP TFTPOptions
+	// ipxeDHCP is DHCP as the chainloaded iPXE uses it.
+	ipxeDHCP DHCPOptions
 	// Trace is the NBD reads each machine with a diskless root replays.
 	// Default: DefaultTrace, the committed trace of a Debian 12 boot.
 	Trace *Trace
@@ -108,9 +112,12 @@ func (c *Config) setDefaults() error {
 		return err
 	}
 	d := DefaultDHCP(c.Firmware)
+	c.ipxeDHCP = c.DHCP
+	c.ipxeDHCP.Timeout = orDefault(c.DHCP.Timeout, DefaultDHCP(FirmwareIPXE).Timeout)
 	c.DHCP.Timeout = orDefault(c.DHCP.Timeout, d.Timeout)
 	c.DHCP.Tries = orDefault(c.DHCP.Tries, d.Tries)
 	c.DHCP.OfferWait = orDefault(c.DHCP.OfferWait, d.OfferWait)
+	c.ipxeDHCP.Tries, c.ipxeDHCP.OfferWait = c.DHCP.Tries, c.DHCP.OfferWait
 	t := DefaultTFTP(c.Firmware)
 	c.TFTP.Timeout = orDefault(c.TFTP.Timeout, t.Timeout)
 	c.TFTP.Tries = orDefault(c.TFTP.Tries, t.Tries)

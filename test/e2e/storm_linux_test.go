@@ -164,9 +164,11 @@ func TestStorm(t *testing.T) {
 				if !strings.HasPrefix(m.MAC, tt.macPrefix+":") || !strings.HasPrefix(m.IP, "10.213.0.") {
 					t.Errorf("%s got %s: want a MAC under %s and a lease in 10.213.0.100-200", m.MAC, m.IP, tt.macPrefix)
 				}
-				// One reply (OFFER, ACK) of 240 bytes or more per message sent.
-				if ph.DHCP == nil || ph.DHCP.Tries != tt.dhcpTries || ph.DHCP.Bytes < int64(240*tt.dhcpTries) {
-					t.Errorf("%s: dhcp phase %+v: want %d messages sent (no retransmission on a quiet LAN) and as many replies", m.MAC, ph.DHCP, tt.dhcpTries)
+				// One reply (OFFER, ACK) of 240 bytes or more per message
+				// sent; one retransmission at most (iPXE's first wait is
+				// 1 s, which a loaded CI machine can miss once).
+				if ph.DHCP == nil || ph.DHCP.Tries < tt.dhcpTries || ph.DHCP.Tries > tt.dhcpTries+1 || ph.DHCP.Bytes < int64(240*tt.dhcpTries) {
+					t.Errorf("%s: dhcp phase %+v: want %d messages sent (+1 at most) and a reply to each", m.MAC, ph.DHCP, tt.dhcpTries)
 				}
 				if tt.nbp != "" {
 					want := fileSize(t, filepath.Join(s.e.ipxeDir, tt.nbp))
