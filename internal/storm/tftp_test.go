@@ -145,3 +145,20 @@ func TestTFTPGetGivesUp(t *testing.T) {
 		t.Fatalf("err = %v, want no answer after 3 tries", err)
 	}
 }
+
+// TestTFTPGetBlockWrap: past block 65535 the block number wraps to 0, as
+// bootfleet's sender and most servers do.
+func TestTFTPGetBlockWrap(t *testing.T) {
+	content := pattern(70000*8 + 3)
+	conn, addr := listenLoopback(t)
+	startTFTP(t, conn, memFS{"big": content})
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	st, err := tftpGet(ctx, netip.MustParseAddr("127.0.0.1"), addr, "big", TFTPOptions{BlockSize: 8, WindowSize: 64, Timeout: time.Second, Tries: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.bytes != int64(len(content)) {
+		t.Fatalf("got %d bytes, want %d over 70001 blocks", st.bytes, len(content))
+	}
+}
