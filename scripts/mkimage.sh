@@ -145,13 +145,28 @@ while [ ! -e /sys/class/net/eth0 ]; do
 done
 ip link set lo up
 ip link set eth0 up
-udhcpc -i eth0 -s /etc/udhcpc/default.script -f -q -n -t 10 -T 2 -A 1 || fail "no DHCP lease on eth0"
 
 url=""
 for w in $(cat /proc/cmdline); do
   case "$w" in done=*) url=${w#done=} ;; esac
 done
 [ -n "$url" ] || fail "no done=URL on the kernel command line"
+
+case "$url" in
+http://\[*)
+  # An IPv6 server: the kernel configures eth0 from the router advertisement's prefix.
+  i=0
+  until addr=$(ip -6 addr show dev eth0 scope global | sed -n 's/.*inet6 \([^ ]*\).*/\1/p' | head -n1) && [ -n "$addr" ]; do
+    i=$((i + 1))
+    [ $i -le 300 ] || fail "no global IPv6 address on eth0 after 30s (no router advertisement with a prefix?)"
+    sleep 0.1
+  done
+  echo "BOOTFLEET-IP: $addr"
+  ;;
+*)
+  udhcpc -i eth0 -s /etc/udhcpc/default.script -f -q -n -t 10 -T 2 -A 1 || fail "no DHCP lease on eth0"
+  ;;
+esac
 
 n=0
 # Not wget -T: Debian 12's static busybox wget segfaults with it; bound the attempt with timeout instead.

@@ -96,6 +96,13 @@ func TestValidationErrorsNameTheKey(t *testing.T) {
 		{"bad loader", "interface: br0\ndhcp: {mode: proxy}\nprofiles: {a: {kernel: k, loader: shim}}", `profiles.a.loader: want ipxe (default) or grub (Secure Boot through Debian's signed shim and grub), got "shim"`},
 		{"grub loader without secure_boot", "interface: br0\ndhcp: {mode: proxy}\nprofiles: {a: {kernel: k, loader: grub}}", "profiles.a.loader: grub needs secure_boot.shim and secure_boot.grub"},
 		{"grub loader without grub", "interface: br0\ndhcp: {mode: proxy}\nsecure_boot: {shim: /s}\nprofiles: {a: {kernel: k, loader: grub}}", "profiles.a.loader: grub needs secure_boot.shim and secure_boot.grub"},
+		{"bad dhcp6 mode", "interface: br0\ndhcp: {mode: proxy}\ndhcp6: {mode: proxy}", `dhcp6.mode: want full or off, got "proxy"`},
+		{"dhcp6 range not v6", "interface: br0\ndhcp: {mode: proxy}\ndhcp6: {mode: full, range: 10.0.0.1-10.0.0.9}", "dhcp6.range: want two IPv6 addresses"},
+		{"dhcp6 range across /64s", "interface: br0\ndhcp: {mode: proxy}\ndhcp6: {mode: full, range: 'fd00:1::1-fd00:2::1'}", "are not in one /64"},
+		{"dhcp6 range when off", "interface: br0\ndhcp: {mode: proxy}\ndhcp6: {range: 'fd00::1-fd00::9'}", "dhcp6.range: only used with dhcp6.mode: full"},
+		{"dhcp6 without ra", "interface: br0\ndhcp: {mode: proxy}\nipv6_ra: off\ndhcp6: {mode: full, range: 'fd00::1-fd00::9'}", "ipv6_ra: dhcp6.mode full needs router advertisements"},
+		{"v6 server_ip with dhcp", "interface: br0\ndhcp: {mode: proxy}\nserver_ip: 'fd00::1'", "an IPv6 server_ip needs dhcp.mode: off"},
+		{"link-local server_ip", "interface: br0\ndhcp: {mode: off}\nserver_ip: 'fe80::1'", "is link-local"},
 		{"bad log format", "interface: br0\ndhcp: {mode: proxy}\nlog: {format: xml}", "log.format"},
 	}
 	for _, tt := range tests {
@@ -140,5 +147,18 @@ func TestGrubLoader(t *testing.T) {
 	}
 	if c.Profiles["sb"].Loader != LoaderGrub || c.SecureBoot.Shim != "/s/shimx64.efi.signed" || c.SecureBoot.Grub != "/g/grubnetx64.efi.signed" {
 		t.Fatalf("secure_boot %+v, profile sb %+v", c.SecureBoot, c.Profiles["sb"])
+	}
+}
+
+// TestIPv6Only: an IPv6-only network is dhcp off, dhcp6 full and an IPv6
+// server_ip.
+func TestIPv6Only(t *testing.T) {
+	c, err := Parse(strings.NewReader("interface: br0\nserver_ip: 'fd00:213::1'\ndhcp: {mode: off}\ndhcp6: {mode: full, range: 'fd00:213::100-fd00:213::1ff'}"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	first, last, err := c.DHCP6.ParseRange()
+	if err != nil || first.String() != "fd00:213::100" || last.String() != "fd00:213::1ff" || time.Duration(c.DHCP6.Lease) != time.Hour {
+		t.Fatalf("dhcp6 %+v: range %v-%v (%v)", c.DHCP6, first, last, err)
 	}
 }

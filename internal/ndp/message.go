@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/netip"
 )
 
 // ICMPv6 message types of RFC 4861 section 4.
@@ -132,6 +133,38 @@ func SourceLinkLayerOption(mac net.HardwareAddr) Option {
 	d := make([]byte, n-2)
 	copy(d, mac)
 	return Option{Type: OptSourceLinkLayer, Data: d}
+}
+
+// PrefixInfoOption builds a prefix information option (RFC 4861 section
+// 4.6.2) for p: L (on-link) and A (autonomous address configuration, RFC
+// 4862) as given, both lifetimes life.
+//
+//	 0                   1                   2                   3
+//	 0 1 2 3 4 5 6 7 8 9 0 1 2 3 4 5 6 7 8 9 0 1 2 3 4 5 6 7 8 9 0 1
+//	+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+
+//	|     Type      |    Length     | Prefix Length |L|A| Reserved1 |
+//	+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+
+//	|                         Valid Lifetime                        |
+//	+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+
+//	|                       Preferred Lifetime                      |
+//	+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+
+//	|                           Reserved2                           |
+//	+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+
+//	|                            Prefix (16 bytes)                  |
+func PrefixInfoOption(p netip.Prefix, onLink, auto bool, life uint32) Option {
+	d := make([]byte, 30)
+	d[0] = uint8(p.Bits())
+	if onLink {
+		d[1] |= 0x80
+	}
+	if auto {
+		d[1] |= 0x40
+	}
+	binary.BigEndian.PutUint32(d[2:], life)
+	binary.BigEndian.PutUint32(d[6:], life)
+	a := p.Masked().Addr().As16()
+	copy(d[14:], a[:])
+	return Option{Type: OptPrefixInfo, Data: d}
 }
 
 // Marshal encodes the solicitation.

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"net"
+	"net/netip"
 	"testing"
 )
 
@@ -120,5 +121,22 @@ func TestAdvertisementIsHarmless(t *testing.T) {
 		if o.Type != OptSourceLinkLayer {
 			t.Errorf("option type %d, want only the source link-layer address", o.Type)
 		}
+	}
+}
+
+// TestPrefixInfoOption: the option is 32 bytes, as RFC 4861 section
+// 4.6.2 draws it, with the prefix masked and both lifetimes set.
+func TestPrefixInfoOption(t *testing.T) {
+	ra := &RouterAdvertisement{Managed: true, Other: true,
+		Options: []Option{PrefixInfoOption(netip.MustParsePrefix("fd00:213::100/64"), true, true, 1800)}}
+	b := ra.Marshal()
+	want := []byte{OptPrefixInfo, 4, 64, 0xc0, 0, 0, 0x07, 0x08, 0, 0, 0x07, 0x08, 0, 0, 0, 0,
+		0xfd, 0, 0x02, 0x13, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0}
+	if !bytes.Equal(b[raHeaderLen:], want) || b[5] != flagM|flagO {
+		t.Fatalf("advertisement %x, want flags M and O and the option %x", b, want)
+	}
+	m, err := Parse(b)
+	if err != nil || len(m.(*RouterAdvertisement).Options) != 1 {
+		t.Fatalf("Parse: %v %+v", err, m)
 	}
 }

@@ -22,6 +22,12 @@ type Config struct {
 	// by New.
 	Policy PolicyConfig
 	Logger *slog.Logger
+	// Managed, when valid, is the prefix bootfleet's DHCPv6 server leases
+	// from: advertisements then set M and O (addresses and boot options
+	// from DHCPv6; iPXE starts DHCPv6 only when told so) and carry the
+	// prefix, on-link and for autonomous configuration, so every host can
+	// reach the server without a router. Still nobody's default router.
+	Managed netip.Prefix
 	// CheckEvery is how often the server checks that the interface still
 	// has the index and link-local address its socket was opened with;
 	// zero means DefaultCheckEvery.
@@ -285,6 +291,10 @@ func (s *Server) answer(l *link, to netip.Addr, mac net.HardwareAddr) {
 		dst = allNodes
 	}
 	ra := Advertisement(l.ifc.HardwareAddr)
+	if s.cfg.Managed.IsValid() {
+		ra.Managed, ra.Other = true, true
+		ra.Options = append(ra.Options, PrefixInfoOption(s.cfg.Managed, true, true, managedLifetime))
+	}
 	cm := &ipv6.ControlMessage{HopLimit: HopLimit, Src: l.linkLocal.AsSlice(), IfIndex: l.ifc.Index}
 	if _, err := l.conn.WriteTo(ra.Marshal(), cm, &net.IPAddr{IP: dst.AsSlice(), Zone: l.ifc.Name}); err != nil {
 		s.log.Debug("ipv6 ra: send failed", "dst", dst.String(), "err", err)
@@ -293,7 +303,12 @@ func (s *Server) answer(l *link, to netip.Addr, mac net.HardwareAddr) {
 	s.log.Debug("ipv6 ra: answered router solicitation", "mac", macString(mac), "src", to.String(), "dst", dst.String())
 }
 
-// Advertisement is the only advertisement the server sends: it says nothing
+// managedLifetime is the prefix's valid and preferred lifetime, in
+// seconds: long enough for a boot, short enough that hosts forget the
+// prefix soon after bootfleet stops advertising it.
+const managedLifetime = 1800
+
+// Advertisement is the advertisement the server sends unless Managed is set: it says nothing
 // but "a router-less link": router lifetime 0 (nobody's default router,
 // RFC 4861 section 6.3.4), no prefixes (no addresses from us), M=O=0 (no
 // DHCPv6 to wait for), every timer unspecified. mac, if set, goes in a

@@ -80,6 +80,7 @@ type Client struct {
 	IPXE        bool   // option 77 holds "iPXE" or option 175 is present
 	VendorClass string // option 60 as sent, for logs
 	UserClass   string // option 77 as sent (printable form), for logs
+	IPv6        bool   // the request was DHCPv6 (Detect6)
 }
 
 // Boot reports whether the client is network-boot firmware (PXE, UEFI HTTP
@@ -105,18 +106,25 @@ func (c Client) Firmware() string {
 // loading its next stage.
 const (
 	PathPXEv4  = "PXEv4"  // PXE firmware (BIOS or UEFI), next stage over TFTP
+	PathPXEv6  = "PXEv6"  // UEFI PXE over IPv6 (DHCPv6, TFTP over IPv6)
 	PathHTTPv4 = "HTTPv4" // UEFI HTTP boot, next stage over HTTP
+	PathHTTPv6 = "HTTPv6" // UEFI HTTP boot over IPv6
 	PathIPXE   = "iPXE"   // iPXE, fetching its script
 )
 
-// Path names the firmware path the client is on: [PathIPXE], [PathHTTPv4]
-// or [PathPXEv4]; "" for a client that is not booting from the network.
+// Path names the firmware path the client is on: [PathIPXE],
+// [PathHTTPv4] or [PathHTTPv6], [PathPXEv4] or [PathPXEv6]; "" for a
+// client that is not booting from the network.
 func (c Client) Path() string {
 	switch {
 	case c.IPXE:
 		return PathIPXE
+	case c.HTTPBoot && c.IPv6:
+		return PathHTTPv6
 	case c.HTTPBoot:
 		return PathHTTPv4
+	case c.PXE && c.IPv6:
+		return PathPXEv6
 	case c.PXE:
 		return PathPXEv4
 	}

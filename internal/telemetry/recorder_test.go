@@ -2,6 +2,7 @@ package telemetry
 
 import (
 	"bufio"
+	"encoding/binary"
 	"errors"
 	"net"
 	"strings"
@@ -348,5 +349,30 @@ func TestGrubMilestones(t *testing.T) {
 	f.r.Milestone(macB, "failed-mount", "")
 	if bs := f.r.Boots(Filter{MAC: macB}); len(bs) != 1 || bs[0].State != StateFailed || !strings.Contains(bs[0].Reason, "mount failed") {
 		t.Errorf("a client's own failed- milestone: %+v, want failed, saying mount failed", bs)
+	}
+}
+
+// TestParseNeighbour: an RTM_NEWNEIGH body as the kernel sends it for an
+// IPv6 neighbour: ndmsg, NDA_DST, NDA_LLADDR (padded), NDA_CACHEINFO.
+func TestParseNeighbour(t *testing.T) {
+	ip := net.ParseIP("fd00:213::100")
+	b := make([]byte, 12)
+	attr := func(typ uint16, v []byte) {
+		n := 4 + len(v)
+		h := make([]byte, 4)
+		binary.NativeEndian.PutUint16(h, uint16(n))
+		binary.NativeEndian.PutUint16(h[2:], typ)
+		b = append(append(b, h...), v...)
+		b = append(b, make([]byte, (n+3)&^3-n)...)
+	}
+	attr(1, ip)                                      // NDA_DST
+	attr(2, []byte{0x52, 0x54, 0, 0xe2, 0xe0, 0x60}) // NDA_LLADDR
+	attr(3, make([]byte, 16))                        // NDA_CACHEINFO
+	dst, mac := parseNeighbour(b)
+	if !dst.Equal(ip) || mac.String() != "52:54:00:e2:e0:60" {
+		t.Errorf("parseNeighbour = %v %v, want %v 52:54:00:e2:e0:60", dst, mac, ip)
+	}
+	if dst, mac := parseNeighbour(b[:20]); dst != nil || mac != nil {
+		t.Errorf("a truncated attribute gave %v %v", dst, mac)
 	}
 }

@@ -29,6 +29,9 @@ const (
 	// keeps the variable store out of the guest's reach: only a chain
 	// signed by those keys boots.
 	uefiSecure firmware = "uefi-secure"
+	// uefiPXE6 is uefi with PXE over IPv4 switched off, so PXEv6 is its
+	// boot manager's first network option.
+	uefiPXE6 firmware = "uefi-pxe6"
 )
 
 // OVMF's Secure Boot build, from Debian's ovmf package.
@@ -70,12 +73,15 @@ func startVM(t testing.TB, e *env, ns *netns, dir string, v vm) *proc {
 		"-netdev", "tap,id=n0,ifname=" + v.tap + ",script=no,downscript=no",
 	}
 	switch v.fw {
-	case uefi, uefiHTTP:
+	case uefi, uefiHTTP, uefiPXE6:
 		// A private copy because OVMF writes its variable store (boot
 		// options) into the flash image.
 		fd := filepath.Join(t.TempDir(), "OVMF.fd")
 		copyFile(t, e.ovmf, fd)
 		args = append(args, "-drive", "if=pflash,format=raw,file="+fd)
+		if v.fw == uefiPXE6 {
+			args = append(args, "-fw_cfg", "name=opt/org.tianocore/IPv4PXESupport,string=n")
+		}
 		if v.fw == uefiHTTP {
 			args = append(args,
 				"-fw_cfg", "name=opt/org.tianocore/IPv4PXESupport,string=n",
@@ -87,11 +93,6 @@ func startVM(t testing.TB, e *env, ns *netns, dir string, v vm) *proc {
 		args = append(args, "-machine", "q35,smm=on", "-global", "driver=cfi.pflash01,property=secure,value=on",
 			"-drive", "if=pflash,format=raw,unit=0,readonly=on,file="+ovmfSecureCode,
 			"-drive", "if=pflash,format=raw,unit=1,file="+vars)
-		if os.Getenv("XHTTP") == "1" {
-			args = append(args,
-				"-fw_cfg", "name=opt/org.tianocore/IPv4PXESupport,string=n",
-				"-fw_cfg", "name=opt/org.tianocore/IPv6PXESupport,string=n")
-		}
 	case bios:
 	default:
 		t.Fatalf("unknown firmware %q", v.fw)
@@ -100,7 +101,7 @@ func startVM(t testing.TB, e *env, ns *netns, dir string, v vm) *proc {
 	case v.cmdline != "":
 		args = append(args, "-kernel", e.vmlinuz, "-initrd", e.initrd, "-append", v.cmdline,
 			"-device", nic+",romfile=")
-	case v.fw == uefi || v.fw == uefiHTTP || v.fw == uefiSecure:
+	case v.fw == uefi || v.fw == uefiHTTP || v.fw == uefiSecure || v.fw == uefiPXE6:
 		// bootindex puts the NIC first in OVMF's boot order, ahead of the
 		// EFI shell, which would otherwise wait at its prompt.
 		args = append(args, "-device", nic+",romfile=,bootindex=1")

@@ -176,7 +176,13 @@ func TestSecureBootUnsignedKernel(t *testing.T) {
 
 func bootRecord(t *testing.T, lan *netns, dir, mac string) telemetry.Boot {
 	t.Helper()
-	web := proxyInto(t, lan, serverIP+":8080")
+	return bootRecordAt(t, lan, dir, mac, serverIP+":8080")
+}
+
+// bootRecordAt reads mac's only boot record from the API at addr.
+func bootRecordAt(t *testing.T, lan *netns, dir, mac, addr string) telemetry.Boot {
+	t.Helper()
+	web := proxyInto(t, lan, addr)
 	var list struct{ Boots []telemetry.Boot }
 	getJSON(t, web+"/api/v1/boots?mac="+mac, apiToken(t, dir), &list)
 	if len(list.Boots) != 1 {

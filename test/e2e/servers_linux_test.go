@@ -85,6 +85,13 @@ func startBootfleet(t testing.TB, e *env, ns *netns, dir, mode string) *proc {
 // get IPXEDir, Kernel and Initrd added.
 func startBootfleetConfig(t testing.TB, e *env, ns *netns, dir string, tmpl *template.Template, vars map[string]string) *proc {
 	t.Helper()
+	return startBootfleetAt(t, e, ns, dir, tmpl, vars, serverIP)
+}
+
+// startBootfleetAt is startBootfleetConfig for a server whose HTTP port
+// is reached at addr.
+func startBootfleetAt(t testing.TB, e *env, ns *netns, dir string, tmpl *template.Template, vars map[string]string, addr string) *proc {
+	t.Helper()
 	vars["IPXEDir"], vars["Kernel"], vars["Initrd"] = e.ipxeDir, e.vmlinuz, e.initrd
 	var cfg bytes.Buffer
 	if err := tmpl.Execute(&cfg, vars); err != nil {
@@ -95,7 +102,7 @@ func startBootfleetConfig(t testing.TB, e *env, ns *netns, dir string, tmpl *tem
 		t.Fatal(err)
 	}
 	p := startProc(t, "bootfleet", ns.command(e.bin, "serve", "--config", path), filepath.Join(dir, "bootfleet.log"))
-	if err := ns.waitTCP(serverIP, 8080, 15*time.Second, p.alive); err != nil {
+	if err := ns.waitTCP(addr, 8080, 15*time.Second, p.alive); err != nil {
 		t.Fatalf("bootfleet did not come up: %v\nlog:\n%s", err, p.out.tail(30))
 	}
 	return p

@@ -1,0 +1,75 @@
+package dhcp6
+
+import (
+	"net/netip"
+	"sync"
+	"time"
+)
+
+// leases hands out addresses of the range, one per client key (its DUID).
+// A client keeps its address while its lease runs and gets it back after
+// that unless another took it: an expired lease is only reused once no
+// free address is left, so the pool never holds one address twice.
+type leases struct {
+	first, last netip.Addr
+	mu          sync.Mutex
+	byKey       map[string]lease
+	byAddr      map[netip.Addr]string
+}
+
+type lease struct {
+	addr   netip.Addr
+	expiry time.Time
+}
+
+func newLeases(first, last netip.Addr) *leases {
+	return &leases{first: first, last: last, byKey: map[string]lease{}, byAddr: map[netip.Addr]string{}}
+}
+
+// get returns key's address, leased until now+d: its current one, else a
+// free one, else the longest-expired one. ok is false when the range is
+// full of running leases.
+func (l *leases) get(key string, now time.Time, d time.Duration) (netip.Addr, bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if cur, ok := l.byKey[key]; ok {
+		l.byKey[key] = lease{cur.addr, now.Add(d)}
+		return cur.addr, true
+	}
+	var stale netip.Addr
+	var staleExp time.Time
+	for a := l.first; ; a = a.Next() {
+		owner, taken := l.byAddr[a]
+		if !taken {
+			l.take(key, a, now.Add(d))
+			return a, true
+		}
+		if e := l.byKey[owner].expiry; e.Before(now) && (!stale.IsValid() || e.Before(staleExp)) {
+			stale, staleExp = a, e
+		}
+		if a == l.last {
+			break
+		}
+	}
+	if !stale.IsValid() {
+		return netip.Addr{}, false
+	}
+	delete(l.byKey, l.byAddr[stale])
+	l.take(key, stale, now.Add(d))
+	return stale, true
+}
+
+func (l *leases) take(key string, a netip.Addr, exp time.Time) {
+	l.byKey[key] = lease{a, exp}
+	l.byAddr[a] = key
+}
+
+// release frees key's address.
+func (l *leases) release(key string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if cur, ok := l.byKey[key]; ok {
+		delete(l.byAddr, cur.addr)
+		delete(l.byKey, key)
+	}
+}

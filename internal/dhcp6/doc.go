@@ -1,0 +1,11 @@
+// Package dhcp6 is bootfleet's DHCPv6 server (RFC 8415) for network boot
+// over IPv6: it leases addresses from a configured range (IA_NA) and tells
+// boot firmware what to load with the boot file URL option 59 (RFC 5970),
+// a tftp:// URL for PXEv6 and an http:// URL, with vendor class
+// "HTTPClient", for UEFI HTTP boot over IPv6; iPXE gets its script URL.
+//
+// Firmware is recognised by package pxe (Detect6) and the boot plan is
+// the DHCPv4 server's (pxe.PlanFor) with an IPv6 base URL. The policy
+// (handle) is pure; server.go holds the socket. Leases live in memory: a
+// restart forgets them, and clients then get a new address.
+package dhcp6

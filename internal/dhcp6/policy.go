@@ -1,0 +1,146 @@
+package dhcp6
+
+import (
+	"fmt"
+	"net"
+	"net/netip"
+	"strings"
+	"time"
+
+	"github.com/insomniacslk/dhcp/dhcpv6"
+	"github.com/insomniacslk/dhcp/iana"
+
+	"github.com/bootfleet/bootfleet/internal/pxe"
+)
+
+// offerHold is how long an address advertised to a Solicit stays set
+// aside for the client's Request.
+const offerHold = time.Minute
+
+// enterpriseEDK2 is the enterprise number EDK II and other UEFI firmware
+// put in their vendor class (343, Intel), echoed with "HTTPClient".
+const enterpriseEDK2 = 343
+
+// handle answers one decoded request from peer (its link-local source).
+// A nil reply means "send nothing"; why says why, for the Debug log.
+func (s *Server) handle(m *dhcpv6.Message, peer net.IP, now time.Time) (*dhcpv6.Message, string) {
+	cid := m.Options.ClientID()
+	if cid == nil {
+		return nil, "no client ID"
+	}
+	if sid := m.Options.ServerID(); sid != nil && !sid.Equal(s.duid) {
+		return nil, "for another server"
+	}
+	mac := macOf(cid, peer)
+	c := pxe.Detect6(m)
+	if s.cfg.Observe != nil && mac != nil && c.Boot() {
+		s.cfg.Observe(mac, m.Type() == dhcpv6.MessageTypeSolicit, c)
+	}
+	key := string(cid.ToBytes())
+	var out *dhcpv6.Message
+	switch m.Type() {
+	case dhcpv6.MessageTypeSolicit:
+		hold, typ := offerHold, dhcpv6.MessageTypeAdvertise
+		if m.GetOneOption(dhcpv6.OptionRapidCommit) != nil {
+			hold, typ = s.cfg.LeaseTime, dhcpv6.MessageTypeReply
+		}
+		out = s.reply(m, typ)
+		if typ == dhcpv6.MessageTypeReply {
+			out.AddOption(&dhcpv6.OptionGeneric{OptionCode: dhcpv6.OptionRapidCommit})
+		}
+		s.addresses(out, m, key, now, hold)
+	case dhcpv6.MessageTypeRequest, dhcpv6.MessageTypeRenew, dhcpv6.MessageTypeRebind:
+		if m.Type() != dhcpv6.MessageTypeRebind && m.Options.ServerID() == nil {
+			return nil, m.Type().String() + " without a server ID"
+		}
+		out = s.reply(m, dhcpv6.MessageTypeReply)
+		s.addresses(out, m, key, now, s.cfg.LeaseTime)
+	case dhcpv6.MessageTypeConfirm, dhcpv6.MessageTypeInformationRequest:
+		out = s.reply(m, dhcpv6.MessageTypeReply)
+	case dhcpv6.MessageTypeRelease, dhcpv6.MessageTypeDecline:
+		s.leases.release(key)
+		out = s.reply(m, dhcpv6.MessageTypeReply)
+		out.AddOption(&dhcpv6.OptStatusCode{StatusCode: iana.StatusSuccess})
+		return out, ""
+	default:
+		return nil, "message type " + m.Type().String() + " is not served"
+	}
+	if mac != nil && c.Boot() && (s.cfg.Boot == nil || s.cfg.Boot(mac)) {
+		s.bootOptions(out, c, mac)
+	}
+	return out, ""
+}
+
+func (s *Server) reply(m *dhcpv6.Message, t dhcpv6.MessageType) *dhcpv6.Message {
+	out := &dhcpv6.Message{MessageType: t, TransactionID: m.TransactionID}
+	out.AddOption(dhcpv6.OptClientID(m.Options.ClientID()))
+	out.AddOption(dhcpv6.OptServerID(s.duid))
+	return out
+}
+
+// addresses answers each IA_NA of m with one address of the range, held
+// for d, or NoAddrsAvail when the range is full.
+func (s *Server) addresses(out, m *dhcpv6.Message, key string, now time.Time, d time.Duration) {
+	for _, ia := range m.Options.IANA() {
+		r := &dhcpv6.OptIANA{IaId: ia.IaId, T1: d / 2, T2: d * 4 / 5}
+		a, ok := s.leases.get(key, now, d)
+		if ok {
+			r.Options.Add(&dhcpv6.OptIAAddress{IPv6Addr: net.IP(a.AsSlice()), PreferredLifetime: d, ValidLifetime: d})
+		} else {
+			r.T1, r.T2 = 0, 0
+			r.Options.Add(&dhcpv6.OptStatusCode{StatusCode: iana.StatusNoAddrsAvail,
+				StatusMessage: "no free address in the range"})
+			s.log.Warn("dhcp6 no address to offer", "fix", "enlarge dhcp6.range")
+		}
+		out.AddOption(r)
+	}
+}
+
+// bootOptions adds the boot file URL (option 59) and, for UEFI HTTP
+// boot, the vendor class "HTTPClient" it requires.
+func (s *Server) bootOptions(out *dhcpv6.Message, c pxe.Client, mac net.HardwareAddr) {
+	p, err := pxe.PlanFor(c, mac, s.cfg.Plan)
+	if err != nil {
+		s.log.Warn("dhcp6 boot client gets no boot file", "mac", mac.String(), "firmware", c.Firmware(), "reason", err)
+		return
+	}
+	u := p.BootFile
+	if p.Proto == pxe.ProtoTFTP {
+		// RFC 5970 section 3.1: tftp://[address]/path.
+		u = "tftp://[" + s.cfg.ServerIP.String() + "]/" + strings.TrimLeft(p.BootFile, "/")
+	}
+	out.AddOption(dhcpv6.OptBootFileURL(u))
+	if p.VendorClass != "" {
+		out.AddOption(&dhcpv6.OptVendorClass{EnterpriseNumber: enterpriseEDK2, Data: [][]byte{[]byte(p.VendorClass)}})
+	}
+	s.log.Info("dhcp6 boot", "mac", mac.String(), "firmware", c.Firmware(), "path", c.Path(), "boot_file", u)
+}
+
+// macOf is the client's MAC: from a DUID-LL or DUID-LLT, else from its
+// link-local source address when that is EUI-64 (RFC 4291 appendix A).
+func macOf(cid dhcpv6.DUID, peer net.IP) net.HardwareAddr {
+	switch d := cid.(type) {
+	case *dhcpv6.DUIDLL:
+		if len(d.LinkLayerAddr) == 6 {
+			return d.LinkLayerAddr
+		}
+	case *dhcpv6.DUIDLLT:
+		if len(d.LinkLayerAddr) == 6 {
+			return d.LinkLayerAddr
+		}
+	}
+	a, ok := netip.AddrFromSlice(peer)
+	if !ok || !a.Is6() || !a.IsLinkLocalUnicast() {
+		return nil
+	}
+	b := a.As16()
+	if b[11] != 0xff || b[12] != 0xfe {
+		return nil
+	}
+	return net.HardwareAddr{b[8] ^ 0x02, b[9], b[10], b[13], b[14], b[15]}
+}
+
+// String of a reply for logs.
+func summary(m *dhcpv6.Message) string {
+	return fmt.Sprintf("%s xid %s", m.Type(), m.TransactionID)
+}
