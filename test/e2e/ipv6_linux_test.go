@@ -80,3 +80,41 @@ func TestUEFIPXEv6(t *testing.T) {
 	}
 }
 
+// TestUEFIHTTPv6: on the IPv6-only network OVMF's own HTTP boot client,
+// PXE switched off, finds no DHCPv4 and goes on to HTTPv6: the DHCPv6
+// answer must carry the NBP's http://[addr] URL and vendor class
+// HTTPClient, the NBP must come over HTTP, and iPXE must boot Linux.
+func TestUEFIHTTPv6(t *testing.T) {
+	e := needEnv(t)
+	dir := artifactDir(t)
+	lan := newLAN6(t)
+	lan.addTap(t, "tap0")
+	startCapture(t, lan, dir)
+	server := startBootfleetAt(t, e, lan, dir, ipv6OnlyConfig, map[string]string{"Data": filepath.Join(t.TempDir(), "data")}, serverIP6)
+
+	const mac = "52:54:00:e2:e0:61"
+	res := boot(t, e, lan, dir, server, vm{fw: uefiHTTP, mac: mac, tap: "tap0"})
+	if want := "done=http://[" + serverIP6 + "]:8080/"; !strings.Contains(res.cmdline, want) {
+		t.Errorf("kernel command line %q: want a DoneURL starting %s", res.cmdline, want)
+	}
+	lines, _ := server.out.snapshot(0)
+	if !anyLine(lines, `msg="dhcp6 boot"`, "mac="+mac, "path=HTTPv6", "boot_file=http://[fd00:213::1]:8080/files/ipxe.efi") {
+		t.Errorf("server log has no DHCPv6 answer to HTTPv6 with http://[fd00:213::1]:8080/files/ipxe.efi for %s", mac)
+	}
+	for _, l := range lines {
+		if strings.Contains(l, `msg="tftp transfer done"`) {
+			t.Errorf("the server did TFTP, so the firmware did not HTTP boot: %s", l)
+		}
+	}
+	b := bootRecordAt(t, lan, dir, mac, "["+serverIP6+"]:8080")
+	if want := []string{"HTTPv6", "iPXE"}; !slices.Equal(b.Path, want) {
+		t.Errorf("boot record path %v, want %v", b.Path, want)
+	}
+	var nbp bool
+	for _, x := range b.Transfers {
+		nbp = nbp || x.Proto == "http" && x.Name == "ipxe.efi" && x.Bytes > 0
+	}
+	if !nbp {
+		t.Errorf("boot record transfers %+v: want ipxe.efi over HTTP", b.Transfers)
+	}
+}
