@@ -76,6 +76,7 @@ dhcp:
 tftp:
   listen: "%s:69"
   root: %s
+  max_per_client: 1024   # every bench client shares one address
 http:
   listen: "%s:8080"
 ipxe:

@@ -40,7 +40,7 @@ func benchServer(b *testing.B, size int) (net.Addr, []byte) {
 	data := randBytes(99, size)
 	fsys.put("img", data)
 	addr, _, _ := startServer(b, Config{FS: NewCache(fsys, 1<<30), Logger: slog.New(slog.DiscardHandler),
-		OnTransfer: func(TransferStats) {}, DisableGSO: os.Getenv("BF_BENCH_NOGSO") != ""})
+		OnTransfer: func(TransferStats) {}, DisableGSO: os.Getenv("BF_BENCH_NOGSO") != "", MaxPerClient: 1024})
 	return addr, data
 }
 

@@ -35,7 +35,9 @@ func runConcurrent(t testing.TB, nClients int) {
 		fsys.put(name, d)
 		sums[name] = sha256.Sum256(d)
 	}
-	addr, _, _ := startServer(t, Config{FS: NewCache(fsys, 4<<20), Logger: slog.New(slog.DiscardHandler), OnTransfer: func(TransferStats) {}})
+	// Every client is 127.0.0.1 here, standing for nClients machines.
+	addr, _, _ := startServer(t, Config{FS: NewCache(fsys, 4<<20), Logger: slog.New(slog.DiscardHandler), OnTransfer: func(TransferStats) {},
+		MaxPerClient: 1024, MaxTransfers: 65535})
 
 	runtime.GC()
 	var base runtime.MemStats

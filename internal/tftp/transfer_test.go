@@ -344,7 +344,8 @@ func TestConcurrent(t *testing.T) {
 		sums[name] = sha256.Sum256(d)
 	}
 	cache := NewCache(fsys, 1<<20)
-	addr, rec, _ := startServer(t, Config{FS: cache, OnTransfer: func(TransferStats) {}})
+	// Every client is 127.0.0.1 here, standing for nClients machines.
+	addr, rec, _ := startServer(t, Config{FS: cache, OnTransfer: func(TransferStats) {}, MaxPerClient: 1024})
 	_ = rec
 	var wg sync.WaitGroup
 	errs := make(chan error, nClients)
