@@ -23,7 +23,6 @@ import (
 	"github.com/bootfleet/bootfleet/internal/ndp"
 	"github.com/bootfleet/bootfleet/internal/pxe"
 	"github.com/bootfleet/bootfleet/internal/safefs"
-	"github.com/bootfleet/bootfleet/internal/telemetry"
 	"github.com/bootfleet/bootfleet/internal/tftp"
 )
 
@@ -68,9 +67,9 @@ func Run(ctx context.Context, c *config.Config, log *slog.Logger) error {
 	defer httpLn.Close() // for the error returns before it is served
 	baseURL := "http://" + net.JoinHostPort(serverIP.String(), portOf(httpLn.Addr()))
 
-	rec := telemetry.New(telemetry.Config{})
+	rec, history := newHistory(c, store, log)
 	taps := telemetryTaps(c, rec, boots.NewTracker(nil), log)
-	apiHandler, err := newAPI(c, store, inv.Changed, dl, dl, rec, log)
+	apiHandler, err := newAPI(c, store, inv.Changed, dl, dl, history, log)
 	if err != nil {
 		return err
 	}
@@ -82,7 +81,8 @@ func Run(ctx context.Context, c *config.Config, log *slog.Logger) error {
 	front := frontHandler(rec, apiHandler, httpboot.New(hc))
 	var runs []func(context.Context) error // the servers, each until ctx ends or it fails
 	runs = append(runs,
-		inv.Run, // discovered machines, view reloads
+		inv.Run,     // discovered machines, view reloads
+		history.Run, // ended boots into the inventory, retention
 		func(ctx context.Context) error { return serveHTTP(ctx, httpLn, front, log) },
 		func(ctx context.Context) error { return dl.Serve(ctx, taps.nbd) })
 	if c.TFTP.Listen != "off" {
@@ -97,6 +97,13 @@ func Run(ctx context.Context, c *config.Config, log *slog.Logger) error {
 			OnTransfer:         taps.tftp,
 		})
 		runs = append(runs, func(ctx context.Context) error { return srv.ListenAndServe(ctx, c.TFTP.Listen) })
+		if c.DHCP6.Mode == "full" {
+			conn6, err := listenTFTP6(ctx, c.TFTP.Listen)
+			if err != nil {
+				return err
+			}
+			runs = append(runs, func(ctx context.Context) error { return srv.Serve(ctx, conn6) })
+		}
 	}
 	if c.DHCP.Mode != "off" {
 		d, err := newDHCP(c, serverIP, baseURL, view, leases, inv.Observer(taps.dhcp), taps.dhcpReply, log)
@@ -104,13 +111,24 @@ func Run(ctx context.Context, c *config.Config, log *slog.Logger) error {
 			return err
 		}
 		runs = append(runs, d.Run)
-		if c.IPv6RA == "auto" {
-			ra, err := ndp.New(ndp.Config{Interface: c.Interface, Logger: log})
-			if err != nil {
-				return err
-			}
-			runs = append(runs, ra.Run) // never fails: warns and returns if IPv6 is missing
+	}
+	if c.DHCP6.Mode == "full" {
+		ip6, ifc, err := serverIP6(c, serverIP)
+		if err != nil {
+			return err
 		}
+		d6, err := newDHCP6(c, ip6, ifc, portOf(httpLn.Addr()), view, inv.Observer(taps.dhcp), log)
+		if err != nil {
+			return err
+		}
+		runs = append(runs, d6.Run)
+	}
+	if c.IPv6RA == "auto" && (c.DHCP.Mode != "off" || c.DHCP6.Mode == "full") {
+		ra, err := ndp.New(ndp.Config{Interface: c.Interface, Managed: managedPrefix(c), Logger: log})
+		if err != nil {
+			return err
+		}
+		runs = append(runs, ra.Run) // never fails: warns and returns if IPv6 is missing
 	}
 	g, gctx := errgroup.WithContext(ctx)
 	for _, run := range runs {
@@ -131,7 +149,11 @@ func Run(ctx context.Context, c *config.Config, log *slog.Logger) error {
 // resolveServerIP is server_ip if set, else the interface's address.
 func resolveServerIP(c *config.Config) (net.IP, error) {
 	if c.ServerIP != "" {
-		return net.ParseIP(c.ServerIP).To4(), nil
+		ip := net.ParseIP(c.ServerIP)
+		if ip4 := ip.To4(); ip4 != nil {
+			return ip4, nil
+		}
+		return ip, nil
 	}
 	if c.Interface == "" {
 		return nil, errors.New("server_ip: required when no interface is set; clients need an address for boot URLs")

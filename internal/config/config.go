@@ -25,12 +25,13 @@ type Config struct {
 	// Data is the state directory (leases). Default /var/lib/bootfleet.
 	Data string `yaml:"data"`
 
-	DHCP DHCP `yaml:"dhcp"`
-	TFTP TFTP `yaml:"tftp"`
-	HTTP HTTP `yaml:"http"`
-	NBD  NBD  `yaml:"nbd"`
-	IPXE IPXE `yaml:"ipxe"`
-	Log  Log  `yaml:"log"`
+	DHCP  DHCP  `yaml:"dhcp"`
+	DHCP6 DHCP6 `yaml:"dhcp6"`
+	TFTP  TFTP  `yaml:"tftp"`
+	HTTP  HTTP  `yaml:"http"`
+	NBD   NBD   `yaml:"nbd"`
+	IPXE  IPXE  `yaml:"ipxe"`
+	Log   Log   `yaml:"log"`
 
 	// SecureBoot names the signed binaries that boot profiles with
 	// loader: grub. Required only when a profile uses them.
@@ -51,7 +52,9 @@ type Config struct {
 	// Telemetry is on (default: boot records, /metrics, dashboard
 	// timelines) or off (servers report nothing; for measuring its cost).
 	Telemetry string `yaml:"telemetry"`
-	API       API    `yaml:"api"`
+	// Boots is the stored boot history's retention.
+	Boots Boots `yaml:"boots"`
+	API   API   `yaml:"api"`
 	// IPv6RA is auto (default) or off. auto answers IPv6 router
 	// solicitations on the DHCP interface with a router advertisement that
 	// makes us nobody's router (lifetime 0, no prefixes), so iPXE does not
@@ -268,6 +271,10 @@ func (c *Config) applyDefaults() {
 	if c.DHCP.Lease == 0 {
 		c.DHCP.Lease = Duration(time.Hour)
 	}
+	def(&c.DHCP6.Mode, "off")
+	if c.DHCP6.Lease == 0 {
+		c.DHCP6.Lease = Duration(time.Hour)
+	}
 	def(&c.TFTP.Listen, ":69")
 	if c.TFTP.MaxWindow == 0 {
 		c.TFTP.MaxWindow = 64
@@ -296,6 +303,7 @@ func (c *Config) applyDefaults() {
 	def(&c.Log.Level, "info")
 	def(&c.Discovery, "boot")
 	def(&c.Telemetry, "on")
+	c.Boots.applyDefaults()
 	def(&c.IPv6RA, "auto")
 }
 
@@ -326,14 +334,39 @@ func (c *Config) Validate() error {
 	default:
 		bad("dhcp.mode", "want full, proxy or off, got %q", c.DHCP.Mode)
 	}
-	if c.DHCP.Mode != "off" && c.Interface == "" {
+	switch c.DHCP6.Mode {
+	case "full":
+		if _, _, err := c.DHCP6.ParseRange(); err != nil {
+			bad("dhcp6.range", "%v", err)
+		}
+		if time.Duration(c.DHCP6.Lease) < time.Minute {
+			bad("dhcp6.lease", "want at least 1m, got %v", time.Duration(c.DHCP6.Lease))
+		}
+		if c.IPv6RA == "off" {
+			bad("ipv6_ra", "dhcp6.mode full needs router advertisements (iPXE starts DHCPv6 only when one says so); set ipv6_ra: auto")
+		}
+	case "off":
+		if c.DHCP6.Range != "" {
+			bad("dhcp6.range", "only used with dhcp6.mode: full; remove it or set the mode")
+		}
+	default:
+		bad("dhcp6.mode", "want full or off, got %q (proxy is not supported yet)", c.DHCP6.Mode)
+	}
+	if (c.DHCP.Mode != "off" || c.DHCP6.Mode != "off") && c.Interface == "" {
 		bad("interface", "required: the network interface DHCP listens on (e.g. br0)")
 	}
 	if time.Duration(c.DHCP.Lease) < time.Minute {
 		bad("dhcp.lease", "want at least 1m, got %v", time.Duration(c.DHCP.Lease))
 	}
-	if c.ServerIP != "" && parseIPv4(c.ServerIP) == nil {
-		bad("server_ip", "want an IPv4 address, got %q", c.ServerIP)
+	if c.ServerIP != "" {
+		switch ip := net.ParseIP(c.ServerIP); {
+		case ip == nil:
+			bad("server_ip", "want an IPv4 or IPv6 address, got %q", c.ServerIP)
+		case ip.To4() == nil && c.DHCP.Mode != "off":
+			bad("server_ip", "an IPv6 server_ip needs dhcp.mode: off (an IPv6-only network); on a dual-stack one set the IPv4 address, and dhcp6 finds the interface's IPv6 one")
+		case ip.To4() == nil && ip.IsLinkLocalUnicast():
+			bad("server_ip", "%s is link-local; boot URLs need a global or unique-local address", c.ServerIP)
+		}
 	}
 	if c.TFTP.MaxWindow < 1 || c.TFTP.MaxWindow > 65535 {
 		bad("tftp.max_window", "want 1..65535, got %d", c.TFTP.MaxWindow)
@@ -391,6 +424,7 @@ func (c *Config) Validate() error {
 	default:
 		bad("telemetry", "want on or off, got %q", c.Telemetry)
 	}
+	c.Boots.validate(bad)
 	switch c.IPv6RA {
 	case "auto", "off":
 	default:
