@@ -317,7 +317,7 @@ func TestFastPathWithoutSendfile(t *testing.T) {
 			a, b := net.Pipe()
 			t.Cleanup(func() { b.Close() })
 			done := make(chan struct{})
-			go func() { NewServer(oneExport{x}, Config{}).serveConn(t.Context(), a); close(done) }()
+			go func() { NewServer(oneExport{x}, Config{}).serveConn(t.Context(), a, func() {}); close(done) }()
 			c := &client{t: t, c: b, r: newReader(b)}
 			c.read(GreetingLen)
 			c.write([]byte{0, 0, 0, byte(ClientFixedNewstyle | ClientNoZeroes)})

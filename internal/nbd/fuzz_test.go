@@ -135,7 +135,7 @@ func FuzzSession(f *testing.F) {
 		srv := NewServer(exports, Config{HandshakeTimeout: 2 * time.Second, MaxInFlight: 2})
 		a, b := net.Pipe()
 		done := make(chan struct{})
-		go func() { srv.serveConn(t.Context(), a); close(done) }()
+		go func() { srv.serveConn(t.Context(), a, func() {}); close(done) }()
 		go io.Copy(io.Discard, b)
 		b.Write(in)
 		b.Close()

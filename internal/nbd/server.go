@@ -30,6 +30,13 @@ type Config struct {
 	// The transmission phase has no timeout: the kernel client keeps idle
 	// connections for days. Default 30 s.
 	HandshakeTimeout time.Duration
+	// MaxHandshakes bounds the connections still in the handshake at
+	// once, and MaxHandshakesPerClient those from one client address; a
+	// connection beyond either is closed at once and counted in a log
+	// line a second at most. Defaults 512 (range 1..65535) and 16 (range
+	// 1..4096): a booting machine opens one or a few connections.
+	MaxHandshakes          int
+	MaxHandshakesPerClient int
 	// ExportLabel says how an export name appears in log lines. Export
 	// names can be credentials (bootfleet's carry a per-boot secret), so
 	// the caller can redact them. Default: the name as it is.
@@ -53,6 +60,7 @@ type Server struct {
 	exports Exports
 	cfg     Config
 	log     *slog.Logger
+	admit   *admission
 }
 
 // NewServer returns a server for exports; cfg's zero fields get their
@@ -75,7 +83,16 @@ func NewServer(exports Exports, cfg Config) *Server {
 	if cfg.ShutdownGrace <= 0 {
 		cfg.ShutdownGrace = 5 * time.Second
 	}
-	return &Server{exports: exports, cfg: cfg, log: cfg.Logger}
+	if cfg.MaxHandshakes <= 0 {
+		cfg.MaxHandshakes = 512
+	}
+	cfg.MaxHandshakes = min(cfg.MaxHandshakes, 65535)
+	if cfg.MaxHandshakesPerClient <= 0 {
+		cfg.MaxHandshakesPerClient = 16
+	}
+	cfg.MaxHandshakesPerClient = min(cfg.MaxHandshakesPerClient, 4096)
+	return &Server{exports: exports, cfg: cfg, log: cfg.Logger,
+		admit: newAdmission(cfg.MaxHandshakes, cfg.MaxHandshakesPerClient, cfg.Logger)}
 }
 
 // Serve accepts connections on ln until ctx is done, one goroutine per
@@ -114,23 +131,30 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 			continue
 		}
 		delay = 0
+		release := s.admit.admit(conn.RemoteAddr())
+		if release == nil {
+			conn.Close()
+			continue
+		}
 		detectDeadPeers(conn)
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			s.serveConn(ctx, conn)
+			defer release()
+			s.serveConn(ctx, conn, release)
 		}()
 	}
 }
 
 // serveConn runs one client session: handshake, then transmission.
-func (s *Server) serveConn(ctx context.Context, conn net.Conn) {
+func (s *Server) serveConn(ctx context.Context, conn net.Conn, handshakeDone func()) {
 	start := time.Now()
 	ss := &session{
-		srv:    s,
-		conn:   conn,
-		r:      bufio.NewReaderSize(conn, 64<<10),
-		remote: conn.RemoteAddr(),
+		srv:           s,
+		handshakeDone: handshakeDone,
+		conn:          conn,
+		r:             bufio.NewReaderSize(conn, 64<<10),
+		remote:        conn.RemoteAddr(),
 	}
 	ss.log = s.log.With("remote", addrString(ss.remote))
 	// On shutdown, stop reading: the loops see the deadline error, wait for

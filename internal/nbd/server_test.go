@@ -345,7 +345,7 @@ func TestExportClosedAtSessionEnd(t *testing.T) {
 	srv := NewServer(e, Config{})
 	a, b := netPipe()
 	done := make(chan struct{})
-	go func() { srv.serveConn(t.Context(), a); close(done) }()
+	go func() { srv.serveConn(t.Context(), a, func() {}); close(done) }()
 	c := &client{t: t, c: b, r: newReader(b)}
 	c.read(GreetingLen)
 	c.write([]byte{0, 0, 0, 3})

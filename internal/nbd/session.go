@@ -24,11 +24,13 @@ const offeredFlags = FlagFixedNewstyle | FlagNoZeroes
 
 // session is one client connection.
 type session struct {
-	srv    *Server
-	conn   net.Conn
-	r      *bufio.Reader
-	remote net.Addr
-	log    *slog.Logger
+	srv *Server
+	// handshakeDone frees the connection's handshake slot (admission).
+	handshakeDone func()
+	conn          net.Conn
+	r             *bufio.Reader
+	remote        net.Addr
+	log           *slog.Logger
 
 	noZeroes   bool
 	structured bool
@@ -69,6 +71,7 @@ func (ss *session) run(ctx context.Context) error {
 		return ss.readErr(ctx, "handshake", err)
 	}
 	ss.conn.SetDeadline(time.Time{})
+	ss.handshakeDone()
 	if ctx.Err() != nil { // shutdown raced with the end of the handshake
 		return nil
 	}
