@@ -11,3 +11,7 @@ if [ -n "$missing" ]; then
   apt-get -o DPkg::Lock::Timeout=900 update -q
   apt-get -o DPkg::Lock::Timeout=900 install -y -q --no-install-recommends $missing
 fi
+# Debian's signed shim and grub for the Secure Boot tests: downloaded into the e2e cache
+# (apt-get download), not installed, so this machine's own boot loader is left alone.
+"$(dirname "$0")/secureboot.sh" "${BOOTFLEET_CACHE:-/var/cache/bootfleet-e2e}/secureboot" ||
+  echo "deps: could not fetch the signed boot chain now; the Secure Boot tests will try again" >&2

@@ -88,18 +88,24 @@ type Client struct {
 func (c Client) Boot() bool { return c.PXE || c.HTTPBoot || c.IPXE }
 
 // Firmware names the client for log lines: "uefi-x64", "ipxe-bios",
-// "uefi-x64-http", or "os" for a client that is not booting from the network.
+// "uefi-x64-http", "uefi-x64-http-v6" over DHCPv6, or "os" for a client
+// that is not booting from the network.
 func (c Client) Firmware() string {
+	var f string
 	switch {
 	case c.IPXE:
-		return "ipxe-" + c.Arch.String()
+		f = "ipxe-" + c.Arch.String()
 	case c.HTTPBoot && !c.Arch.isHTTP():
-		return c.Arch.String() + "-http"
+		f = c.Arch.String() + "-http"
 	case c.Boot():
-		return c.Arch.String()
+		f = c.Arch.String()
 	default:
 		return "os"
 	}
+	if c.IPv6 {
+		f += "-v6"
+	}
+	return f
 }
 
 // Firmware paths as boot records name them: the way the client is

@@ -6,6 +6,8 @@ import (
 	"testing"
 
 	"github.com/insomniacslk/dhcp/dhcpv4"
+	"github.com/insomniacslk/dhcp/dhcpv6"
+	"github.com/insomniacslk/dhcp/iana"
 )
 
 var mac = net.HardwareAddr{0x52, 0x54, 0x00, 0x12, 0x34, 0x56}
@@ -171,6 +173,32 @@ func TestClientPath(t *testing.T) {
 	} {
 		if got := tt.c.Path(); got != tt.want {
 			t.Errorf("%+v.Path() = %q, want %q", tt.c, got, tt.want)
+		}
+	}
+}
+
+func TestDetect6(t *testing.T) {
+	pxe6 := &dhcpv6.Message{MessageType: dhcpv6.MessageTypeSolicit}
+	pxe6.AddOption(dhcpv6.OptClientArchType(iana.EFI_X86_64))
+	pxe6.AddOption(&dhcpv6.OptVendorClass{EnterpriseNumber: 343, Data: [][]byte{[]byte("PXEClient:Arch:00007:UNDI:003000")}})
+	http6 := &dhcpv6.Message{MessageType: dhcpv6.MessageTypeSolicit}
+	http6.AddOption(&dhcpv6.OptVendorClass{EnterpriseNumber: 343, Data: [][]byte{[]byte("HTTPClient:Arch:00016:UNDI:003000")}})
+	ipxe6 := &dhcpv6.Message{MessageType: dhcpv6.MessageTypeSolicit}
+	ipxe6.AddOption(dhcpv6.OptClientArchType(iana.EFI_X86_64))
+	ipxe6.AddOption(&dhcpv6.OptUserClass{UserClasses: [][]byte{[]byte("iPXE")}})
+	for _, tt := range []struct {
+		m              *dhcpv6.Message
+		firmware, path string
+	}{
+		{pxe6, "uefi-x64-v6", PathPXEv6},
+		{http6, "uefi-x64-http-v6", PathHTTPv6}, // arch from the vendor class
+		{ipxe6, "ipxe-uefi-x64-v6", PathIPXE},
+		{&dhcpv6.Message{}, "os", ""},
+		{nil, "os", ""},
+	} {
+		c := Detect6(tt.m)
+		if c.Firmware() != tt.firmware || c.Path() != tt.path {
+			t.Errorf("Detect6 = %+v: firmware %q path %q, want %q %q", c, c.Firmware(), c.Path(), tt.firmware, tt.path)
 		}
 	}
 }
