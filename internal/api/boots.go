@@ -1,7 +1,9 @@
 package api
 
 import (
+	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"strconv"
 	"time"
@@ -10,11 +12,11 @@ import (
 	"github.com/bootfleet/bootfleet/internal/telemetry"
 )
 
-// BootSource is where boot records come from; *telemetry.Recorder
-// implements it.
+// BootSource is where boot records come from; *telemetry.History
+// implements it. Errors are the store failing.
 type BootSource interface {
-	Boots(telemetry.Filter) []telemetry.Boot
-	Boot(id string) (telemetry.Boot, bool)
+	Boots(ctx context.Context, f telemetry.Filter) ([]telemetry.Boot, error)
+	Boot(ctx context.Context, id string) (telemetry.Boot, bool, error)
 }
 
 // BootList is the answer of GET /boots.
@@ -61,15 +63,22 @@ func (s *server) listBoots(w http.ResponseWriter, r *http.Request) error {
 		}
 		f.Limit = n
 	}
-	writeJSON(w, http.StatusOK, BootList{Boots: s.cfg.Boots.Boots(f)})
+	bs, err := s.cfg.Boots.Boots(r.Context(), f)
+	if err != nil {
+		return fmt.Errorf("boot history: %w", err)
+	}
+	writeJSON(w, http.StatusOK, BootList{Boots: bs})
 	return nil
 }
 
 func (s *server) getBoot(w http.ResponseWriter, r *http.Request) error {
 	id := r.PathValue("id")
-	b, ok := s.cfg.Boots.Boot(id)
+	b, ok, err := s.cfg.Boots.Boot(r.Context(), id)
+	if err != nil {
+		return fmt.Errorf("boot history: %w", err)
+	}
 	if !ok {
-		return inventory.NotFound("id", "no boot %q; boots are kept in memory, recent ones only (see GET %s/boots)", id, Prefix)
+		return inventory.NotFound("id", "no boot %q; it is older than boots.max_age or beyond boots.max_count, or the ID is wrong (see GET %s/boots)", id, Prefix)
 	}
 	writeJSON(w, http.StatusOK, b)
 	return nil

@@ -11,11 +11,24 @@ import (
 	"github.com/bootfleet/bootfleet/internal/config"
 	"github.com/bootfleet/bootfleet/internal/dhcp"
 	"github.com/bootfleet/bootfleet/internal/httpboot"
+	"github.com/bootfleet/bootfleet/internal/inventory"
 	"github.com/bootfleet/bootfleet/internal/nbd"
 	"github.com/bootfleet/bootfleet/internal/pxe"
 	"github.com/bootfleet/bootfleet/internal/telemetry"
 	"github.com/bootfleet/bootfleet/internal/tftp"
 )
+
+// endedQueue is how many ended boots may wait for the history's writer:
+// a storm of a few thousand machines ending at once fits.
+const endedQueue = 4096
+
+// newHistory returns the boot recorder and the history that stores its
+// ended boots in the inventory, with the retention of c.Boots.
+func newHistory(c *config.Config, store inventory.BootRecords, log *slog.Logger) (*telemetry.Recorder, *telemetry.History) {
+	rec := telemetry.New(telemetry.Config{Ended: endedQueue})
+	return rec, telemetry.NewHistory(rec, telemetry.HistoryConfig{Store: store,
+		MaxAge: time.Duration(c.Boots.MaxAge), MaxCount: c.Boots.MaxCount, Logger: log})
+}
 
 // taps are where the servers report to telemetry. With telemetry: off they
 // are the plain hooks the servers need anyway (logging, boot timing), so

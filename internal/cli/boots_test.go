@@ -74,7 +74,7 @@ func TestBootsGolden(t *testing.T) {
 	if _, err := st.CreateMachine(context.Background(), inventory.Machine{MAC: web1, Name: "web1"}); err != nil {
 		t.Fatal(err)
 	}
-	h, err := api.New(api.Config{Store: st, Token: testToken, Boots: recordedBoots(&clock), Now: func() time.Time { return clock }})
+	h, err := api.New(api.Config{Store: st, Token: testToken, Boots: telemetry.NewHistory(recordedBoots(&clock), telemetry.HistoryConfig{}), Now: func() time.Time { return clock }})
 	if err != nil {
 		t.Fatal(err)
 	}

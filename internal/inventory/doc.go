@@ -1,5 +1,7 @@
 // Package inventory is bootfleet's record of the fleet: machines, profiles,
-// DHCP leases and boot events, behind the [Store] interface. Two backends
+// DHCP leases, boot events, images and the boot history (telemetry's
+// records of boots that ended, [BootRecords]), behind the [Store]
+// interface. Two backends
 // implement it: inventory/sqlite (embedded, the default, in the data
 // directory) and inventory/postgres (for several servers sharing a fleet).
 // Both pass the same suite in inventory/storetest.

@@ -19,6 +19,7 @@ type Store interface {
 	Leases
 	Events
 	Images
+	BootRecords
 	// Close releases the database. The store must not be used afterwards.
 	Close() error
 }

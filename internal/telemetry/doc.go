@@ -9,7 +9,14 @@
 // servers can call them on their hot paths; everything derived (phases,
 // throughput, summaries) is computed when someone reads a boot.
 //
-// Records live in memory only: recent boots per machine (Config.PerMachine)
-// and a bounded total (Config.MaxBoots). A restart of bootfleet forgets
-// them; the inventory keeps the durable per-machine state.
+// The Recorder keeps recent boots in memory: some per machine
+// (Config.PerMachine) and a bounded total (Config.MaxBoots). A History
+// makes them outlive a restart: when a boot completes or fails, or leaves
+// memory unfinished, the hook hands a copy to a bounded queue without
+// waiting (a full queue drops it, counted in
+// bootfleet_boot_records_dropped_total), and History.Run writes the queue
+// to the inventory in batches and deletes old records by age and count.
+// History reads both, memory winning for a boot in both, so the API and
+// `bootfleet boots` see one list. Stored records keep the raw timeline;
+// summaries and phases are derived at each read (stored.go).
 package telemetry

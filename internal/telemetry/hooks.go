@@ -156,5 +156,8 @@ func (r *Recorder) NBDSession(mac net.HardwareAddr, st nbd.SessionStats) {
 	}
 	if b := bs[len(bs)-1]; len(b.NBD) < maxTransfersPerBoot {
 		b.NBD = append(b.NBD, s)
+		if b.State != StateBooting {
+			r.publish(b) // stored already without this session
+		}
 	}
 }

@@ -36,6 +36,8 @@ type metrics struct {
 	nbdSessions    *prometheus.CounterVec
 	nbdBytes       *prometheus.CounterVec
 	nbdOps         prometheus.Counter
+	recordsDropped prometheus.Counter
+	recordsStored  prometheus.Counter
 }
 
 func newMetrics() *metrics {
@@ -90,7 +92,11 @@ func newMetrics() *metrics {
 	for _, l := range []string{"read", "write"} {
 		m.nbdBytes.WithLabelValues(l)
 	}
-	for _, c := range []prometheus.Collector{m.transfers, m.bytes, m.active, m.retransmits, m.sizeProbes,
+	m.recordsDropped = prometheus.NewCounter(prometheus.CounterOpts{Name: "bootfleet_boot_records_dropped_total",
+		Help: "Ended boot records not stored in the inventory: the write queue was full, or the store failed."})
+	m.recordsStored = prometheus.NewCounter(prometheus.CounterOpts{Name: "bootfleet_boot_records_stored_total",
+		Help: "Boot records written to the inventory (a boot written again counts again)."})
+	for _, c := range []prometheus.Collector{m.recordsDropped, m.recordsStored, m.transfers, m.bytes, m.active, m.retransmits, m.sizeProbes,
 		m.unattributed, m.bootsStarted, m.bootsCompleted, m.bootsFailed, m.bootDuration,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{})} {
 		f(c)

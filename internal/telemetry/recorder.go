@@ -5,6 +5,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/insomniacslk/dhcp/dhcpv4"
@@ -33,6 +34,12 @@ type Config struct {
 	// transfer ended, when no HTTP request with ?mac= taught the recorder
 	// the address already. Default: the kernel's neighbour table on Linux.
 	LookupIP func(net.IP) net.HardwareAddr
+	// Ended is the capacity of the queue of boots that ended (complete,
+	// failed, or evicted from memory unfinished), which a History drains
+	// into the inventory. Default 0: no queue, boots live in memory only.
+	// A full queue drops the record (counted in
+	// bootfleet_boot_records_dropped_total) rather than wait.
+	Ended int
 }
 
 // Per-boot bounds, so a machine stuck in a DHCP or download loop cannot
@@ -69,6 +76,9 @@ type Recorder struct {
 	head  int
 	kept  int
 	ips   map[string]string // client IP -> MAC, learned from ?mac= requests
+	ended chan Boot         // see Config.Ended; nil without a queue
+
+	dropped atomic.Uint64 // ended boots the full queue turned away, for the History's log
 }
 
 type boot struct {
@@ -94,7 +104,11 @@ func New(cfg Config) *Recorder {
 	if cfg.LookupIP == nil {
 		cfg.LookupIP = neighbourMAC
 	}
-	return &Recorder{cfg: cfg, m: newMetrics(), byMAC: map[string][]*boot{}, byID: map[string]*boot{}, ips: map[string]string{}}
+	r := &Recorder{cfg: cfg, m: newMetrics(), byMAC: map[string][]*boot{}, byID: map[string]*boot{}, ips: map[string]string{}}
+	if cfg.Ended > 0 {
+		r.ended = make(chan Boot, cfg.Ended)
+	}
+	return r
 }
 
 func clientStage(c pxe.Client) int {
@@ -160,6 +174,7 @@ func (r *Recorder) open(key string, now time.Time) *boot {
 func (r *Recorder) fail(b *boot, reason string) {
 	b.State, b.Reason = StateFailed, reason
 	r.m.bootsFailed.Inc()
+	r.publish(b)
 }
 
 // start opens a new boot, evicting the oldest ones beyond the bounds.
@@ -195,6 +210,9 @@ func (r *Recorder) start(mac net.HardwareAddr, key string, now time.Time) *boot 
 }
 
 func (r *Recorder) evict(b *boot) {
+	if b.State == StateBooting {
+		r.publish(b) // ended ones were published when they ended
+	}
 	b.gone = true
 	r.kept--
 	delete(r.byID, b.ID)
@@ -289,6 +307,7 @@ func (r *Recorder) complete(mac net.HardwareAddr) (time.Duration, bool) {
 	took := now.Sub(b.Start)
 	r.m.bootsCompleted.Inc()
 	r.m.bootDuration.Observe(took.Seconds())
+	r.publish(b)
 	return took, true
 }
 

@@ -62,16 +62,20 @@ func TestPragmas(t *testing.T) {
 			t.Errorf("PRAGMA %s = %s, want %s", tt.pragma, got, tt.want)
 		}
 	}
+	ms, err := loadMigrations()
+	if err != nil {
+		t.Fatal(err)
+	}
 	var v int
-	if err := db.QueryRow("SELECT MAX(version) FROM schema_migrations").Scan(&v); err != nil || v != 4 {
-		t.Fatalf("schema version %d (%v), want 4", v, err)
+	if err := db.QueryRow("SELECT MAX(version) FROM schema_migrations").Scan(&v); err != nil || v != ms[len(ms)-1].Version {
+		t.Fatalf("schema version %d (%v), want %d", v, err, ms[len(ms)-1].Version)
 	}
 }
 
-// TestUpgradeKeepsProfiles: a database of schema version 2 opens with its
-// profiles booting their own kernels (root_kernel empty).
-func TestUpgradeKeepsProfiles(t *testing.T) {
-	path := filepath.Join(t.TempDir(), FileName)
+// migrated opens the database at path with only the migrations pick
+// chooses applied, as an older bootfleet left it.
+func migrated(t *testing.T, path string, pick func([]sqldb.Migration) []sqldb.Migration) *sql.DB {
+	t.Helper()
 	w, err := openPool(path, 1, "_txlock=immediate")
 	if err != nil {
 		t.Fatal(err)
@@ -80,9 +84,17 @@ func TestUpgradeKeepsProfiles(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := sqldb.Migrate(context.Background(), w, dialect, ms[:2]); err != nil {
+	if err := sqldb.Migrate(context.Background(), w, dialect, pick(ms)); err != nil {
 		t.Fatal(err)
 	}
+	return w
+}
+
+// TestUpgradeKeepsProfiles: a database of schema version 2 opens with its
+// profiles booting their own kernels (root_kernel empty).
+func TestUpgradeKeepsProfiles(t *testing.T) {
+	path := filepath.Join(t.TempDir(), FileName)
+	w := migrated(t, path, func(ms []sqldb.Migration) []sqldb.Migration { return ms[:2] })
 	if _, err := w.Exec(`INSERT INTO profiles (name, kernel, root_image, overlay) VALUES ('lab', '/k', 'debian', 'persistent')`); err != nil {
 		t.Fatal(err)
 	}
@@ -94,6 +106,31 @@ func TestUpgradeKeepsProfiles(t *testing.T) {
 	}
 	if p.Kernel != "/k" || p.Root.Image != "debian" || p.Root.Kernel != "" {
 		t.Fatalf("profile after upgrade = %+v, want kernel /k, root image debian and no root kernel", p)
+	}
+}
+
+// TestLateLowerMigration: a migration numbered below one already applied
+// (two features that reserved numbers, landing out of order) still runs.
+func TestLateLowerMigration(t *testing.T) {
+	path := filepath.Join(t.TempDir(), FileName)
+	w := migrated(t, path, func(ms []sqldb.Migration) []sqldb.Migration { return append(ms[:2:2], ms[3:]...) })
+	ms, err := loadMigrations()
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.Close()
+	open(t, path)
+	db, err := sql.Open("sqlite", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	var n int
+	if err := db.QueryRow(`SELECT COUNT(*) FROM schema_migrations`).Scan(&n); err != nil || n != len(ms) {
+		t.Fatalf("%d migrations recorded (%v), want all %d", n, err, len(ms))
+	}
+	if _, err := db.Exec(`SELECT root_kernel FROM profiles`); err != nil {
+		t.Fatalf("migration 3, applied late, did not run: %v", err)
 	}
 }
 

@@ -40,6 +40,8 @@ func Run(t *testing.T, b Backend) {
 		{"LeaseBatch", testLeaseBatch},
 		{"Events", testEvents},
 		{"Images", testImages},
+		{"Boots", testBoots},
+		{"BootPrune", testBootPrune},
 		{"Durable", testDurable},
 	}
 	for _, tt := range tests {

@@ -12,7 +12,10 @@ import (
 )
 
 // Migration is one embedded schema step, from a file named
-// NNNN_description.sql. Versions start at 1 and have no gaps.
+// NNNN_description.sql. Versions start at 1 and are unique. They may have
+// gaps: features developed side by side reserve their numbers, and one
+// may land before a lower number does. Migrate applies every version a
+// database has not seen, so the lower one still runs when it arrives.
 type Migration struct {
 	Version int
 	Name    string
@@ -39,17 +42,18 @@ func LoadMigrations(fsys fs.FS) ([]Migration, error) {
 		ms = append(ms, Migration{Version: v, Name: strings.TrimSuffix(n, ".sql"), SQL: string(b)})
 	}
 	sort.Slice(ms, func(i, j int) bool { return ms[i].Version < ms[j].Version })
-	for i, m := range ms {
-		if m.Version != i+1 {
-			return nil, fmt.Errorf("migration %s: want version %d, got %d (versions must be 1, 2, 3... without gaps)", m.Name, i+1, m.Version)
+	for i := 1; i < len(ms); i++ {
+		if ms[i].Version == ms[i-1].Version {
+			return nil, fmt.Errorf("migrations %s and %s: both have version %d; renumber one", ms[i-1].Name, ms[i].Name, ms[i].Version)
 		}
 	}
 	return ms, nil
 }
 
-// Migrate brings the schema up to the last of ms in one transaction and
-// records each step in schema_migrations. It refuses a database migrated by
-// a newer bootfleet, whose schema this one does not understand.
+// Migrate applies, in version order and in one transaction, every one of
+// ms that schema_migrations does not list, and records each. It refuses a
+// database that lists a version ms lacks: a newer bootfleet migrated it,
+// and this one does not understand its schema.
 func Migrate(ctx context.Context, db *sql.DB, d *Dialect, ms []Migration) error {
 	tx, err := db.BeginTx(ctx, nil)
 	if err != nil {
@@ -67,14 +71,23 @@ func Migrate(ctx context.Context, db *sql.DB, d *Dialect, ms []Migration) error 
 		applied_at TEXT NOT NULL)`); err != nil {
 		return fmt.Errorf("%s: create schema_migrations: %w", d.Name, err)
 	}
-	var cur int
-	if err := tx.QueryRowContext(ctx, `SELECT COALESCE(MAX(version), 0) FROM schema_migrations`).Scan(&cur); err != nil {
+	applied, err := appliedVersions(ctx, tx)
+	if err != nil {
 		return fmt.Errorf("%s: read schema version: %w", d.Name, err)
 	}
-	if cur > len(ms) {
-		return fmt.Errorf("%s: database schema is at version %d but this bootfleet knows only up to %d; run a bootfleet at least as new as the one that last used this database", d.Name, cur, len(ms))
+	known := map[int]bool{}
+	for _, m := range ms {
+		known[m.Version] = true
 	}
-	for _, m := range ms[cur:] {
+	for v := range applied {
+		if !known[v] {
+			return fmt.Errorf("%s: database schema has version %d, which this bootfleet does not know (it knows %d migrations); run a bootfleet at least as new as the one that last used this database", d.Name, v, len(ms))
+		}
+	}
+	for _, m := range ms {
+		if applied[m.Version] {
+			continue
+		}
 		if _, err := tx.ExecContext(ctx, m.SQL); err != nil {
 			return fmt.Errorf("%s: migration %s: %w", d.Name, m.Name, err)
 		}
@@ -87,4 +100,21 @@ func Migrate(ctx context.Context, db *sql.DB, d *Dialect, ms []Migration) error 
 		return fmt.Errorf("%s: commit migrations: %w", d.Name, err)
 	}
 	return nil
+}
+
+func appliedVersions(ctx context.Context, tx *sql.Tx) (map[int]bool, error) {
+	rows, err := tx.QueryContext(ctx, `SELECT version FROM schema_migrations`)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	applied := map[int]bool{}
+	for rows.Next() {
+		var v int
+		if err := rows.Scan(&v); err != nil {
+			return nil, err
+		}
+		applied[v] = true
+	}
+	return applied, rows.Err()
 }
