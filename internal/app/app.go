@@ -219,6 +219,7 @@ func newDHCP(c *config.Config, serverIP net.IP, baseURL string, view *fleet.View
 		ServerIP:   serverIP,
 		LeaseTime:  time.Duration(c.DHCP.Lease),
 		LeaseStore: leases,
+		HoldFile:   filepath.Join(c.Data, "dhcp-declined.json"),
 		Plan: pxe.PlanConfig{
 			BIOSFile:   c.IPXE.BIOSBinary,
 			EFIx64File: c.IPXE.EFIBinary,

@@ -50,6 +50,8 @@ type allocator struct {
 	offers   map[uint32]heldOffer
 	offerOf  map[macKey]uint32 // the address held for a MAC; check offers, it may be stale
 	declined map[uint32]time.Time
+	holds    *holdWriter // nil: decline holds live in memory only
+	holdGen  uint64      // snapshots of declined taken, for holds
 	pool     pool
 
 	committing map[uint32]macKey // addresses being written to the store, for whom
@@ -79,7 +81,12 @@ func newAllocator(cfg *Config, store LeaseStore) *allocator {
 	if bs, ok := store.(BatchStore); ok {
 		batch = &groupCommit{store: bs}
 	}
+	var holds *holdWriter
+	if cfg.HoldFile != "" {
+		holds = &holdWriter{path: cfg.HoldFile}
+	}
 	return &allocator{
+		holds:      holds,
 		batch:      batch,
 		committing: map[uint32]macKey{},
 		busy:       map[macKey]bool{},
@@ -409,29 +416,40 @@ func (a *allocator) release(ctx context.Context, mac net.HardwareAddr, ip net.IP
 }
 
 // decline marks ip as in use by some unknown host (the client saw it answer
-// ARP) and drops mac's lease on it (RFC 2131 section 4.3.3).
+// ARP) and drops mac's lease on it (RFC 2131 section 4.3.3). The hold is
+// saved to Config.HoldFile, outside the lock, so it outlives a restart.
 func (a *allocator) decline(ctx context.Context, mac net.HardwareAddr, ip net.IP, now time.Time) error {
 	if ip.To4() == nil {
 		return nil
 	}
+	gen, holds, err := a.declineLocked(ctx, mac, ip2u(ip), now)
+	if holds != nil {
+		err = errors.Join(err, a.holds.write(gen, holds))
+	}
+	return err
+}
+
+func (a *allocator) declineLocked(ctx context.Context, mac net.HardwareAddr, u uint32, now time.Time) (uint64, map[uint32]time.Time, error) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	u := ip2u(ip)
 	until := now.Add(declineHold)
+	old := a.declined[u]
 	a.declined[u] = until
 	heap.Push(&a.pool.timers, timer{at: until, u: u})
+	gen, holds := a.snapshotHolds(u, old, until)
+	ip := u2ip(u)
 	delete(a.offers, u)
 	if k, _ := keyOf(mac); a.busy[k] {
-		return nil // a REQUEST of it is being committed; the client declines again
+		return gen, holds, nil // a REQUEST of it is being committed; the client declines again
 	}
 	if l, ok := a.byIP[u]; ok && bytes.Equal(l.MAC, mac) {
 		if err := a.store.Delete(ctx, mac); err != nil {
-			return fmt.Errorf("drop declined lease %v of %v: %w", ip, mac, err)
+			return gen, holds, fmt.Errorf("drop declined lease %v of %v: %w", ip, mac, err)
 		}
 		delete(a.byIP, u)
 		a.dropMAC(mac)
 	}
-	return nil
+	return gen, holds, nil
 }
 
 // forgetOffer releases the hold on whatever was offered to mac: the client

@@ -94,6 +94,10 @@ type Config struct {
 	// live in memory only and a restart forgets them.
 	LeaseStore LeaseStore
 	LeaseFile  string
+	// HoldFile keeps the addresses clients DECLINEd (held back for 10
+	// minutes) across restarts; normally in the data directory. Empty:
+	// in memory only. Full mode only.
+	HoldFile string
 
 	Plan     pxe.PlanConfig // boot files; Plan.HTTPBase is needed for iPXE and HTTP boot
 	Machines Machines       // default: no reservations, every machine boots

@@ -14,7 +14,8 @@
 //     allocator and the [LeaseStore] it persists through before any ACK
 //     leaves the server. Packets are handled by a pool of workers, so the
 //     leases of concurrent REQUESTs share one commit when the store is a
-//     [BatchStore].
+//     [BatchStore]. Addresses clients DECLINEd are held back, and kept in
+//     Config.HoldFile so a restart does not offer them again (holds.go).
 //
 // Bad or foreign packets are dropped with a Debug log line; a panic while
 // handling one packet is recovered and logged, and the server keeps serving.

@@ -53,6 +53,13 @@ func New(cfg Config) (*Server, error) {
 			return nil, fmt.Errorf("dhcp: load leases: %w", err)
 		}
 		s.log.Info("dhcp leases loaded", "count", n, "file", cfg.LeaseFile)
+		held, err := s.alloc.loadHolds()
+		if err != nil {
+			return nil, fmt.Errorf("dhcp: %w", err)
+		}
+		if held > 0 {
+			s.log.Info("dhcp decline holds restored", "addresses", held, "file", cfg.HoldFile)
+		}
 	}
 	return s, nil
 }
