@@ -427,10 +427,18 @@ func TestNBDRootOverlays(t *testing.T) {
 // test root image as nbdImageName; it returns the server and a CLI for it.
 func startNBDRootServer(t *testing.T, e *env, n *nbdEnv, lan *netns, dir string) (*proc, *bootfleetCLI) {
 	t.Helper()
+	return startRootServer(t, e, n, lan, dir, nbdRootConfig, map[string]string{})
+}
+
+// startRootServer is startNBDRootServer with any config template; vars
+// get Data and NBDInitrd added.
+func startRootServer(t *testing.T, e *env, n *nbdEnv, lan *netns, dir string, tmpl *template.Template, vars map[string]string) (*proc, *bootfleetCLI) {
+	t.Helper()
 	data := filepath.Join(t.TempDir(), "data")
 	image := filepath.Join(t.TempDir(), "root.ext4")
 	makeRootImage(t, image)
-	server := startBootfleetConfig(t, e, lan, dir, nbdRootConfig, map[string]string{"Data": data, "NBDInitrd": n.initrd})
+	vars["Data"], vars["NBDInitrd"] = data, n.initrd
+	server := startBootfleetConfig(t, e, lan, dir, tmpl, vars)
 	if err := lan.waitTCP(serverIP, 10809, 10*time.Second, server.alive); err != nil {
 		t.Fatalf("bootfleet's NBD server: %v\n%s", err, server.out.tail(30))
 	}
