@@ -78,13 +78,19 @@ func Run(ctx context.Context, c *config.Config, log *slog.Logger) error {
 		Transfers: taps.transfers, Milestones: taps.milestones, Roots: dl, Kernels: dl.Kernels(),
 		BaseURL: baseURL, ServerIP: serverIP.String(), Logger: log,
 	}
-	front := frontHandler(rec, apiHandler, httpboot.New(hc))
+	boot := httpboot.New(hc)
+	front := frontHandler(rec, apiHandler, boot)
+	plain, mgmt, err := splitManagement(c, serverIP, front, boot, rec.Handler(), log)
+	if err != nil {
+		return err
+	}
 	var runs []func(context.Context) error // the servers, each until ctx ends or it fails
 	runs = append(runs,
 		inv.Run,     // discovered machines, view reloads
 		history.Run, // ended boots into the inventory, retention
-		func(ctx context.Context) error { return serveHTTP(ctx, httpLn, front, log) },
+		func(ctx context.Context) error { return serveHTTP(ctx, httpLn, plain, log) },
 		func(ctx context.Context) error { return dl.Serve(ctx, taps.nbd) })
+	runs = append(runs, mgmt...) // the HTTPS listener, with http.tls
 	if c.TFTP.Listen != "off" {
 		srv := tftp.NewServer(tftp.Config{
 			FS:                 tftpFS(c, roots, hc),
@@ -176,7 +182,10 @@ func servedRoots(c *config.Config) (*safefs.Roots, error) {
 	}
 	// The admin named these binaries, so they are served even where Debian
 	// makes them symlinks out of the iPXE dir (ipxe.efi -> /boot/ipxe.efi).
-	for _, f := range []string{c.IPXE.EFIBinary, c.IPXE.BIOSBinary} {
+	for _, f := range []string{c.IPXE.EFIBinary, c.IPXE.BIOSBinary, c.IPXE.EFIARM64Binary} {
+		if f == "" {
+			continue
+		}
 		if err := roots.Pin(f, filepath.Join(c.IPXE.Dir, f)); err != nil {
 			roots.Close()
 			return nil, fmt.Errorf("ipxe: %s in %s: %w (install Debian's ipxe package, or set ipxe.dir / ipxe.efi_binary / ipxe.bios_binary)", f, c.IPXE.Dir, err)
@@ -221,9 +230,10 @@ func newDHCP(c *config.Config, serverIP net.IP, baseURL string, view *fleet.View
 		LeaseStore: leases,
 		HoldFile:   filepath.Join(c.Data, "dhcp-declined.json"),
 		Plan: pxe.PlanConfig{
-			BIOSFile:   c.IPXE.BIOSBinary,
-			EFIx64File: c.IPXE.EFIBinary,
-			HTTPBase:   baseURL,
+			BIOSFile:     c.IPXE.BIOSBinary,
+			EFIx64File:   c.IPXE.EFIBinary,
+			EFIARM64File: c.IPXE.EFIARM64Binary,
+			HTTPBase:     baseURL,
 			Signed: func(mac net.HardwareAddr) bool {
 				t, ok := view.Resolve(mac)
 				return ok && t.Spec.Loader == config.LoaderGrub

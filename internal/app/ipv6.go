@@ -53,7 +53,7 @@ func newDHCP6(c *config.Config, ip6 net.IP, ifc *net.Interface, httpPort string,
 		Interface: c.Interface, ServerIP: ip6, MAC: ifc.HardwareAddr,
 		RangeStart: first, RangeEnd: last, LeaseTime: time.Duration(c.DHCP6.Lease),
 		Plan: pxe.PlanConfig{
-			BIOSFile: c.IPXE.BIOSBinary, EFIx64File: c.IPXE.EFIBinary,
+			BIOSFile: c.IPXE.BIOSBinary, EFIx64File: c.IPXE.EFIBinary, EFIARM64File: c.IPXE.EFIARM64Binary,
 			HTTPBase: "http://" + net.JoinHostPort(ip6.String(), httpPort),
 			Signed: func(mac net.HardwareAddr) bool {
 				t, ok := view.Resolve(mac)

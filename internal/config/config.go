@@ -115,6 +115,9 @@ type TFTP struct {
 type HTTP struct {
 	// Listen is the TCP address. Default ":8080".
 	Listen string `yaml:"listen"`
+	// TLS, when set, serves the API and dashboard over HTTPS instead (see
+	// tls.go). Default: none, everything on Listen.
+	TLS *TLS `yaml:"tls"`
 }
 
 // NBD configures the NBD server that serves diskless roots (profiles with
@@ -137,6 +140,11 @@ type IPXE struct {
 	EFIBinary string `yaml:"efi_binary"`
 	// BIOSBinary is chainloaded by BIOS PXE ROMs. Default undionly.kpxe.
 	BIOSBinary string `yaml:"bios_binary"`
+	// EFIARM64Binary, a file in Dir, is chainloaded by ARM64 UEFI
+	// firmware. Default none: Debian's ipxe package (amd64) has no ARM64
+	// build, so ARM64 machines get no boot file until one is supplied
+	// (ipxe.org's arm64 snp.efi, or `make bin-arm64-efi/snp.efi`).
+	EFIARM64Binary string `yaml:"efi_arm64_binary"`
 }
 
 // SecureBoot names Debian's signed boot chain: UEFI firmware loads Shim
@@ -289,6 +297,7 @@ func (c *Config) applyDefaults() {
 		c.TFTP.CacheMB = 512
 	}
 	def(&c.HTTP.Listen, ":8080")
+	c.HTTP.TLS.applyDefaults()
 	def(&c.NBD.Listen, ":10809")
 	for name, p := range c.Profiles {
 		if p.Root.Image != "" && p.Root.Overlay == "" {
@@ -468,6 +477,7 @@ func (c *Config) Validate() error {
 			}
 		}
 	}
+	c.HTTP.validateTLS(bad)
 	return errors.Join(errs...)
 }
 

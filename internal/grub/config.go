@@ -10,6 +10,14 @@ import (
 // the server root: its embedded prefix is /grub.
 var Stage1Paths = []string{"grub/x86_64-efi/grub.cfg", "grub/grub.cfg"}
 
+// ModuleLists are the lists grub's normal mode reads from its prefix to
+// load modules on demand (commands, file systems, ciphers, terminals).
+// The signed grubnetx64 has what it needs built in and under Secure Boot
+// may load no module, so they are served empty: same as missing, minus
+// a refused request for each at every boot.
+var ModuleLists = []string{"grub/x86_64-efi/command.lst", "grub/x86_64-efi/fs.lst",
+	"grub/x86_64-efi/crypto.lst", "grub/x86_64-efi/terminal.lst"}
+
 // Stage1 is the config at Stage1Paths for every machine: it loads
 // $prefix/MAC/grub.cfg, MAC as grub writes $net_default_mac
 // (52:54:00:12:34:56), from the server and protocol grub came from.

@@ -94,6 +94,9 @@ func TestGrubTFTP(t *testing.T) {
 			t.Errorf("%s = %q, %v; want the first config", p, got, err)
 		}
 	}
+	if got, err := readTFTP(t, fsys, "/grub/x86_64-efi/command.lst"); err != nil || got != "" {
+		t.Errorf("command.lst = %q, %v; want an empty list", got, err)
+	}
 	cfg, err := readTFTP(t, fsys, "/grub/52:54:00:00:00:01/grub.cfg")
 	if err != nil {
 		t.Fatal(err)

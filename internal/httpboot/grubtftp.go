@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/url"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -46,6 +47,8 @@ func (g grubTFTP) Open(name string) (tftp.File, error) {
 	switch {
 	case rel == grub.Stage1Paths[0] || rel == grub.Stage1Paths[1]:
 		return text(grub.Stage1), nil
+	case slices.Contains(grub.ModuleLists, rel):
+		return text(""), nil
 	case len(parts) == 3 && parts[0] == "grub" && parts[2] == "grub.cfg":
 		return g.config(parts[1])
 	case len(parts) == 4 && parts[0] == "grub" && parts[2] == "milestone":

@@ -115,6 +115,9 @@ func New(c Config) http.Handler {
 	for _, p := range grub.Stage1Paths {
 		mux.HandleFunc("GET /"+p, s.grubStage1)
 	}
+	for _, p := range grub.ModuleLists {
+		mux.HandleFunc("GET /"+p, func(w http.ResponseWriter, r *http.Request) {})
+	}
 	mux.HandleFunc("GET /grub/{mac}/grub.cfg", s.grubConfig)
 	mux.HandleFunc("GET /done/{mac}", s.done)
 	mux.HandleFunc("POST /done/{mac}", s.done)

@@ -139,7 +139,7 @@ func efiFile(a Arch, cfg PlanConfig) (string, error) {
 	case ArchEFIIA32, ArchEFIIA32HTTP:
 		f, knob = cfg.EFIIA32File, "EFIIA32File"
 	case ArchEFIARM64, ArchEFIARM64HTTP:
-		f, knob = cfg.EFIARM64File, "EFIARM64File"
+		f, knob = cfg.EFIARM64File, "ipxe.efi_arm64_binary"
 	default:
 		return "", fmt.Errorf("%w: client architecture %s (option 93 code %d) is not supported; bootfleet boots bios, uefi-x64, uefi-ia32 and uefi-arm64", ErrNoPlan, a, uint16(a))
 	}
