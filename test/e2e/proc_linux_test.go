@@ -152,6 +152,13 @@ func (l *lineLog) snapshot(from int) ([]string, <-chan struct{}) {
 	return append([]string(nil), l.lines[from:]...), l.changed
 }
 
+// snapshotAll returns every kept line and when each arrived.
+func (l *lineLog) snapshotAll() ([]string, []time.Time) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return append([]string(nil), l.lines...), append([]time.Time(nil), l.times...)
+}
+
 // firstMatch returns the first line containing every one of subs and when
 // it arrived; ok is false if none has.
 func (l *lineLog) firstMatch(subs ...string) (line string, at time.Time, ok bool) {

@@ -42,6 +42,7 @@ profiles:
 type stormLAN struct {
 	e      *env
 	dir    string
+	data   string // the server's data directory
 	lan    *netns
 	client *netns
 	server *proc
@@ -57,6 +58,7 @@ func newStormLAN(t *testing.T) *stormLAN {
 	s := &stormLAN{e: e, dir: artifactDir(t), lan: newLAN(t)}
 	s.client = s.lan.addPeer(t, stormClientIP+prefix)
 	data := filepath.Join(t.TempDir(), "data")
+	s.data = data
 	image := filepath.Join(t.TempDir(), "root.ext4")
 	makeRootImage(t, image)
 	s.server = startBootfleetConfig(t, e, s.lan, s.dir, stormConfig, map[string]string{"Data": data})
