@@ -85,6 +85,10 @@ type DHCP struct {
 	// Router and DNS are optional options sent in full mode.
 	Router string   `yaml:"router"`
 	DNS    []string `yaml:"dns"`
+	// Reserve is how many addresses of the range only enrolled machines
+	// may take, so a flood of DISCOVERs from random MACs cannot leave the
+	// lab's machines without one. Default 0: a tenth of the range; -1: none.
+	Reserve int `yaml:"reserve"`
 }
 
 // TFTP configures the TFTP server.
@@ -146,25 +150,6 @@ type IPXE struct {
 	// (ipxe.org's arm64 snp.efi, or `make bin-arm64-efi/snp.efi`).
 	EFIARM64Binary string `yaml:"efi_arm64_binary"`
 }
-
-// SecureBoot names Debian's signed boot chain: UEFI firmware loads Shim
-// (signed by Microsoft's UEFI CA), which loads Grub (signed by Debian,
-// whose key shim carries), which loads a kernel signed by Debian.
-type SecureBoot struct {
-	// Shim is shimx64.efi.signed from Debian's shim-signed package, e.g.
-	// /usr/lib/shim/shimx64.efi.signed.
-	Shim string `yaml:"shim"`
-	// Grub is grubnetx64.efi.signed from grub-efi-amd64-signed, e.g.
-	// /usr/lib/grub/x86_64-efi-signed/grubnetx64.efi.signed: the network
-	// build, with the net and http modules inside.
-	Grub string `yaml:"grub"`
-}
-
-// Loaders are the values of a profile's loader.
-const (
-	LoaderIPXE = "ipxe" // UEFI firmware chainloads iPXE, which runs the profile's script (default)
-	LoaderGrub = "grub" // UEFI firmware loads secure_boot.shim, then Grub, which runs the profile's grub.cfg
-)
 
 // Log configures logging.
 type Log struct {
@@ -366,6 +351,9 @@ func (c *Config) Validate() error {
 	}
 	if time.Duration(c.DHCP.Lease) < time.Minute {
 		bad("dhcp.lease", "want at least 1m, got %v", time.Duration(c.DHCP.Lease))
+	}
+	if c.DHCP.Reserve < -1 {
+		bad("dhcp.reserve", "want -1 (none), 0 (a tenth of the range) or a number of addresses, got %d", c.DHCP.Reserve)
 	}
 	if c.ServerIP != "" {
 		switch ip := net.ParseIP(c.ServerIP); {

@@ -6,6 +6,7 @@
 //
 // Firmware is recognised by package pxe (Detect6) and the boot plan is
 // the DHCPv4 server's (pxe.PlanFor) with an IPv6 base URL. The policy
-// (handle) is pure; server.go holds the socket. Leases live in memory: a
-// restart forgets them, and clients then get a new address.
+// (policy.go, alloc.go) touches no socket; server.go reads and answers,
+// socket_linux.go opens the socket. Leases live in memory: a restart
+// forgets them, and clients then get a new address.
 package dhcp6
