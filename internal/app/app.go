@@ -248,6 +248,7 @@ func newDHCP(c *config.Config, serverIP net.IP, baseURL string, view *fleet.View
 		dc.Mode = dhcp.ModeProxy
 	} else {
 		dc.RangeStart, dc.RangeEnd, _ = c.DHCP.ParseRange()
+		dc.Reserve = c.DHCP.Reserve
 		if c.DHCP.Router != "" {
 			dc.Router = net.ParseIP(c.DHCP.Router).To4()
 		}

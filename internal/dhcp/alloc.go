@@ -26,6 +26,9 @@ var (
 	errUnavailable = errors.New("address not available to this client")
 	// errExhausted: no address left to offer.
 	errExhausted = errors.New("address pool exhausted")
+	// errReserved: the free addresses left are kept for enrolled machines
+	// and this client is not one; the DISCOVER is dropped.
+	errReserved = errors.New("address pool down to its reserve for enrolled machines")
 	// errBusy: a lease write for this client (or for the expired lease it
 	// replaces) is in flight; the packet is dropped and the client retries.
 	errBusy = errors.New("a lease write for this client is in flight")
@@ -53,6 +56,7 @@ type allocator struct {
 	holds    *holdWriter // nil: decline holds live in memory only
 	holdGen  uint64      // snapshots of declined taken, for holds
 	pool     pool
+	reserve  reserve
 
 	committing map[uint32]macKey // addresses being written to the store, for whom
 	busy       map[macKey]bool   // MACs whose lease is being written or deleted
@@ -103,6 +107,7 @@ func newAllocator(cfg *Config, store LeaseStore) *allocator {
 		offers:     map[uint32]heldOffer{},
 		offerOf:    map[macKey]uint32{},
 		declined:   map[uint32]time.Time{},
+		reserve:    reserve{keep: reserveFor(cfg)},
 	}
 }
 
@@ -240,13 +245,18 @@ func (a *allocator) offer(mac net.HardwareAddr, requested net.IP, now time.Time)
 	if u, ok := a.offerOf[k]; ok && a.offers[u].mac == k && a.usable(mac, k, nil, u, now) {
 		return pick(u), nil
 	}
+	if err := a.allowFresh(mac, now); err != nil {
+		return nil, err
+	}
 	if u, ok := a.fastFree(mac, k, now); ok {
+		a.tookFresh()
 		return pick(u), nil
 	}
 	u, err := a.offerScan(mac, k, now)
 	if err != nil {
 		return nil, err
 	}
+	a.tookFresh()
 	return pick(u), nil
 }
 

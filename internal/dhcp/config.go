@@ -86,8 +86,14 @@ type Config struct {
 	RangeStart net.IP        // full, required: first address to lease, inside ServerIP/Netmask
 	RangeEnd   net.IP        // full, required: last address to lease, >= RangeStart
 	LeaseTime  time.Duration // full: default DefaultLeaseTime; range MinLeaseTime..MaxLeaseTime
-	Router     net.IP        // full, optional: option 3
-	DNS        []net.IP      // full, optional: option 6
+	// Reserve is how many addresses of the range only enrolled machines
+	// may take (see Enrolled): once no more are free, machines nobody
+	// enrolled get no offer, so a DHCP starvation flood of random MACs
+	// cannot leave the lab's own machines without an address. Default 0
+	// means a tenth of the range; -1 keeps none.
+	Reserve int
+	Router  net.IP   // full, optional: option 3
+	DNS     []net.IP // full, optional: option 6
 
 	// Leases persist here. LeaseStore wins when set; otherwise LeaseFile (a
 	// JSON file, normally in the data directory) is used; with neither, leases

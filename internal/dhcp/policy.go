@@ -89,6 +89,14 @@ func (s *Server) handleFull(ctx context.Context, r request) (*dhcpv4.DHCPv4, str
 	switch r.typ {
 	case dhcpv4.MessageTypeDiscover:
 		ip, err := s.alloc.offer(mac, r.msg.RequestedIPAddress(), now)
+		if errors.Is(err, errReserved) {
+			// A flood makes this the common case: one line a second.
+			if n, due := s.alloc.reserveLogDue(now); due {
+				s.log.Warn("dhcp addresses kept for enrolled machines; DISCOVERs from others dropped",
+					"dropped", n, "last", err, "fix", "enroll the machines that should boot, or enlarge dhcp.range")
+			}
+			return nil, err.Error()
+		}
 		if err != nil {
 			s.log.Warn("dhcp no address to offer", "mac", mac.String(), "err", err,
 				"fix", "enlarge dhcp.range or shorten dhcp.lease; check reservations")

@@ -238,6 +238,18 @@ func (v *View) Lookup(mac net.HardwareAddr) (reserved net.IP, boot bool) {
 	return t.Machine.IP, ok
 }
 
+// Enrolled says whether mac is a machine an admin set up (listed in the
+// config or enrolled in the inventory), not one discovered by booting or
+// never seen: DHCP keeps its reserve of addresses for these.
+func (v *View) Enrolled(mac net.HardwareAddr) bool {
+	k, ok := keyOf(mac)
+	if !ok {
+		return false
+	}
+	m, known := v.cur.Load().machines[k]
+	return known && m.Enrolled
+}
+
 // ReservedFor returns the MAC that ip is reserved for, or nil.
 func (v *View) ReservedFor(ip net.IP) net.HardwareAddr {
 	k, ok := ipKey(ip)

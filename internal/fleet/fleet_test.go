@@ -123,3 +123,25 @@ func TestDiscoveryPolicy(t *testing.T) {
 		})
 	}
 }
+
+func TestEnrolled(t *testing.T) {
+	listed, _ := net.ParseMAC("52:54:00:00:00:01")
+	found, _ := net.ParseMAC("52:54:00:00:00:02")
+	stranger, _ := net.ParseMAC("52:54:00:00:00:03")
+	v, err := New(Input{Profiles: map[string]config.Profile{"p": {Kernel: "/k"}}, DefaultProfile: "p", UnknownProfile: "p",
+		Machines: []Machine{{MAC: listed, Enrolled: true}, {MAC: found}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name string
+		mac  net.HardwareAddr
+		want bool
+	}{{"listed", listed, true}, {"discovered", found, false}, {"never seen", stranger, false}, {"too long", make(net.HardwareAddr, 30), false}} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := v.Enrolled(tc.mac); got != tc.want {
+				t.Errorf("Enrolled(%v) = %v, want %v", tc.mac, got, tc.want)
+			}
+		})
+	}
+}
