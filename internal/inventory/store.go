@@ -20,6 +20,8 @@ type Store interface {
 	Events
 	Images
 	BootRecords
+	Tokens
+	Audit
 	// Close releases the database. The store must not be used afterwards.
 	Close() error
 }

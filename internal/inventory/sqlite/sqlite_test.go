@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -159,5 +160,22 @@ func TestOpenInMissingDirectory(t *testing.T) {
 	_, err := Open(context.Background(), filepath.Join(t.TempDir(), "no", "such", FileName))
 	if err == nil || !strings.Contains(err.Error(), "data directory") {
 		t.Fatalf("got %v, want an error that points at the data directory", err)
+	}
+}
+
+// TestAuditBounded: the trail keeps only the newest entries, so a token
+// retrying a refused change in a loop cannot fill the disk.
+func TestAuditBounded(t *testing.T) {
+	s := open(t, filepath.Join(t.TempDir(), FileName))
+	s.(*sqldb.Store).SetAuditKeep(3)
+	for i := range 5 {
+		e := inventory.AuditEntry{Token: "loop", Route: "DELETE /profiles/{name}", Summary: strconv.Itoa(i), Status: 403}
+		if err := s.AddAudit(context.Background(), e); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got, err := s.ListAudit(context.Background(), inventory.AuditFilter{})
+	if err != nil || len(got) != 3 || got[0].Summary != "4" || got[2].Summary != "2" {
+		t.Fatalf("after 5 entries with a bound of 3: %+v (%v), want 4, 3, 2", got, err)
 	}
 }

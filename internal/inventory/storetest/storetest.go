@@ -43,6 +43,8 @@ func Run(t *testing.T, b Backend) {
 		{"Boots", testBoots},
 		{"BootPrune", testBootPrune},
 		{"Durable", testDurable},
+		{"Tokens", testTokens},
+		{"Audit", testAudit},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) { tt.fn(t, b) })

@@ -20,6 +20,8 @@ type Store struct {
 	// EventsPerMachine bounds each machine's timeline; older events are
 	// dropped as new ones arrive.
 	eventsPerMachine int
+	// auditKeep bounds the audit trail; older entries are dropped.
+	auditKeep int
 }
 
 // DefaultEventsPerMachine is how many events each machine keeps.
@@ -28,7 +30,8 @@ const DefaultEventsPerMachine = 500
 // New returns a Store writing through w and reading through r, which may be
 // the same pool. Close closes both.
 func New(w, r *sql.DB, d *Dialect) *Store {
-	return &Store{w: w, r: r, d: d, now: time.Now, eventsPerMachine: DefaultEventsPerMachine}
+	return &Store{w: w, r: r, d: d, now: time.Now, eventsPerMachine: DefaultEventsPerMachine,
+		auditKeep: DefaultAuditKeep}
 }
 
 // Close closes the pools.
