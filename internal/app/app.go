@@ -264,6 +264,7 @@ func serveHTTP(ctx context.Context, ln net.Listener, h http.Handler, log *slog.L
 		Handler:           h,
 		ReadHeaderTimeout: 10 * time.Second,
 		IdleTimeout:       2 * time.Minute,
+		MaxHeaderBytes:    httpMaxHeaderBytes,
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 	}
 	go func() {
@@ -272,7 +273,7 @@ func serveHTTP(ctx context.Context, ln net.Listener, h http.Handler, log *slog.L
 		defer cancel()
 		srv.Shutdown(sctx)
 	}()
-	if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+	if err := srv.Serve(limitConns(ln, httpMaxConns, httpMaxConnsPerClient, log)); err != nil && !errors.Is(err, http.ErrServerClosed) {
 		return fmt.Errorf("http: %w", err)
 	}
 	return nil
