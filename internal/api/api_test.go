@@ -121,8 +121,8 @@ func TestErrors(t *testing.T) {
 		field, msg                     string // msg: a substring of the error
 	}{
 		{"no token", "POST", "/machines", "", `{"mac":"52:54:00:00:00:02"}`, 401, "", "missing Authorization"},
-		{"wrong token", "POST", "/machines", "Bearer " + strings.Repeat("x", 32), `{}`, 401, "", "wrong token"},
-		{"short token", "DELETE", "/machines/pc1", "Bearer x", ``, 401, "", "wrong token"},
+		{"wrong token", "POST", "/machines", "Bearer " + strings.Repeat("x", 32), `{}`, 401, "", "unknown or revoked token"},
+		{"short token", "DELETE", "/machines/pc1", "Bearer x", ``, 401, "", "unknown or revoked token"},
 		{"basic auth", "POST", "/machines", "Basic dXNlcjpwYXNz", `{}`, 401, "", "want Authorization: Bearer"},
 		{"read needs token", "GET", "/machines", "", ``, 401, "", "missing Authorization"},
 		{"empty body", "POST", "/machines", bearer, ``, 400, "", "empty"},

@@ -29,8 +29,8 @@ const MaxBootLimit = 5000
 
 // bootRoutes are served when Config.Boots is set.
 var bootRoutes = []route{
-	{"GET", "/boots", (*server).listBoots},
-	{"GET", "/boots/{id}", (*server).getBoot},
+	{"GET", "/boots", read, (*server).listBoots},
+	{"GET", "/boots/{id}", read, (*server).getBoot},
 }
 
 func (s *server) listBoots(w http.ResponseWriter, r *http.Request) error {

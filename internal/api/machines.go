@@ -170,6 +170,13 @@ func (s *server) patchMachine(w http.ResponseWriter, r *http.Request) error {
 	if err := decode(r, &p); err != nil {
 		return err
 	}
+	// operate may only move a machine to another profile; renaming,
+	// readdressing or relabelling it changes the fleet's records.
+	if p.Name != nil || p.IP != nil || p.State != nil || len(p.Labels) > 0 {
+		if err := require(r, admin, "PATCH /machines/{mac} of name, ip, state or labels"); err != nil {
+			return err
+		}
+	}
 	if err := readOnly(m.Source, "mac", "machine "+m.String()); err != nil {
 		return err
 	}

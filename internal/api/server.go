@@ -2,7 +2,6 @@ package api
 
 import (
 	"context"
-	"crypto/subtle"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -43,36 +42,51 @@ type Config struct {
 	Now    func() time.Time // default time.Now; for event times and ?since=
 }
 
-// route is one API endpoint. The table drives both the mux and the test
-// that keeps openapi.json complete.
+// route is one API endpoint. The table drives the mux, the test that
+// keeps openapi.json complete and the test of each route's scope.
 type route struct {
 	method, path string // path as in openapi.json, under Prefix
-	h            func(*server, http.ResponseWriter, *http.Request) error
+	// scope is what a token needs for the route; "" is open to anyone
+	// (only the OpenAPI document). api.open_reads opens the read routes.
+	scope inventory.Scope
+	h     func(*server, http.ResponseWriter, *http.Request) error
 }
 
 // streaming routes read a body of any size (image uploads), not JSON.
 var streaming = map[string]bool{"PUT /images/{name}": true}
 
+const (
+	read    = inventory.ScopeRead
+	operate = inventory.ScopeOperate
+	admin   = inventory.ScopeAdmin
+)
+
+// routes: read lists and shows; operate is what re-images a PC (PATCH a
+// machine's profile, reset its overlay), PATCH of any other field needs
+// admin (see patchMachine); admin is what changes what the fleet is.
 var routes = []route{
-	{"GET", "/machines", (*server).listMachines},
-	{"POST", "/machines", (*server).createMachine},
-	{"GET", "/machines/{mac}", (*server).getMachine},
-	{"PUT", "/machines/{mac}", (*server).putMachine},
-	{"PATCH", "/machines/{mac}", (*server).patchMachine},
-	{"DELETE", "/machines/{mac}", (*server).deleteMachine},
-	{"GET", "/profiles", (*server).listProfiles},
-	{"POST", "/profiles", (*server).createProfile},
-	{"GET", "/profiles/{name}", (*server).getProfile},
-	{"PUT", "/profiles/{name}", (*server).putProfile},
-	{"DELETE", "/profiles/{name}", (*server).deleteProfile},
-	{"POST", "/machines/{mac}/reset", (*server).resetMachine},
-	{"GET", "/images", (*server).listImages},
-	{"GET", "/images/{name}", (*server).getImage},
-	{"PUT", "/images/{name}", (*server).putImage},
-	{"DELETE", "/images/{name}", (*server).deleteImage},
-	{"GET", "/leases", (*server).listLeases},
-	{"GET", "/events", (*server).listEvents},
-	{"GET", "/openapi.json", (*server).openAPI},
+	{"GET", "/machines", read, (*server).listMachines},
+	{"POST", "/machines", admin, (*server).createMachine},
+	{"GET", "/machines/{mac}", read, (*server).getMachine},
+	{"PUT", "/machines/{mac}", admin, (*server).putMachine},
+	{"PATCH", "/machines/{mac}", operate, (*server).patchMachine},
+	{"DELETE", "/machines/{mac}", admin, (*server).deleteMachine},
+	{"GET", "/profiles", read, (*server).listProfiles},
+	{"POST", "/profiles", admin, (*server).createProfile},
+	{"GET", "/profiles/{name}", read, (*server).getProfile},
+	{"PUT", "/profiles/{name}", admin, (*server).putProfile},
+	{"DELETE", "/profiles/{name}", admin, (*server).deleteProfile},
+	{"POST", "/machines/{mac}/reset", operate, (*server).resetMachine},
+	{"GET", "/images", read, (*server).listImages},
+	{"GET", "/images/{name}", read, (*server).getImage},
+	{"PUT", "/images/{name}", admin, (*server).putImage},
+	{"DELETE", "/images/{name}", admin, (*server).deleteImage},
+	{"GET", "/leases", read, (*server).listLeases},
+	{"GET", "/events", read, (*server).listEvents},
+	{"GET", "/tokens", admin, (*server).listTokens},
+	{"POST", "/tokens", admin, (*server).createToken},
+	{"DELETE", "/tokens/{name}", admin, (*server).deleteToken},
+	{"GET", "/openapi.json", "", (*server).openAPI},
 }
 
 type server struct {
@@ -148,13 +162,19 @@ func (r *statusRecorder) Header() http.Header         { return r.header }
 func (r *statusRecorder) Write(b []byte) (int, error) { return len(b), nil }
 func (r *statusRecorder) WriteHeader(code int)        { r.status = code }
 
+// wrap authenticates, checks the route's scope, bounds the body and runs
+// the handler.
 func (s *server) wrap(rt route) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		open := rt.path == "/openapi.json" || (s.cfg.OpenReads && r.Method == http.MethodGet)
+		open := rt.scope == "" || (s.cfg.OpenReads && rt.scope == read && r.Method == http.MethodGet)
 		if !open {
-			if err := s.authorize(r); err != nil {
-				w.Header().Set("WWW-Authenticate", `Bearer realm="bootfleet"`)
-				writeJSON(w, http.StatusUnauthorized, ErrorBody{Error: err.Error()})
+			c, err := s.authenticate(r)
+			if err == nil {
+				r = withCaller(r, c)
+				err = require(r, rt.scope, rt.method+" "+rt.path)
+			}
+			if err != nil {
+				s.writeError(w, r, err)
 				return
 			}
 		}
@@ -167,22 +187,6 @@ func (s *server) wrap(rt route) http.Handler {
 	})
 }
 
-func (s *server) authorize(r *http.Request) error {
-	h := r.Header.Get("Authorization")
-	if h == "" {
-		return errors.New("missing Authorization: Bearer TOKEN header; the token is in the server's data directory (api-token)")
-	}
-	scheme, tok, ok := strings.Cut(h, " ")
-	if !ok || !strings.EqualFold(scheme, "Bearer") {
-		return errors.New("want Authorization: Bearer TOKEN")
-	}
-	// Constant time, so response timing reveals nothing about the token.
-	if subtle.ConstantTimeCompare([]byte(strings.TrimSpace(tok)), s.token) != 1 {
-		return errors.New("wrong token; use the one in the server's data directory (api-token)")
-	}
-	return nil
-}
-
 // writeError maps an error to a status. Typed inventory errors and request
 // problems are 4xx; anything else is the server's fault, logged, and 500.
 func (s *server) writeError(w http.ResponseWriter, r *http.Request, err error) {
@@ -190,7 +194,16 @@ func (s *server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 		ie  *inventory.Error
 		mbe *http.MaxBytesError
 	)
+	var (
+		ue *errUnauthorized
+		fe *errForbidden
+	)
 	switch {
+	case errors.As(err, &ue):
+		w.Header().Set("WWW-Authenticate", `Bearer realm="bootfleet"`)
+		writeJSON(w, http.StatusUnauthorized, ErrorBody{Error: ue.msg})
+	case errors.As(err, &fe):
+		writeJSON(w, http.StatusForbidden, ErrorBody{Error: fe.Error()})
 	case errors.As(err, &mbe):
 		writeJSON(w, http.StatusRequestEntityTooLarge, ErrorBody{Error: fmt.Sprintf("request body is over %d bytes", mbe.Limit)})
 	case errors.As(err, &ie):

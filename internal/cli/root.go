@@ -21,6 +21,7 @@ func Root() *cobra.Command {
 	root.AddCommand(serveCmd(), checkCmd())
 	root.AddCommand(initramfsCmd())
 	root.AddCommand(machineCmd(), profileCmd(), imageCmd(), leaseCmd(), bootsCmd())
+	root.AddCommand(tokenCmd())
 	root.AddCommand(stormCmd(), versionCmd())
 	return root
 }
