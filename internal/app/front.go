@@ -6,7 +6,6 @@ import (
 
 	"github.com/bootfleet/bootfleet/internal/api"
 	"github.com/bootfleet/bootfleet/internal/config"
-	"github.com/bootfleet/bootfleet/internal/httpboot"
 	"github.com/bootfleet/bootfleet/internal/inventory"
 	"github.com/bootfleet/bootfleet/internal/telemetry"
 	"github.com/bootfleet/bootfleet/internal/web"
@@ -27,13 +26,5 @@ func newAPI(c *config.Config, store inventory.Store, onChange func(), images api
 // frontHandler is the HTTP server's one handler: /metrics, the dashboard,
 // the API under /api/v1/, and the HTTP boot paths (boot) for the rest.
 func frontHandler(rec *telemetry.Recorder, apiHandler, boot http.Handler) http.Handler {
-	dash := web.Handler()
-	mux := http.NewServeMux()
-	mux.Handle("GET /metrics", rec.Handler())
-	mux.Handle(api.Prefix, apiHandler)
-	mux.Handle(api.Prefix+"/", apiHandler)
-	mux.Handle("GET /{$}", dash)
-	mux.Handle("GET /ui/", dash)
-	mux.Handle("/", boot)
-	return httpboot.JoinSlashes(mux)
+	return routes(rec.Handler(), apiHandler, web.Handler(), boot)
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/bootfleet/bootfleet/internal/api"
+	"github.com/bootfleet/bootfleet/internal/certs"
 )
 
 // Defaults for finding the server. The token falls back to the data
@@ -24,11 +25,14 @@ import (
 const (
 	defaultServer = "http://127.0.0.1:8080"
 	defaultData   = "/var/lib/bootfleet"
+	// defaultTLSServer is the default with --ca: the server's own
+	// management listener (http.tls.listen's default).
+	defaultTLSServer = "https://127.0.0.1:8443"
 )
 
 // clientOpts are the flags every API command shares.
 type clientOpts struct {
-	server, token, data, output string
+	server, token, data, output, ca string
 }
 
 func (o *clientOpts) register(cmd *cobra.Command) {
@@ -37,6 +41,8 @@ func (o *clientOpts) register(cmd *cobra.Command) {
 	f.StringVar(&o.token, "token", "", "API token (default $BOOTFLEET_TOKEN or the api-token file in --data)")
 	f.StringVar(&o.data, "data", defaultData, "the server's data directory, to read its api-token file")
 	f.StringVarP(&o.output, "output", "o", "table", "output format: table or json")
+	f.StringVar(&o.ca, "ca", "", "PEM CA certificate that verifies an https:// server, e.g. its DATA/"+certs.CertFile+
+		" with http.tls.self_signed (default $BOOTFLEET_CA, else the system's CAs)")
 }
 
 // client is a small client of the bootfleet API.
@@ -50,13 +56,22 @@ func (o *clientOpts) client() (*client, error) {
 	if o.output != "table" && o.output != "json" {
 		return nil, fmt.Errorf("--output: want table or json, got %q", o.output)
 	}
-	server := firstOf(o.server, os.Getenv("BOOTFLEET_SERVER"), defaultServer)
+	ca := firstOf(o.ca, os.Getenv("BOOTFLEET_CA"))
+	def := defaultServer
+	if ca != "" {
+		def = defaultTLSServer
+	}
+	server := firstOf(o.server, os.Getenv("BOOTFLEET_SERVER"), def)
 	if !strings.Contains(server, "://") {
 		server = "http://" + server
 	}
 	u, err := url.Parse(server)
-	if err != nil || u.Host == "" {
-		return nil, fmt.Errorf("--server: want a URL like http://10.0.0.1:8080, got %q", server)
+	if err != nil || u.Host == "" || (u.Scheme != "http" && u.Scheme != "https") {
+		return nil, fmt.Errorf("--server: want a URL like http://10.0.0.1:8080 or https://10.0.0.1:8443, got %q", server)
+	}
+	tr, err := transport(u, ca)
+	if err != nil {
+		return nil, err
 	}
 	tok := firstOf(o.token, os.Getenv("BOOTFLEET_TOKEN"))
 	if tok == "" {
@@ -64,7 +79,7 @@ func (o *clientOpts) client() (*client, error) {
 		tok, _ = api.ReadToken(filepath.Join(o.data, api.TokenFile))
 	}
 	return &client{base: strings.TrimSuffix(server, "/") + api.Prefix, token: tok,
-		http: &http.Client{Timeout: 30 * time.Second}}, nil
+		http: &http.Client{Timeout: 30 * time.Second, Transport: tr}}, nil
 }
 
 func firstOf(vs ...string) string {
@@ -121,6 +136,10 @@ func (c *client) send(ctx context.Context, method, path string, body io.Reader, 
 	}
 	resp, err := c.http.Do(req)
 	if err != nil {
+		if untrusted(err) {
+			return fmt.Errorf("the server's certificate is not trusted: %w; pass --ca FILE or set BOOTFLEET_CA to the CA that signed it "+
+				"(with http.tls.self_signed, the server's DATA/%s; compare its fingerprint with bootfleet check on the server)", err, certs.CertFile)
+		}
 		return fmt.Errorf("%w (is bootfleet serve running there? set --server or BOOTFLEET_SERVER)", err)
 	}
 	defer resp.Body.Close()

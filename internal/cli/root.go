@@ -67,7 +67,11 @@ func checkCmd() *cobra.Command {
 		Short: "Validate a config file and exit",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if _, err := config.Load(path); err != nil {
+			c, err := config.Load(path)
+			if err != nil {
+				return err
+			}
+			if err := describeTLS(cmd.OutOrStdout(), c); err != nil {
 				return err
 			}
 			fmt.Fprintln(cmd.OutOrStdout(), path+": ok")
