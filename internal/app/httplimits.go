@@ -3,8 +3,8 @@ package app
 import (
 	"log/slog"
 	"net"
-	"sync"
-	"time"
+
+	"github.com/bootfleet/bootfleet/internal/admission"
 )
 
 // HTTP connection bounds. A machine boots over one or two connections;
@@ -18,22 +18,16 @@ const (
 	httpMaxHeaderBytes    = 64 << 10
 )
 
-// connLimiter is a listener that closes connections beyond its bounds at
-// once, counting them in one log line a second at most.
-type connLimiter struct {
-	net.Listener
-	max, perClient int
-	log            *slog.Logger
-
-	mu       sync.Mutex
-	total    int
-	byClient map[string]int
-	refused  uint64
-	loggedAt time.Time
+// limitConns wraps ln so that it closes connections beyond the bounds at
+// once.
+func limitConns(ln net.Listener, most, perClient int, log *slog.Logger) net.Listener {
+	return &connLimiter{Listener: ln, lim: admission.New(most, perClient, log, "http connections closed unserved: too many open")}
 }
 
-func limitConns(ln net.Listener, max, perClient int, log *slog.Logger) *connLimiter {
-	return &connLimiter{Listener: ln, max: max, perClient: perClient, log: log, byClient: map[string]int{}}
+// connLimiter is a listener that admits connections through lim.
+type connLimiter struct {
+	net.Listener
+	lim *admission.Limiter
 }
 
 // Accept returns the next connection within the bounds.
@@ -43,67 +37,21 @@ func (l *connLimiter) Accept() (net.Conn, error) {
 		if err != nil {
 			return nil, err
 		}
-		host := hostOf(c.RemoteAddr())
-		if l.admit(host) {
-			return &limitedConn{Conn: c, release: func() { l.release(host) }}, nil
+		if release, ok := l.lim.Admit(admission.HostOf(c.RemoteAddr())); ok {
+			return &limitedConn{Conn: c, release: release}, nil
 		}
 		c.Close()
 	}
 }
 
-func (l *connLimiter) admit(host string) bool {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.total < l.max && l.byClient[host] < l.perClient {
-		l.total++
-		l.byClient[host]++
-		return true
-	}
-	l.refused++
-	if now := time.Now(); now.Sub(l.loggedAt) >= time.Second {
-		l.log.Warn("http connections closed unserved: too many open", "closed", l.refused, "last_client", host,
-			"open", l.total, "open_from_client", l.byClient[host], "max", l.max, "max_per_client", l.perClient)
-		l.refused, l.loggedAt = 0, now
-	}
-	return false
-}
-
-func (l *connLimiter) release(host string) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.total--
-	if l.byClient[host]--; l.byClient[host] <= 0 {
-		delete(l.byClient, host)
-	}
-}
-
-// open is how many connections are open, in all and from host.
-func (l *connLimiter) open(host string) (int, int) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.total, l.byClient[host]
-}
-
-// limitedConn gives its slot back once, when closed.
+// limitedConn gives its slot back when closed.
 type limitedConn struct {
 	net.Conn
-	once    sync.Once
 	release func()
 }
 
 func (c *limitedConn) Close() error {
 	err := c.Conn.Close()
-	c.once.Do(c.release)
+	c.release()
 	return err
-}
-
-func hostOf(a net.Addr) string {
-	if t, ok := a.(*net.TCPAddr); ok {
-		return t.IP.String()
-	}
-	h, _, err := net.SplitHostPort(a.String())
-	if err != nil {
-		return a.String()
-	}
-	return h
 }

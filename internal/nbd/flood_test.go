@@ -79,12 +79,12 @@ func TestConnectFloodFromOneHost(t *testing.T) {
 		}
 		flood = append(flood, c)
 		if i%100 == 99 {
-			_, n := srv.admit.handshaking("127.0.0.2")
+			_, n := srv.admit.Count("127.0.0.2")
 			peak = max(peak, n)
 		}
 	}
 	during := median()
-	_, n := srv.admit.handshaking("127.0.0.2")
+	_, n := srv.admit.Count("127.0.0.2")
 	peak = max(peak, n)
 	extra := runtime.NumGoroutine() - goroutines
 	t.Logf("quiet %v, during the flood %v; the flooding host peaked at %d handshakes; %d goroutines more",

@@ -10,6 +10,8 @@ import (
 	"net"
 	"sync"
 	"time"
+
+	"github.com/bootfleet/bootfleet/internal/admission"
 )
 
 // Config tunes a Server. The zero value is usable.
@@ -60,7 +62,7 @@ type Server struct {
 	exports Exports
 	cfg     Config
 	log     *slog.Logger
-	admit   *admission
+	admit   *admission.Limiter
 }
 
 // NewServer returns a server for exports; cfg's zero fields get their
@@ -92,7 +94,8 @@ func NewServer(exports Exports, cfg Config) *Server {
 	}
 	cfg.MaxHandshakesPerClient = min(cfg.MaxHandshakesPerClient, 4096)
 	return &Server{exports: exports, cfg: cfg, log: cfg.Logger,
-		admit: newAdmission(cfg.MaxHandshakes, cfg.MaxHandshakesPerClient, cfg.Logger)}
+		admit: admission.New(cfg.MaxHandshakes, cfg.MaxHandshakesPerClient, cfg.Logger,
+			"nbd connections closed unserved: too many handshakes at once")}
 }
 
 // Serve accepts connections on ln until ctx is done, one goroutine per
@@ -131,8 +134,10 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 			continue
 		}
 		delay = 0
-		release := s.admit.admit(conn.RemoteAddr())
-		if release == nil {
+		// A connection that never finishes its handshake holds a goroutine
+		// and a 64 KiB reader until HandshakeTimeout: bound how many.
+		release, ok := s.admit.Admit(admission.HostOf(conn.RemoteAddr()))
+		if !ok {
 			conn.Close()
 			continue
 		}

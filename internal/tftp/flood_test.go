@@ -79,9 +79,8 @@ func TestRRQFloodFromOneHost(t *testing.T) {
 	go func() {
 		defer close(sampled)
 		for {
-			srv.mu.Lock()
-			peak, peakTotal = max(peak, srv.perIP["127.0.0.2"]), max(peakTotal, len(srv.active))
-			srv.mu.Unlock()
+			total, host := srv.admit.Count("127.0.0.2")
+			peak, peakTotal = max(peak, host), max(peakTotal, total)
 			select {
 			case <-stop:
 				return

@@ -10,6 +10,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/bootfleet/bootfleet/internal/admission"
 )
 
 // Config configures a Server. Zero values select the documented defaults.
@@ -112,17 +114,7 @@ type Server struct {
 
 	mu     sync.Mutex
 	active map[string]*activeTransfer // by client address
-	perIP  map[string]int             // running transfers by client IP
-	busy   busyLog
-}
-
-// busyLog counts requests dropped for want of a transfer slot and says so
-// in one log line a second at most, so a flood cannot flood the log too.
-type busyLog struct {
-	dropped   int       // since the last line
-	total     uint64    // since the start
-	lastLine  time.Time // when the last line was written
-	lastCause string
+	admit  *admission.Limiter         // MaxTransfers, MaxPerClient
 }
 
 // NewServer returns a server for cfg, with defaults filled in and
@@ -144,7 +136,9 @@ func NewServer(cfg Config) *Server {
 		cfg.MinTimeout = 50 * time.Millisecond
 	}
 	cfg.MinTimeout = clampDur(cfg.MinTimeout, time.Millisecond, cfg.Timeout)
-	return &Server{cfg: cfg, log: cfg.Logger, active: map[string]*activeTransfer{}, perIP: map[string]int{}}
+	return &Server{cfg: cfg, log: cfg.Logger, active: map[string]*activeTransfer{},
+		admit: admission.New(cfg.MaxTransfers, cfg.MaxPerClient, cfg.Logger,
+			"tftp requests dropped, too many transfers; clients repeat them")}
 }
 
 func clampDefault(v, def, lo, hi int) int {
@@ -236,15 +230,15 @@ func (s *Server) handlePacket(ctx context.Context, wg *sync.WaitGroup, b []byte,
 		at.kick()
 		return
 	}
-	ip := hostOf(remote)
-	if cause := s.overLimit(ip); cause != "" {
-		s.noteBusy(cause)
+	// Beyond the bounds the request is dropped, as if lost: the client
+	// repeats it and gets a slot once one frees.
+	release, ok := s.admit.Admit(admission.HostOf(remote))
+	if !ok {
 		s.mu.Unlock()
 		return
 	}
 	at := &activeTransfer{}
 	s.active[key] = at
-	s.perIP[ip]++
 	s.mu.Unlock()
 	wg.Add(1)
 	go func() {
@@ -252,51 +246,11 @@ func (s *Server) handlePacket(ctx context.Context, wg *sync.WaitGroup, b []byte,
 		defer func() {
 			s.mu.Lock()
 			delete(s.active, key)
-			if s.perIP[ip]--; s.perIP[ip] <= 0 {
-				delete(s.perIP, ip)
-			}
 			s.mu.Unlock()
+			release()
 		}()
 		s.transfer(ctx, req, local, remote, at)
 	}()
-}
-
-// overLimit says why a new transfer for ip may not start, or "". Called
-// with mu held.
-func (s *Server) overLimit(ip string) string {
-	switch {
-	case len(s.active) >= s.cfg.MaxTransfers:
-		return fmt.Sprintf("%d transfers running (max_transfers)", len(s.active))
-	case s.perIP[ip] >= s.cfg.MaxPerClient:
-		return fmt.Sprintf("%s already has %d transfers running (max_per_client)", ip, s.perIP[ip])
-	}
-	return ""
-}
-
-// noteBusy counts a dropped request and logs the count at most once a
-// second. Called with mu held.
-func (s *Server) noteBusy(cause string) {
-	b := &s.busy
-	b.dropped++
-	b.total++
-	b.lastCause = cause
-	if now := time.Now(); now.Sub(b.lastLine) >= time.Second {
-		s.log.Warn("tftp: requests dropped, too many transfers; clients repeat them", "dropped", b.dropped,
-			"last_cause", b.lastCause, "total_dropped", b.total)
-		b.dropped, b.lastLine = 0, now
-	}
-}
-
-// hostOf is the IP of a UDP address, the key of the per-client limit.
-func hostOf(a net.Addr) string {
-	if u, ok := a.(*net.UDPAddr); ok {
-		return u.IP.String()
-	}
-	h, _, err := net.SplitHostPort(a.String())
-	if err != nil {
-		return a.String()
-	}
-	return h
 }
 
 // activeTransfer lets the request loop reach a running transfer.
