@@ -116,6 +116,7 @@ func (s *server) putImage(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	setNote(r, fmt.Sprintf("sha256=%s size=%d", res.SHA256, res.Size))
 	s.log.Info("image imported", "name", name, "sha256", res.SHA256, "format", res.Format.String(), "size", res.Size,
 		"allocated", res.Allocated, "received", res.Received, "seconds", s.cfg.Now().Sub(start).Seconds())
 	status := http.StatusCreated

@@ -34,6 +34,7 @@ var wantScope = map[string]inventory.Scope{
 	"GET /tokens":                admin,
 	"POST /tokens":               admin,
 	"DELETE /tokens/{name}":      admin,
+	"GET /audit":                 admin,
 	"GET /openapi.json":          "",
 }
 

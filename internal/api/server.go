@@ -86,6 +86,7 @@ var routes = []route{
 	{"GET", "/tokens", admin, (*server).listTokens},
 	{"POST", "/tokens", admin, (*server).createToken},
 	{"DELETE", "/tokens/{name}", admin, (*server).deleteToken},
+	{"GET", "/audit", admin, (*server).listAudit},
 	{"GET", "/openapi.json", "", (*server).openAPI},
 }
 
@@ -162,27 +163,52 @@ func (r *statusRecorder) Header() http.Header         { return r.header }
 func (r *statusRecorder) Write(b []byte) (int, error) { return len(b), nil }
 func (r *statusRecorder) WriteHeader(code int)        { r.status = code }
 
-// wrap authenticates, checks the route's scope, bounds the body and runs
-// the handler.
+// wrap authenticates, checks the route's scope, bounds the body, runs the
+// handler and records every change in the audit trail. A request without a
+// valid token is not recorded: it has no one to name, and recording it
+// would let anyone fill the trail.
 func (s *server) wrap(rt route) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		open := rt.scope == "" || (s.cfg.OpenReads && rt.scope == read && r.Method == http.MethodGet)
+		var c caller
 		if !open {
-			c, err := s.authenticate(r)
-			if err == nil {
-				r = withCaller(r, c)
-				err = require(r, rt.scope, rt.method+" "+rt.path)
-			}
-			if err != nil {
+			var err error
+			if c, err = s.authenticate(r); err != nil {
 				s.writeError(w, r, err)
 				return
 			}
+			r = withCaller(r, c)
 		}
+		var tap *bodyTap
 		if !streaming[rt.method+" "+rt.path] {
 			r.Body = http.MaxBytesReader(w, r.Body, MaxBody)
+			if audited(rt) {
+				tap = &bodyTap{ReadCloser: r.Body}
+				r.Body = tap
+			}
 		}
-		if err := rt.h(s, w, r); err != nil {
-			s.writeError(w, r, err)
+		sw := &statusWriter{ResponseWriter: w}
+		n := &note{}
+		r = r.WithContext(context.WithValue(r.Context(), noteKey{}, n))
+		var err error
+		if !open {
+			err = require(r, rt.scope, rt.method+" "+rt.path)
+		}
+		if err == nil {
+			err = rt.h(s, sw, r)
+		}
+		if err != nil {
+			s.writeError(sw, r, err)
+		}
+		if !open && audited(rt) {
+			sum := n.text
+			if sum == "" && tap != nil {
+				sum = tap.summary()
+			}
+			if sum == "" {
+				sum = r.URL.RawQuery
+			}
+			s.record(r, rt, c, target(r), sum, max(sw.status, http.StatusOK))
 		}
 	})
 }

@@ -3,7 +3,6 @@ package cli
 import (
 	"fmt"
 	"net/url"
-	"strconv"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -37,21 +36,11 @@ func bootsCmd() *cobra.Command {
 				}
 				q.Set("mac", mac)
 			}
-			if since != "" {
-				if _, err := api.ParseSince(since, now()); err != nil {
-					return fmt.Errorf("--since: %w", err)
-				}
-				q.Set("since", since)
-			}
-			if limit > 0 {
-				q.Set("limit", strconv.Itoa(limit))
-			}
-			path := "/boots"
-			if len(q) > 0 {
-				path += "?" + q.Encode()
+			if err := sinceLimit(q, since, limit); err != nil {
+				return err
 			}
 			var bl api.BootList
-			if err := c.do(cmd.Context(), "GET", path, nil, &bl); err != nil {
+			if err := c.do(cmd.Context(), "GET", withQuery("/boots", q), nil, &bl); err != nil {
 				return err
 			}
 			if o.output == "json" {

@@ -11,6 +11,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 
@@ -167,3 +168,27 @@ func (c *client) send(ctx context.Context, method, path string, body io.Reader, 
 func pathKey(s string) string { return url.PathEscape(s) }
 
 var errNoChange = errors.New("nothing to change; give at least one of the flags")
+
+// withQuery is path with q appended when q has any value.
+func withQuery(path string, q url.Values) string {
+	if len(q) == 0 {
+		return path
+	}
+	return path + "?" + q.Encode()
+}
+
+// sinceLimit sets the since and limit parameters of the list commands
+// that have them; since is checked here, so a typo fails before any
+// request.
+func sinceLimit(q url.Values, since string, limit int) error {
+	if since != "" {
+		if _, err := api.ParseSince(since, now()); err != nil {
+			return fmt.Errorf("--since: %w", err)
+		}
+		q.Set("since", since)
+	}
+	if limit > 0 {
+		q.Set("limit", strconv.Itoa(limit))
+	}
+	return nil
+}

@@ -74,12 +74,8 @@ func machineListCmd(o *clientOpts) *cobra.Command {
 			for _, l := range labels {
 				q.Add("label", l)
 			}
-			path := "/machines"
-			if len(q) > 0 {
-				path += "?" + q.Encode()
-			}
 			var ml api.MachineList
-			if err := c.do(cmd.Context(), "GET", path, nil, &ml); err != nil {
+			if err := c.do(cmd.Context(), "GET", withQuery("/machines", q), nil, &ml); err != nil {
 				return err
 			}
 			if o.output == "json" {

@@ -3,6 +3,7 @@ package cli
 import (
 	"fmt"
 	"net/url"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -27,7 +28,7 @@ func tokenCreateCmd(o *clientOpts) *cobra.Command {
 		Short: "Make a token; its secret is printed once and cannot be shown again",
 		Long: `Make a token. read lists and shows; operate also sets a machine's profile
 and resets its overlay; admin does everything (machines, profiles, images,
-tokens). The server keeps only the secret's SHA-256, so
+tokens, the audit trail). The server keeps only the secret's SHA-256, so
 the secret printed here is the only copy: give it to its user now.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -104,4 +105,42 @@ func tokenRevokeCmd(o *clientOpts) *cobra.Command {
 			return nil
 		},
 	}
+}
+
+func auditCmd() *cobra.Command {
+	o := &clientOpts{}
+	var since string
+	var limit int
+	cmd := &cobra.Command{
+		Use:   "audit [--since 24h|TIME] [--limit N]",
+		Short: "Show the audit trail: every change asked of the API, who asked, from where (needs an admin token)",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			c, err := o.client()
+			if err != nil {
+				return err
+			}
+			q := url.Values{}
+			if err := sinceLimit(q, since, limit); err != nil {
+				return err
+			}
+			var al api.AuditList
+			if err := c.do(cmd.Context(), "GET", withQuery("/audit", q), nil, &al); err != nil {
+				return err
+			}
+			if o.output == "json" {
+				return printJSON(cmd.OutOrStdout(), al.Entries)
+			}
+			rows := make([][]string, 0, len(al.Entries))
+			for _, e := range al.Entries {
+				rows = append(rows, []string{e.Time.UTC().Format(time.DateTime), e.Token, e.Remote, e.Route,
+					orDash(e.Target), fmt.Sprint(e.Status), orDash(e.Summary)})
+			}
+			return table(cmd.OutOrStdout(), []string{"TIME (UTC)", "TOKEN", "FROM", "ROUTE", "TARGET", "STATUS", "SUMMARY"}, rows)
+		},
+	}
+	o.register(cmd)
+	cmd.Flags().StringVar(&since, "since", "", "only entries newer than a duration (24h) or an RFC 3339 time")
+	cmd.Flags().IntVar(&limit, "limit", 0, "at most this many entries, newest first (default 100, at most 1000)")
+	return cmd
 }
