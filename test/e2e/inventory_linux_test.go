@@ -164,6 +164,8 @@ type bootfleetCLI struct {
 	ns   *netns
 	data string
 	log  string
+	// server is the API's URL; default http://serverIP:8080.
+	server string
 }
 
 // run returns the command's stdout and fails the test if it does not exit 0.
@@ -178,7 +180,11 @@ func (c *bootfleetCLI) run(args ...string) []byte {
 
 // tryRun is run for commands that may fail and be retried.
 func (c *bootfleetCLI) tryRun(args ...string) ([]byte, error) {
-	args = append(args, "--server", "http://"+serverIP+":8080", "--data", c.data)
+	server := c.server
+	if server == "" {
+		server = "http://" + serverIP + ":8080"
+	}
+	args = append(args, "--server", server, "--data", c.data)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, "ip", append([]string{"netns", "exec", c.ns.name, c.e.bin}, args...)...)
