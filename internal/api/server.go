@@ -23,7 +23,8 @@ const MaxBody = 1 << 20
 // Config configures the API handler.
 type Config struct {
 	Store inventory.Store // required
-	// Token is the bearer token; required (New refuses an empty one).
+	// Token is the api-token file's token, an admin token; required (New
+	// refuses an empty one). Other tokens are in Store, hashed.
 	Token string
 	// OpenReads lets GET requests through without the token. Default false.
 	OpenReads bool
