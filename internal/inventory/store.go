@@ -22,6 +22,7 @@ type Store interface {
 	BootRecords
 	Tokens
 	Audit
+	Servers
 	// Close releases the database. The store must not be used afterwards.
 	Close() error
 }

@@ -45,6 +45,7 @@ func Run(t *testing.T, b Backend) {
 		{"Durable", testDurable},
 		{"Tokens", testTokens},
 		{"Audit", testAudit},
+		{"Servers", testServers},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) { tt.fn(t, b) })

@@ -1,0 +1,97 @@
+package sqldb
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"time"
+
+	"github.com/bootfleet/bootfleet/internal/inventory"
+)
+
+const serverCols = `name, addrs, version, started, heartbeat, stopped, tftp_transfers, nbd_sessions, bytes_per_sec`
+
+// RegisterServer implements inventory.Servers.
+func (s *Store) RegisterServer(ctx context.Context, si inventory.ServerInfo) error {
+	if err := si.Validate(); err != nil {
+		return err
+	}
+	addrs, err := jsonArg(si.Addrs)
+	if err != nil {
+		return err
+	}
+	return s.tx(ctx, func(tx *sql.Tx) error {
+		_, err := s.exec(ctx, tx, `INSERT INTO servers (`+serverCols+`) VALUES (?, ?, ?, ?, ?, NULL, ?, ?, ?)
+			ON CONFLICT (name) DO UPDATE SET addrs = excluded.addrs, version = excluded.version,
+				started = excluded.started, heartbeat = excluded.heartbeat, stopped = NULL,
+				tftp_transfers = excluded.tftp_transfers, nbd_sessions = excluded.nbd_sessions,
+				bytes_per_sec = excluded.bytes_per_sec`,
+			si.Name, addrs, si.Version, s.d.timeArg(si.Started), s.d.timeArg(si.Heartbeat),
+			si.Load.TFTPTransfers, si.Load.NBDSessions, si.Load.BytesPerSec)
+		return err
+	})
+}
+
+// HeartbeatServer implements inventory.Servers. One UPDATE of one row by
+// its key, so a heartbeat never waits long behind DHCP's lease commits.
+func (s *Store) HeartbeatServer(ctx context.Context, name string, started, at time.Time, load inventory.ServerLoad) error {
+	return s.updateServer(ctx, name, started, `heartbeat = ?, tftp_transfers = ?, nbd_sessions = ?, bytes_per_sec = ?`,
+		s.d.timeArg(at), load.TFTPTransfers, load.NBDSessions, load.BytesPerSec)
+}
+
+// StopServer implements inventory.Servers.
+func (s *Store) StopServer(ctx context.Context, name string, started, at time.Time) error {
+	return s.updateServer(ctx, name, started, `stopped = ?, tftp_transfers = 0, nbd_sessions = 0, bytes_per_sec = 0`, s.d.timeArg(at))
+}
+
+// updateServer sets set on the row of name if it is still the one
+// registered at started, and tells a missing row from a taken name.
+func (s *Store) updateServer(ctx context.Context, name string, started time.Time, set string, args ...any) error {
+	started = started.Truncate(time.Microsecond)
+	return s.tx(ctx, func(tx *sql.Tx) error {
+		res, err := s.exec(ctx, tx, `UPDATE servers SET `+set+` WHERE name = ? AND started = ?`,
+			append(args, name, s.d.timeArg(started))...)
+		if err != nil {
+			return err
+		}
+		if n, err := res.RowsAffected(); err != nil || n > 0 {
+			return err
+		}
+		var other time.Time
+		err = tx.QueryRowContext(ctx, s.d.rebind(`SELECT started FROM servers WHERE name = ?`), name).Scan(scanTime{&other})
+		if errors.Is(err, sql.ErrNoRows) {
+			return inventory.NotFound("name", "no server %q is registered; it registers again", name)
+		}
+		if err != nil {
+			return s.dbErr("read server", err)
+		}
+		return inventory.Conflict("name", "server %q registered at %s is now the one started at %s: two servers share the name; give each its own server.name",
+			name, started.UTC().Format(time.RFC3339), other.Format(time.RFC3339))
+	})
+}
+
+// ListServers implements inventory.Servers.
+func (s *Store) ListServers(ctx context.Context) ([]inventory.ServerInfo, error) {
+	rows, err := s.query(ctx, s.r, `SELECT `+serverCols+` FROM servers ORDER BY name`)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	out := []inventory.ServerInfo{}
+	for rows.Next() {
+		var (
+			si    inventory.ServerInfo
+			addrs string
+		)
+		if err := rows.Scan(&si.Name, &addrs, &si.Version, scanTime{&si.Started}, scanTime{&si.Heartbeat}, scanTime{&si.Stopped},
+			&si.Load.TFTPTransfers, &si.Load.NBDSessions, &si.Load.BytesPerSec); err != nil {
+			return nil, s.dbErr("read server", err)
+		}
+		if err := json.Unmarshal([]byte(addrs), &si.Addrs); err != nil {
+			return nil, s.dbErr("read server "+si.Name+" addresses", err)
+		}
+		out = append(out, si)
+	}
+	return out, s.rowsErr(rows)
+}

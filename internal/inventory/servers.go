@@ -1,0 +1,99 @@
+package inventory
+
+import (
+	"context"
+	"regexp"
+	"time"
+)
+
+// StaleAfter is how old a server's last heartbeat may be before the fleet
+// calls it stale: three missed heartbeats of the default 10 s.
+const StaleAfter = 30 * time.Second
+
+// The states a server is shown in.
+const (
+	ServerLive    = "live"    // heartbeat within StaleAfter
+	ServerStale   = "stale"   // no heartbeat for StaleAfter: dead, hung or cut off from the store
+	ServerStopped = "stopped" // shut down cleanly
+)
+
+// ServerInfo is one bootfleet server of the fleet, as it registered itself
+// in the store it shares with the others.
+type ServerInfo struct {
+	Name      string    // unique in the fleet; config server.name, default the host name
+	Addrs     []string  // where machines and peers reach it, e.g. 10.0.0.1 or http://10.0.0.1:8080
+	Version   string    // buildinfo.Version of its binary
+	Started   time.Time // when it registered; the store keeps microseconds
+	Heartbeat time.Time // its last heartbeat, by its own clock
+	Stopped   time.Time // zero while it runs; set by a clean shutdown
+	Load      ServerLoad
+}
+
+// ServerLoad is what a server reports with each heartbeat.
+type ServerLoad struct {
+	TFTPTransfers int   // TFTP transfers in progress
+	NBDSessions   int   // NBD sessions open
+	BytesPerSec   int64 // bytes served (TFTP, HTTP, NBD) per second since the last heartbeat
+}
+
+// Status is ServerLive, ServerStale or ServerStopped at now. A server's
+// heartbeat is written with its own clock and read with another's, so
+// the servers' clocks must agree to well within StaleAfter (NTP does).
+func (s ServerInfo) Status(now time.Time) string {
+	switch {
+	case !s.Stopped.IsZero():
+		return ServerStopped
+	case now.Sub(s.Heartbeat) > StaleAfter:
+		return ServerStale
+	}
+	return ServerLive
+}
+
+// Servers is the table of the fleet's servers. Each server writes its own
+// row only, so servers sharing a store never contend for a row.
+type Servers interface {
+	// RegisterServer inserts s, or replaces the row of s.Name: a server
+	// that restarts registers again, with its new start time, and is no
+	// longer stopped. Heartbeat defaults to Started.
+	RegisterServer(ctx context.Context, s ServerInfo) error
+	// HeartbeatServer records the heartbeat at `at` and the load of the
+	// server name that registered at started. ErrNotFound when no server
+	// has the name (the row was removed: register again); ErrConflict
+	// when the row has another start time, that is, another server
+	// registered under the same name since.
+	HeartbeatServer(ctx context.Context, name string, started, at time.Time, load ServerLoad) error
+	// StopServer marks the server name that registered at started as shut
+	// down at `at`; the same errors as HeartbeatServer.
+	StopServer(ctx context.Context, name string, started, at time.Time) error
+	// ListServers returns every registered server ordered by name.
+	ListServers(ctx context.Context) ([]ServerInfo, error)
+}
+
+// serverNameRE allows a host name, fully qualified or not.
+var serverNameRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,252}$`)
+
+// ValidServerName reports whether name can name a server: letters, digits,
+// '.', '_' and '-', starting with a letter or digit, at most 253.
+func ValidServerName(name string) bool { return serverNameRE.MatchString(name) }
+
+// Validate checks s, cuts its times to the microseconds the store keeps
+// and fills Heartbeat from Started.
+func (s *ServerInfo) Validate() error {
+	if !ValidServerName(s.Name) {
+		return invalid("name", "want a server name (letters, digits, . _ -, at most 253; set server.name), got %q", s.Name)
+	}
+	if s.Started.IsZero() {
+		return invalid("started", "want the server's start time, got none")
+	}
+	if s.Load.TFTPTransfers < 0 || s.Load.NBDSessions < 0 || s.Load.BytesPerSec < 0 {
+		return invalid("load", "want counts of zero or more, got %+v", s.Load)
+	}
+	s.Started = s.Started.Truncate(time.Microsecond)
+	if s.Heartbeat.IsZero() {
+		s.Heartbeat = s.Started
+	}
+	if s.Addrs == nil {
+		s.Addrs = []string{}
+	}
+	return nil
+}

@@ -1,0 +1,14 @@
+-- The fleet's servers (issue 21): each bootfleet sharing the store
+-- registers here and updates its own row with a heartbeat and its load.
+-- Times are integer microseconds since 1970 (UTC); addrs is a JSON array.
+CREATE TABLE servers (
+	name           TEXT PRIMARY KEY,
+	addrs          TEXT NOT NULL DEFAULT '[]',
+	version        TEXT NOT NULL DEFAULT '',
+	started        INTEGER NOT NULL,
+	heartbeat      INTEGER NOT NULL,
+	stopped        INTEGER,
+	tftp_transfers INTEGER NOT NULL DEFAULT 0,
+	nbd_sessions   INTEGER NOT NULL DEFAULT 0,
+	bytes_per_sec  INTEGER NOT NULL DEFAULT 0
+);

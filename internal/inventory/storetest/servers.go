@@ -1,0 +1,84 @@
+package storetest
+
+import (
+	"reflect"
+	"testing"
+	"time"
+
+	"github.com/bootfleet/bootfleet/internal/inventory"
+)
+
+// testServers registers two servers, beats one, reads the list back and
+// checks live and stale by the clock passed to Status.
+func testServers(t *testing.T, b Backend) {
+	s := b.New(t)
+	c := ctx(t)
+	t0 := time.Date(2026, 4, 1, 9, 0, 0, 123456789, time.UTC) // nanoseconds: the store keeps micro
+	a := inventory.ServerInfo{Name: "boot-a.lab", Addrs: []string{"10.0.0.1", "http://10.0.0.1:8080"}, Version: "0.9.0-3-gabc", Started: t0}
+	bb := inventory.ServerInfo{Name: "boot-b", Addrs: []string{"10.0.0.2"}, Version: "0.9.0", Started: t0.Add(time.Second)}
+	for _, si := range []inventory.ServerInfo{bb, a} {
+		if err := s.RegisterServer(c, si); err != nil {
+			t.Fatal(err)
+		}
+	}
+	load := inventory.ServerLoad{TFTPTransfers: 12, NBDSessions: 40, BytesPerSec: 3 << 30}
+	if err := s.HeartbeatServer(c, a.Name, a.Started, t0.Add(25*time.Second), load); err != nil {
+		t.Fatal(err)
+	}
+	l := must[[]inventory.ServerInfo](t)(s.ListServers(c))
+	if len(l) != 2 || l[0].Name != "boot-a.lab" || l[1].Name != "boot-b" {
+		t.Fatalf("ListServers = %+v, want boot-a.lab then boot-b", l)
+	}
+	got := l[0]
+	if !reflect.DeepEqual(got.Addrs, a.Addrs) || got.Version != a.Version || got.Load != load ||
+		!got.Started.Equal(t0.Truncate(time.Microsecond)) || !got.Heartbeat.Equal(t0.Add(25*time.Second).Truncate(time.Microsecond)) || !got.Stopped.IsZero() {
+		t.Fatalf("boot-a.lab read back as %+v", got)
+	}
+	if !l[1].Heartbeat.Equal(l[1].Started) || l[1].Load != (inventory.ServerLoad{}) {
+		t.Fatalf("boot-b before any heartbeat = %+v, want its start as heartbeat and no load", l[1])
+	}
+	// b registered at t0+1s: live 29 s later, stale 31 s later.
+	// a beat at t0+25s, so it is live at both.
+	for _, tt := range []struct {
+		at     time.Duration
+		a, bst string
+	}{{30 * time.Second, inventory.ServerLive, inventory.ServerLive}, {32 * time.Second, inventory.ServerLive, inventory.ServerStale},
+		{56 * time.Second, inventory.ServerStale, inventory.ServerStale}} {
+		if ga, gb := l[0].Status(t0.Add(tt.at)), l[1].Status(t0.Add(tt.at)); ga != tt.a || gb != tt.bst {
+			t.Errorf("at t0+%v: a %s, b %s; want %s, %s", tt.at, ga, gb, tt.a, tt.bst)
+		}
+	}
+
+	wantErr(t, s.HeartbeatServer(c, "nobody", t0, t0, load), inventory.ErrNotFound, "name")
+	// Another server took a's name: a's heartbeats must not write over it.
+	a2 := a
+	a2.Started, a2.Addrs = t0.Add(time.Minute), []string{"10.0.0.9"}
+	if err := s.RegisterServer(c, a2); err != nil {
+		t.Fatal(err)
+	}
+	wantErr(t, s.HeartbeatServer(c, a.Name, a.Started, t0.Add(time.Minute), load), inventory.ErrConflict, "name")
+	wantErr(t, s.StopServer(c, a.Name, a.Started, t0.Add(time.Minute)), inventory.ErrConflict, "name")
+	wantErr(t, s.RegisterServer(c, inventory.ServerInfo{Name: "no spaces", Started: t0}), inventory.ErrInvalid, "name")
+	wantErr(t, s.RegisterServer(c, inventory.ServerInfo{Name: "x"}), inventory.ErrInvalid, "started")
+
+	if err := s.StopServer(c, bb.Name, bb.Started, t0.Add(2*time.Minute)); err != nil {
+		t.Fatal(err)
+	}
+	s = b.Reopen(t, s)
+	l = must[[]inventory.ServerInfo](t)(s.ListServers(c))
+	if len(l) != 2 || l[0].Addrs[0] != "10.0.0.9" || l[0].Load != (inventory.ServerLoad{}) || l[0].Status(t0.Add(time.Minute)) != inventory.ServerLive {
+		t.Fatalf("after reopen boot-a.lab = %+v, want the second registration, live, no load", l[0])
+	}
+	if st := l[1].Status(t0.Add(2 * time.Minute)); st != inventory.ServerStopped || !l[1].Stopped.Equal(t0.Add(2*time.Minute).Truncate(time.Microsecond)) {
+		t.Fatalf("boot-b after StopServer: %s, stopped %v; want stopped at t0+2m", st, l[1].Stopped)
+	}
+	// A restart registers again and is no longer stopped.
+	bb.Started = t0.Add(3 * time.Minute)
+	if err := s.RegisterServer(c, bb); err != nil {
+		t.Fatal(err)
+	}
+	l = must[[]inventory.ServerInfo](t)(s.ListServers(c))
+	if st := l[1].Status(t0.Add(3 * time.Minute)); st != inventory.ServerLive || !l[1].Stopped.IsZero() {
+		t.Fatalf("boot-b after restart: %s, stopped %v; want live", st, l[1].Stopped)
+	}
+}
