@@ -2,50 +2,21 @@ package postgres
 
 import (
 	"context"
-	"database/sql"
-	"fmt"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/bootfleet/bootfleet/internal/inventory"
 	"github.com/bootfleet/bootfleet/internal/inventory/storetest"
+	"github.com/bootfleet/bootfleet/internal/testutil"
 )
-
-var schemaSeq atomic.Int64
-
-// freshDSN creates an empty schema for one test and returns a DSN whose
-// search_path points at it, so tests never see each other's rows.
-func freshDSN(t *testing.T) string {
-	t.Helper()
-	dsn := testDSN(t)
-	admin, err := sql.Open("pgx", dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { admin.Close() })
-	schema := fmt.Sprintf("bf_test_%d_%d", time.Now().UnixNano()%1e9, schemaSeq.Add(1))
-	if _, err := admin.Exec("CREATE SCHEMA " + schema); err != nil {
-		t.Fatalf("create test schema: %v", err)
-	}
-	t.Cleanup(func() { admin.Exec("DROP SCHEMA " + schema + " CASCADE") })
-	sep := "?"
-	if strings.Contains(dsn, "?") {
-		sep = "&"
-	}
-	if !strings.Contains(dsn, "://") {
-		return dsn + " search_path=" + schema
-	}
-	return dsn + sep + "search_path=" + schema
-}
 
 type backend struct{}
 
 var dsnOf sync.Map // inventory.Store -> DSN
 
-func (backend) New(t *testing.T) inventory.Store { return open(t, freshDSN(t)) }
+func (backend) New(t *testing.T) inventory.Store { return open(t, testutil.FreshPostgres(t)) }
 
 func (backend) Reopen(t *testing.T, s inventory.Store) inventory.Store {
 	dsn, _ := dsnOf.Load(s)
@@ -72,7 +43,7 @@ func TestStore(t *testing.T) { storetest.Run(t, backend{}) }
 // once, as a fleet rebooting together would: the advisory lock must make
 // them migrate one after the other instead of failing.
 func TestConcurrentMigration(t *testing.T) {
-	dsn := freshDSN(t)
+	dsn := testutil.FreshPostgres(t)
 	var wg sync.WaitGroup
 	errs := make(chan error, 4)
 	for range 4 {
