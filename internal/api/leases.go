@@ -2,6 +2,7 @@ package api
 
 import (
 	_ "embed"
+	"encoding/hex"
 	"net/http"
 	"strconv"
 
@@ -13,9 +14,16 @@ func (s *server) listLeases(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	out := LeaseList{Leases: make([]Lease, 0, len(ls))}
+	ls6, err := s.cfg.Store.ListLeases6(r.Context())
+	if err != nil {
+		return err
+	}
+	out := LeaseList{Leases: make([]Lease, 0, len(ls)+len(ls6))}
 	for _, l := range ls {
 		out.Leases = append(out.Leases, Lease{MAC: l.MAC.String(), IP: l.IP.String(), Expiry: l.Expiry})
+	}
+	for _, l := range ls6 {
+		out.Leases = append(out.Leases, Lease{MAC: l.MAC.String(), IP: l.IP.String(), DUID: hex.EncodeToString(l.DUID), Expiry: l.Expiry})
 	}
 	writeJSON(w, http.StatusOK, out)
 	return nil

@@ -52,10 +52,12 @@ type Profile struct {
 	Source     string   `json:"source,omitempty"`
 }
 
-// Lease is a DHCP lease on the wire.
+// Lease is a DHCP lease on the wire: an IPv4 one, or a DHCPv6 one with
+// its client's DUID, whose MAC is "" when the server could not tell it.
 type Lease struct {
 	MAC    string    `json:"mac"`
 	IP     string    `json:"ip"`
+	DUID   string    `json:"duid,omitempty"` // hex; DHCPv6 leases only
 	Expiry time.Time `json:"expiry"`
 }
 

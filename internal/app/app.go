@@ -123,7 +123,7 @@ func Run(ctx context.Context, c *config.Config, log *slog.Logger) error {
 		if err != nil {
 			return err
 		}
-		d6, err := newDHCP6(c, ip6, ifc, portOf(httpLn.Addr()), view, inv.Observer(taps.dhcp), log)
+		d6, err := newDHCP6(c, ip6, ifc, portOf(httpLn.Addr()), view, inventorysvc.NewLeases6(store), inv.Observer(taps.dhcp), log)
 		if err != nil {
 			return err
 		}

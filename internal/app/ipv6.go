@@ -41,17 +41,19 @@ func serverIP6(c *config.Config, serverIP net.IP) (net.IP, *net.Interface, error
 	return nil, nil, fmt.Errorf("dhcp6: interface %q has no global or unique-local IPv6 address; give it one in dhcp6.range's /64 (ip addr add fd00:213::1/64 dev %s)", c.Interface, c.Interface)
 }
 
-// newDHCP6 builds the DHCPv6 server. Its boot URLs use ip6, and its
-// packets reach the same observer as DHCPv4's: Solicit as DISCOVER, the
-// rest as REQUEST, which is what boot records and discovery tell apart.
-func newDHCP6(c *config.Config, ip6 net.IP, ifc *net.Interface, httpPort string, view *fleet.View, obs dhcp.Observer, log *slog.Logger) (*dhcp6.Server, error) {
+// newDHCP6 builds the DHCPv6 server. Its boot URLs use ip6, its leases
+// go to leases (the inventory), and its packets reach the same observer
+// as DHCPv4's: Solicit as DISCOVER, the rest as REQUEST, which is what
+// boot records and discovery tell apart.
+func newDHCP6(c *config.Config, ip6 net.IP, ifc *net.Interface, httpPort string, view *fleet.View, leases dhcp6.LeaseStore,
+	obs dhcp.Observer, log *slog.Logger) (*dhcp6.Server, error) {
 	first, last, err := c.DHCP6.ParseRange()
 	if err != nil {
 		return nil, fmt.Errorf("dhcp6.range: %w", err)
 	}
 	return dhcp6.New(dhcp6.Config{
 		Interface: c.Interface, ServerIP: ip6, MAC: ifc.HardwareAddr,
-		RangeStart: first, RangeEnd: last, LeaseTime: time.Duration(c.DHCP6.Lease),
+		RangeStart: first, RangeEnd: last, LeaseTime: time.Duration(c.DHCP6.Lease), Leases: leases,
 		Plan: pxe.PlanConfig{
 			BIOSFile: c.IPXE.BIOSBinary, EFIx64File: c.IPXE.EFIBinary, EFIARM64File: c.IPXE.EFIARM64Binary,
 			HTTPBase: "http://" + net.JoinHostPort(ip6.String(), httpPort),

@@ -99,6 +99,16 @@ func TestGolden(t *testing.T) {
 			t.Fatalf("lease %d: %v", i, err)
 		}
 	}
+	// A DHCPv6 lease of the discovered machine, and one of a client whose
+	// MAC the server could not tell.
+	for i, l := range []inventory.Lease6{
+		{DUID: append([]byte{0, 3, 0, 1}, disc...), MAC: disc, IP: net.ParseIP("fd00:213::100"), Expiry: t0.Add(time.Hour)},
+		{DUID: []byte{0, 4, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16}, IP: net.ParseIP("fd00:213::101"), Expiry: t0.Add(-time.Minute)},
+	} {
+		if err := st.PutLease6(ctx, l); err != nil {
+			t.Fatalf("DHCPv6 lease %d: %v", i, err)
+		}
+	}
 
 	steps := []struct {
 		name string

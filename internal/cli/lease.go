@@ -10,12 +10,12 @@ func leaseCmd() *cobra.Command {
 	o := &clientOpts{}
 	cmd := &cobra.Command{
 		Use:   "lease",
-		Short: "Show DHCP leases (full mode)",
+		Short: "Show DHCP and DHCPv6 leases (full mode)",
 	}
 	o.register(cmd)
 	cmd.AddCommand(&cobra.Command{
 		Use:   "list",
-		Short: "List leases by address, expired ones included",
+		Short: "List leases by address, IPv4 then IPv6, expired ones included",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			c, err := o.client()
@@ -44,7 +44,7 @@ func leaseCmd() *cobra.Command {
 				if !t.Before(l.Expiry) {
 					status = "expired"
 				}
-				rows = append(rows, []string{l.IP, l.MAC, orDash(names[l.MAC]), formatTime(&l.Expiry), status})
+				rows = append(rows, []string{l.IP, orDash(l.MAC), orDash(names[l.MAC]), formatTime(&l.Expiry), status})
 			}
 			return table(cmd.OutOrStdout(), []string{"ADDRESS", "MAC", "NAME", "EXPIRES", "STATUS"}, rows)
 		},

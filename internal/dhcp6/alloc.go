@@ -15,6 +15,10 @@ type leases struct {
 	mu          sync.Mutex
 	byKey       map[string]lease
 	byAddr      map[netip.Addr]string
+	// gone are clients whose expired lease went to another client: their
+	// stored leases are deleted before the next one is written, so the
+	// store never holds one address twice either.
+	gone []string
 }
 
 type lease struct {
@@ -24,6 +28,31 @@ type lease struct {
 
 func newLeases(first, last netip.Addr) *leases {
 	return &leases{first: first, last: last, byKey: map[string]lease{}, byAddr: map[netip.Addr]string{}}
+}
+
+// restore puts back a lease read from the store, expired or not, so a
+// returning client gets its address again. A lease outside the range (it
+// was changed) is ignored; of two on one address the later expiry wins.
+// It reports whether the lease was kept.
+func (l *leases) restore(key string, a netip.Addr, exp time.Time) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if a.Less(l.first) || l.last.Less(a) {
+		return false
+	}
+	if _, dup := l.byKey[key]; dup {
+		return false
+	}
+	if owner, taken := l.byAddr[a]; taken {
+		if !l.byKey[owner].expiry.Before(exp) {
+			l.gone = append(l.gone, key)
+			return false
+		}
+		delete(l.byKey, owner)
+		l.gone = append(l.gone, owner)
+	}
+	l.take(key, a, exp)
+	return true
 }
 
 // get returns key's address, leased until now+d: its current one, else a
@@ -54,7 +83,9 @@ func (l *leases) get(key string, now time.Time, d time.Duration) (netip.Addr, bo
 	if !stale.IsValid() {
 		return netip.Addr{}, false
 	}
-	delete(l.byKey, l.byAddr[stale])
+	old := l.byAddr[stale]
+	delete(l.byKey, old)
+	l.gone = append(l.gone, old)
 	l.take(key, stale, now.Add(d))
 	return stale, true
 }
@@ -72,4 +103,20 @@ func (l *leases) release(key string) {
 		delete(l.byAddr, cur.addr)
 		delete(l.byKey, key)
 	}
+}
+
+// takeGone returns and forgets the clients whose stored leases must go.
+func (l *leases) takeGone() []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	g := l.gone
+	l.gone = nil
+	return g
+}
+
+// keepGone puts back clients whose stored leases could not be deleted.
+func (l *leases) keepGone(keys []string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.gone = append(keys, l.gone...)
 }

@@ -31,6 +31,9 @@ type Config struct {
 
 	RangeStart, RangeEnd netip.Addr    // required; at most MaxRange addresses
 	LeaseTime            time.Duration // default DefaultLeaseTime; at least MinLeaseTime
+	// Leases persists the leases; nil keeps them in memory only, and a
+	// restart then forgets which client had which address.
+	Leases LeaseStore
 
 	// Plan says what each firmware boots; Plan.HTTPBase must be the
 	// IPv6 base URL (http://[addr]:port).

@@ -7,6 +7,9 @@
 // Firmware is recognised by package pxe (Detect6) and the boot plan is
 // the DHCPv4 server's (pxe.PlanFor) with an IPv6 base URL. The policy
 // (policy.go, alloc.go) touches no socket; server.go reads and answers,
-// socket_linux.go opens the socket. Leases live in memory: a restart
-// forgets them, and clients then get a new address.
+// socket_linux.go opens the socket. Leases are keyed by the client's DUID
+// and, given a [LeaseStore] (leasestore.go; the inventory in a serving
+// bootfleet), written before the Reply that grants them and read back at
+// start, so a restarted server gives a returning client its address and
+// never gives it to another.
 package dhcp6

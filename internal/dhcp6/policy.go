@@ -45,20 +45,27 @@ func (s *Server) handle(m *dhcpv6.Message, peer net.IP, now time.Time) (*dhcpv6.
 			hold, typ = s.cfg.LeaseTime, dhcpv6.MessageTypeReply
 		}
 		out = s.reply(m, typ)
+		a := s.addresses(out, m, key, now, hold)
 		if typ == dhcpv6.MessageTypeReply {
 			out.AddOption(&dhcpv6.OptionGeneric{OptionCode: dhcpv6.OptionRapidCommit})
+			if err := s.grant(key, mac, a, now); err != nil {
+				return nil, err.Error()
+			}
 		}
-		s.addresses(out, m, key, now, hold)
 	case dhcpv6.MessageTypeRequest, dhcpv6.MessageTypeRenew, dhcpv6.MessageTypeRebind:
 		if m.Type() != dhcpv6.MessageTypeRebind && m.Options.ServerID() == nil {
 			return nil, m.Type().String() + " without a server ID"
 		}
 		out = s.reply(m, dhcpv6.MessageTypeReply)
-		s.addresses(out, m, key, now, s.cfg.LeaseTime)
+		a := s.addresses(out, m, key, now, s.cfg.LeaseTime)
+		if err := s.grant(key, mac, a, now); err != nil {
+			return nil, err.Error()
+		}
 	case dhcpv6.MessageTypeConfirm, dhcpv6.MessageTypeInformationRequest:
 		out = s.reply(m, dhcpv6.MessageTypeReply)
 	case dhcpv6.MessageTypeRelease, dhcpv6.MessageTypeDecline:
 		s.leases.release(key)
+		s.forget(key)
 		out = s.reply(m, dhcpv6.MessageTypeReply)
 		out.AddOption(&dhcpv6.OptStatusCode{StatusCode: iana.StatusSuccess})
 		return out, ""
@@ -78,13 +85,31 @@ func (s *Server) reply(m *dhcpv6.Message, t dhcpv6.MessageType) *dhcpv6.Message 
 	return out
 }
 
+// grant makes the lease of a (when one was given) durable before the
+// Reply that grants it goes out. When the store fails the Reply is not
+// sent: the client retries, and no client holds an address a restarted
+// server would not know.
+func (s *Server) grant(key string, mac net.HardwareAddr, a netip.Addr, now time.Time) error {
+	if !a.IsValid() {
+		return nil
+	}
+	if err := s.persist(key, mac, a, now.Add(s.cfg.LeaseTime)); err != nil {
+		s.log.Warn("dhcp6 lease not stored, reply not sent", "err", err)
+		return err
+	}
+	return nil
+}
+
 // addresses answers each IA_NA of m with one address of the range, held
-// for d, or NoAddrsAvail when the range is full.
-func (s *Server) addresses(out, m *dhcpv6.Message, key string, now time.Time, d time.Duration) {
+// for d, or NoAddrsAvail when the range is full. It returns the address,
+// the same for every IA_NA of a client, or none.
+func (s *Server) addresses(out, m *dhcpv6.Message, key string, now time.Time, d time.Duration) netip.Addr {
+	var got netip.Addr
 	for _, ia := range m.Options.IANA() {
 		r := &dhcpv6.OptIANA{IaId: ia.IaId, T1: d / 2, T2: d * 4 / 5}
 		a, ok := s.leases.get(key, now, d)
 		if ok {
+			got = a
 			r.Options.Add(&dhcpv6.OptIAAddress{IPv6Addr: net.IP(a.AsSlice()), PreferredLifetime: d, ValidLifetime: d})
 		} else {
 			r.T1, r.T2 = 0, 0
@@ -94,6 +119,7 @@ func (s *Server) addresses(out, m *dhcpv6.Message, key string, now time.Time, d 
 		}
 		out.AddOption(r)
 	}
+	return got
 }
 
 // bootOptions adds the boot file URL (option 59) and, for UEFI HTTP

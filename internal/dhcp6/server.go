@@ -25,9 +25,18 @@ func New(cfg Config) (*Server, error) {
 	if err := cfg.check(); err != nil {
 		return nil, err
 	}
-	return &Server{cfg: cfg, log: cfg.Logger.With("component", "dhcp6"),
+	s := &Server{cfg: cfg, log: cfg.Logger.With("component", "dhcp6"),
 		duid:   &dhcpv6.DUIDLL{HWType: 1, LinkLayerAddr: cfg.MAC},
-		leases: newLeases(cfg.RangeStart, cfg.RangeEnd), now: time.Now}, nil
+		leases: newLeases(cfg.RangeStart, cfg.RangeEnd), now: time.Now}
+	if cfg.Leases == nil {
+		return s, nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := s.load(ctx); err != nil {
+		return nil, err
+	}
+	return s, nil
 }
 
 // process decodes and answers one datagram: the whole server minus the

@@ -1,5 +1,5 @@
 // Package inventory is bootfleet's record of the fleet: machines, profiles,
-// DHCP leases, boot events, images, the fleet's servers ([Servers]) and
+// DHCP and DHCPv6 leases, boot events, images, the fleet's servers ([Servers]) and
 // the boot history (telemetry's records of boots that ended,
 // [BootRecords]), behind the [Store] interface. Two backends implement
 // it: inventory/sqlite (embedded, the default, in the data directory) and

@@ -17,6 +17,7 @@ type Store interface {
 	Machines
 	Profiles
 	Leases
+	Leases6
 	Events
 	Images
 	BootRecords

@@ -9,7 +9,8 @@
 //   - A DHCP lease: [Leases.Put] and [Leases.PutBatch] (leases.go), which
 //     the DHCP server calls before each ACK; they return once the store
 //     has committed. [Leases.LeaseIP] reads one back by MAC for the NBD
-//     server's source-address check.
+//     server's source-address check. A DHCPv6 lease: [Leases6.Put]
+//     (leases6.go), before each Reply that grants one.
 //   - A discovered machine, and a known machine's boot start: the worker
 //     of [Service.Run] (sightings.go), fed by [Service.Observer] and paced
 //     by a backlog (backlog.go) so a storm of DHCPDISCOVERs never delays

@@ -38,6 +38,8 @@ func Run(t *testing.T, b Backend) {
 		{"Leases", testLeases},
 		{"LeaseAddressNeverTwice", testLeaseRace},
 		{"LeaseBatch", testLeaseBatch},
+		{"Leases6", testLeases6},
+		{"Lease6AddressNeverTwice", testLease6Race},
 		{"Events", testEvents},
 		{"Images", testImages},
 		{"Boots", testBoots},
@@ -438,29 +440,10 @@ func testLeaseBatch(t *testing.T, b Backend) {
 func testLeaseRace(t *testing.T, b Backend) {
 	s := b.New(t)
 	c := ctx(t)
-	const writers, addrs = 8, 4
-	var wg sync.WaitGroup
-	var mu sync.Mutex
-	won := map[string]int{}
-	for w := range writers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for a := range addrs {
-				err := s.PutLease(c, inventory.Lease{MAC: mac(fmt.Sprintf("52:54:00:00:%02x:%02x", w, a)),
-					IP: net.IPv4(10, 0, 1, byte(a)), Expiry: time.Now().Add(time.Hour)})
-				if err != nil && !errors.Is(err, inventory.ErrConflict) {
-					t.Errorf("writer %d: %v", w, err)
-				}
-				if err == nil {
-					mu.Lock()
-					won[fmt.Sprint(a)]++
-					mu.Unlock()
-				}
-			}
-		}()
-	}
-	wg.Wait()
+	won := fight(t, func(w, a int) error {
+		return s.PutLease(c, inventory.Lease{MAC: mac(fmt.Sprintf("52:54:00:00:%02x:%02x", w, a)),
+			IP: net.IPv4(10, 0, 1, byte(a)), Expiry: time.Now().Add(time.Hour)})
+	})
 	seen := map[string]string{}
 	for _, l := range must[[]inventory.Lease](t)(s.ListLeases(c)) {
 		if other, dup := seen[l.IP.String()]; dup {
@@ -470,9 +453,38 @@ func testLeaseRace(t *testing.T, b Backend) {
 	}
 	for a, n := range won {
 		if n != 1 {
-			t.Fatalf("address index %s was granted %d times, want once", a, n)
+			t.Fatalf("address index %d was granted %d times, want once", a, n)
 		}
 	}
+}
+
+// fight has 8 writers put leases of the same 4 addresses at once, each
+// writer w for address a through put(w, a), and counts how often each
+// address was granted. An error other than ErrConflict fails t.
+func fight(t *testing.T, put func(w, a int) error) map[int]int {
+	const writers, addrs = 8, 4
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	won := map[int]int{}
+	for w := range writers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for a := range addrs {
+				err := put(w, a)
+				if err != nil && !errors.Is(err, inventory.ErrConflict) {
+					t.Errorf("writer %d: %v", w, err)
+				}
+				if err == nil {
+					mu.Lock()
+					won[a]++
+					mu.Unlock()
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	return won
 }
 
 func testEvents(t *testing.T, b Backend) {
