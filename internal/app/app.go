@@ -91,6 +91,7 @@ func Run(ctx context.Context, c *config.Config, log *slog.Logger) error {
 		func(ctx context.Context) error { return serveHTTP(ctx, httpLn, plain, log) },
 		func(ctx context.Context) error { return dl.Serve(ctx, taps.nbd) })
 	runs = append(runs, mgmt...) // the HTTPS listener, with http.tls
+	tftpActive := func() int { return 0 }
 	if c.TFTP.Listen != "off" {
 		srv := tftp.NewServer(tftp.Config{
 			FS:                 tftpFS(c, roots, hc),
@@ -102,6 +103,7 @@ func Run(ctx context.Context, c *config.Config, log *slog.Logger) error {
 			MaxPerClient:       c.TFTP.MaxPerClient,
 			OnTransfer:         taps.tftp,
 		})
+		tftpActive = srv.Active
 		runs = append(runs, func(ctx context.Context) error { return srv.ListenAndServe(ctx, c.TFTP.Listen) })
 		if c.DHCP6.Mode == "full" {
 			conn6, err := listenTFTP6(ctx, c.TFTP.Listen)
@@ -136,6 +138,11 @@ func Run(ctx context.Context, c *config.Config, log *slog.Logger) error {
 		}
 		runs = append(runs, ra.Run) // never fails: warns and returns if IPv6 is missing
 	}
+	reg, err := fleetRegistry(c, store, serverIP, baseURL, tftpActive, dl, rec, log)
+	if err != nil {
+		return err
+	}
+	runs = append(runs, reg.Run) // this server in the servers table, until it stops
 	g, gctx := errgroup.WithContext(ctx)
 	for _, run := range runs {
 		g.Go(func() error { return run(gctx) })

@@ -49,6 +49,8 @@ type Config struct {
 	// Store is the inventory: empty for SQLite in the data directory, a
 	// SQLite file path, or a postgres:// DSN shared by several servers.
 	Store string `yaml:"store"`
+	// Server names this server among those sharing Store.
+	Server Server `yaml:"server"`
 	// Telemetry is on (default: boot records, /metrics, dashboard
 	// timelines) or off (servers report nothing; for measuring its cost).
 	Telemetry string `yaml:"telemetry"`
@@ -422,6 +424,7 @@ func (c *Config) Validate() error {
 		bad("telemetry", "want on or off, got %q", c.Telemetry)
 	}
 	c.Boots.validate(bad)
+	c.Server.validate(bad)
 	switch c.IPv6RA {
 	case "auto", "off":
 	default:

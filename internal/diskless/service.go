@@ -125,6 +125,9 @@ func (s *Service) Close() {
 	}
 }
 
+// Sessions is the number of NBD sessions open now, for the fleet's load.
+func (s *Service) Sessions() int { return s.disks.OpenSessions() }
+
 // Kernels is the boot files built from images, for root.kernel: image
 // profiles.
 func (s *Service) Kernels() *imagekernel.Builder { return s.kernels }

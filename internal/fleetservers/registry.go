@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
 	"time"
 
 	"github.com/bootfleet/bootfleet/internal/buildinfo"
@@ -166,4 +167,17 @@ func (r *Registry) warn(ctx context.Context, msg string, err error) {
 		return // shutting down: the write was cut short on purpose
 	}
 	r.log.Warn(msg, "name", r.cfg.Name, "err", err)
+}
+
+// HostName is the default server name: the host name, as `hostname`
+// prints it.
+func HostName() (string, error) {
+	h, err := os.Hostname()
+	if err != nil {
+		return "", fmt.Errorf("server name: reading the host name: %w; set server.name", err)
+	}
+	if !inventory.ValidServerName(h) {
+		return "", fmt.Errorf("server name: the host name %q is not a valid server name (letters, digits, . _ -); set server.name", h)
+	}
+	return h, nil
 }

@@ -3,6 +3,7 @@ package telemetry
 import (
 	"net/http"
 	"strings"
+	"sync/atomic"
 
 	"github.com/insomniacslk/dhcp/dhcpv4"
 	"github.com/prometheus/client_golang/prometheus"
@@ -38,6 +39,9 @@ type metrics struct {
 	nbdOps         prometheus.Counter
 	recordsDropped prometheus.Counter
 	recordsStored  prometheus.Counter
+	// served is the bytes of transfer_bytes_total and nbd_bytes_total
+	// (read) in one number the fleet heartbeat can read without a scrape.
+	served atomic.Uint64
 }
 
 func newMetrics() *metrics {
@@ -121,6 +125,7 @@ func (m *metrics) transfer(proto string, bytes int64, ok bool) {
 	}
 	m.transfers.WithLabelValues(proto, res).Inc()
 	m.bytes.WithLabelValues(proto).Add(float64(bytes))
+	m.served.Add(uint64(max(bytes, 0)))
 }
 
 func (m *metrics) tftp(st tftp.TransferStats) {
@@ -131,6 +136,11 @@ func (m *metrics) tftp(st tftp.TransferStats) {
 	}
 	m.transfer("tftp", st.Bytes, st.Err == nil)
 }
+
+// BytesServed is the bytes delivered since the start: TFTP and HTTP
+// files, and NBD reads. A transfer or NBD session counts when it ends,
+// so a long NBD session adds its bytes at once. Zero with telemetry off.
+func (r *Recorder) BytesServed() uint64 { return r.m.served.Load() }
 
 // Handler serves the metrics in the Prometheus text format, for /metrics.
 func (r *Recorder) Handler() http.Handler {
@@ -154,6 +164,7 @@ func (m *metrics) nbd(st nbd.SessionStats) {
 	}
 	m.nbdSessions.WithLabelValues(result).Inc()
 	m.nbdBytes.WithLabelValues("read").Add(float64(st.BytesRead))
+	m.served.Add(uint64(max(st.BytesRead, 0)))
 	m.nbdBytes.WithLabelValues("write").Add(float64(st.BytesWritten))
 	m.nbdOps.Add(float64(st.Ops))
 }

@@ -7,7 +7,9 @@ import (
 	"time"
 
 	"github.com/bootfleet/bootfleet/internal/dhcp"
+	"github.com/bootfleet/bootfleet/internal/httpboot"
 	"github.com/bootfleet/bootfleet/internal/nbd"
+	"github.com/bootfleet/bootfleet/internal/tftp"
 	"github.com/insomniacslk/dhcp/dhcpv4"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
@@ -91,5 +93,19 @@ func TestMetrics(t *testing.T) {
 				t.Errorf("%s = %v (present %v), want %v", tc.series, v, ok, tc.want)
 			}
 		})
+	}
+}
+
+// TestBytesServed: the fleet's bytes/s counts files and NBD reads, not
+// size probes or NBD writes.
+func TestBytesServed(t *testing.T) {
+	r := New(Config{})
+	r.TFTPTransfer(tftp.TransferStats{Filename: "ipxe.efi", Bytes: 1000})
+	r.TFTPTransfer(tftp.TransferStats{Filename: "ipxe.efi", SizeProbe: true, Bytes: 999})
+	r.HTTPTransferStarted()
+	r.HTTPTransferDone(httpboot.FileTransfer{Name: "/vmlinuz", Bytes: 20_000})
+	r.NBDSession(nil, nbd.SessionStats{BytesRead: 300_000, BytesWritten: 7})
+	if got := r.BytesServed(); got != 321_000 {
+		t.Fatalf("BytesServed = %d, want 321000", got)
 	}
 }

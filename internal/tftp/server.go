@@ -253,6 +253,13 @@ func (s *Server) handlePacket(ctx context.Context, wg *sync.WaitGroup, b []byte,
 	}()
 }
 
+// Active is the number of transfers in progress. It takes one lock, so it
+// is fine to poll (the fleet heartbeat reads it every 10 s).
+func (s *Server) Active() int {
+	n, _ := s.admit.Count("")
+	return n
+}
+
 // activeTransfer lets the request loop reach a running transfer.
 type activeTransfer struct {
 	mu  sync.Mutex

@@ -1,0 +1,30 @@
+package app
+
+import (
+	"log/slog"
+	"net"
+
+	"github.com/bootfleet/bootfleet/internal/config"
+	"github.com/bootfleet/bootfleet/internal/diskless"
+	"github.com/bootfleet/bootfleet/internal/fleetservers"
+	"github.com/bootfleet/bootfleet/internal/inventory"
+	"github.com/bootfleet/bootfleet/internal/telemetry"
+)
+
+// fleetRegistry registers this server in the store's servers table under
+// server.name (default the host name), with its address and HTTP base,
+// and reports the load the servers count anyway.
+func fleetRegistry(c *config.Config, store inventory.Servers, serverIP net.IP, baseURL string,
+	tftpActive func() int, dl *diskless.Service, rec *telemetry.Recorder, log *slog.Logger) (*fleetservers.Registry, error) {
+	name := c.Server.Name
+	if name == "" {
+		var err error
+		if name, err = fleetservers.HostName(); err != nil {
+			return nil, err
+		}
+	}
+	return fleetservers.New(fleetservers.Config{Store: store, Name: name, Addrs: []string{serverIP.String(), baseURL},
+		Logger: log, Counters: func() fleetservers.Counters {
+			return fleetservers.Counters{TFTPTransfers: tftpActive(), NBDSessions: dl.Sessions(), BytesServed: rec.BytesServed()}
+		}})
+}
