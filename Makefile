@@ -33,10 +33,12 @@ vet:
 
 # Everything: unit, golden, fuzz seed corpora, interop with real tools and
 # VM boots with real firmware. Needs root (namespaces, taps, port 67/69).
+# The VM boots take about 40 minutes on a quiet 2-core machine; the
+# timeout leaves room for a loaded one.
 test: deps vet build
 	$(GO) test -count=1 -timeout 30m $(PKGS)
 	cd bench && $(GO) test -count=1 ./...
-	cd test/e2e && $(GO) test -count=1 -timeout 50m ./...
+	cd test/e2e && $(GO) test -count=1 -timeout 70m ./...
 
 # Fast feedback without VMs.
 unit:
@@ -44,7 +46,7 @@ unit:
 	cd bench && $(GO) test -count=1 ./...
 
 e2e: deps build
-	cd test/e2e && $(GO) test -count=1 -v -timeout 50m .
+	cd test/e2e && $(GO) test -count=1 -v -timeout 70m .
 
 demo: deps build
 	scripts/demo.sh
