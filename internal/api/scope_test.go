@@ -29,6 +29,7 @@ var wantScope = map[string]inventory.Scope{
 	"DELETE /images/{name}":      admin,
 	"GET /leases":                read,
 	"GET /events":                read,
+	"GET /servers":               read,
 	"GET /boots":                 read,
 	"GET /boots/{id}":            read,
 	"GET /tokens":                admin,

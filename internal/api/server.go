@@ -84,6 +84,7 @@ var routes = []route{
 	{"DELETE", "/images/{name}", admin, (*server).deleteImage},
 	{"GET", "/leases", read, (*server).listLeases},
 	{"GET", "/events", read, (*server).listEvents},
+	{"GET", "/servers", read, (*server).listServers},
 	{"GET", "/tokens", admin, (*server).listTokens},
 	{"POST", "/tokens", admin, (*server).createToken},
 	{"DELETE", "/tokens/{name}", admin, (*server).deleteToken},

@@ -21,7 +21,7 @@ func Root() *cobra.Command {
 	root.AddCommand(serveCmd(), checkCmd())
 	root.AddCommand(initramfsCmd())
 	root.AddCommand(machineCmd(), profileCmd(), imageCmd(), leaseCmd(), bootsCmd())
-	root.AddCommand(tokenCmd(), auditCmd())
+	root.AddCommand(tokenCmd(), auditCmd(), serverCmd())
 	root.AddCommand(stormCmd(), versionCmd())
 	return root
 }

@@ -13,6 +13,8 @@ func TestAssets(t *testing.T) {
 	for _, tc := range []struct{ path, ctype, has string }{
 		{"/", "text/html", `<table id="fleet">`},
 		{"/ui/app.js", "javascript", "setInterval(refresh, 2000)"},
+		{"/", "text/html", `<table id="servers">`},
+		{"/ui/app.js", "javascript", `call("GET", "/servers")`},
 		{"/ui/app.css", "text/css", "#timeline"},
 	} {
 		t.Run(tc.path, func(t *testing.T) {

@@ -65,6 +65,7 @@ async function refresh() {
   if (!profiles.length) {
     try { profiles = ((await call("GET", "/profiles")).profiles || []).map((p) => p.name); } catch (e) { /* names only */ }
   }
+  try { renderServers((await call("GET", "/servers")).servers || []); } catch (e) { /* the machines still show */ }
   const list = boots.boots || [];
   renderFleet(machines.machines || [], list);
   renderBoots(list);
@@ -77,6 +78,22 @@ async function refresh() {
     renderTimeline(list[0]);
   }
   $("#updated").textContent = "updated " + new Date().toLocaleTimeString();
+}
+
+// The servers sharing the inventory: live, stale (no heartbeat for 30 s)
+// or stopped, as the answering server judges by its clock.
+function renderServers(servers) {
+  const tb = $("#servers tbody");
+  tb.replaceChildren();
+  for (const s of servers) {
+    const tr = el("tr");
+    tr.dataset.name = s.name;
+    const age = Math.round((Date.now() - Date.parse(s.heartbeat)) / 1000);
+    tr.append(el("td", s.name), el("td", s.status, "status-" + s.status), el("td", s.version || "-"),
+      el("td", (s.addrs || []).join(", ") || "-"), el("td", String(s.tftp_transfers)), el("td", String(s.nbd_sessions)),
+      el("td", s.bytes_per_sec ? bytes(s.bytes_per_sec) + "/s" : "-"), el("td", fmtTime(s.heartbeat) + " (" + age + " s ago)"));
+    tb.append(tr);
+  }
 }
 
 function renderFleet(machines, boots) {
