@@ -105,7 +105,7 @@ func Run(ctx context.Context, c *config.Config, log *slog.Logger) error {
 		})
 		tftpActive = srv.Active
 		runs = append(runs, func(ctx context.Context) error { return srv.ListenAndServe(ctx, c.TFTP.Listen) })
-		if c.DHCP6.Mode == "full" {
+		if c.DHCP6.Mode != "off" {
 			conn6, err := listenTFTP6(ctx, c.TFTP.Listen)
 			if err != nil {
 				return err
@@ -120,7 +120,7 @@ func Run(ctx context.Context, c *config.Config, log *slog.Logger) error {
 		}
 		runs = append(runs, d.Run)
 	}
-	if c.DHCP6.Mode == "full" {
+	if c.DHCP6.Mode != "off" {
 		ip6, ifc, err := serverIP6(c, serverIP)
 		if err != nil {
 			return err

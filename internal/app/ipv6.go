@@ -47,12 +47,15 @@ func serverIP6(c *config.Config, serverIP net.IP) (net.IP, *net.Interface, error
 // boot records and discovery tell apart.
 func newDHCP6(c *config.Config, ip6 net.IP, ifc *net.Interface, httpPort string, view *fleet.View, leases dhcp6.LeaseStore,
 	obs dhcp.Observer, log *slog.Logger) (*dhcp6.Server, error) {
-	first, last, err := c.DHCP6.ParseRange()
-	if err != nil {
-		return nil, fmt.Errorf("dhcp6.range: %w", err)
+	var first, last netip.Addr
+	if c.DHCP6.Mode == "full" {
+		var err error
+		if first, last, err = c.DHCP6.ParseRange(); err != nil {
+			return nil, fmt.Errorf("dhcp6.range: %w", err)
+		}
 	}
 	return dhcp6.New(dhcp6.Config{
-		Interface: c.Interface, ServerIP: ip6, MAC: ifc.HardwareAddr,
+		Interface: c.Interface, ServerIP: ip6, MAC: ifc.HardwareAddr, Proxy: c.DHCP6.Mode == "proxy",
 		RangeStart: first, RangeEnd: last, LeaseTime: time.Duration(c.DHCP6.Lease), Leases: leases,
 		Plan: pxe.PlanConfig{
 			BIOSFile: c.IPXE.BIOSBinary, EFIx64File: c.IPXE.EFIBinary, EFIARM64File: c.IPXE.EFIARM64Binary,

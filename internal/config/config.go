@@ -341,12 +341,12 @@ func (c *Config) Validate() error {
 		if c.IPv6RA == "off" {
 			bad("ipv6_ra", "dhcp6.mode full needs router advertisements (iPXE starts DHCPv6 only when one says so); set ipv6_ra: auto")
 		}
-	case "off":
+	case "proxy", "off":
 		if c.DHCP6.Range != "" {
-			bad("dhcp6.range", "only used with dhcp6.mode: full; remove it or set the mode")
+			bad("dhcp6.range", "only used with dhcp6.mode: full (in proxy mode the site's DHCPv6 server hands out addresses); remove it or set dhcp6.mode: full")
 		}
 	default:
-		bad("dhcp6.mode", "want full or off, got %q (proxy is not supported yet)", c.DHCP6.Mode)
+		bad("dhcp6.mode", "want full, proxy or off, got %q", c.DHCP6.Mode)
 	}
 	if (c.DHCP.Mode != "off" || c.DHCP6.Mode != "off") && c.Interface == "" {
 		bad("interface", "required: the network interface DHCP listens on (e.g. br0)")

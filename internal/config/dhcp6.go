@@ -8,8 +8,10 @@ import (
 
 // DHCP6 configures the DHCPv6 server, for network boot over IPv6.
 type DHCP6 struct {
-	// Mode is full (lease addresses from Range and send boot file URLs)
-	// or off (default).
+	// Mode is full (lease addresses from Range and send boot file URLs),
+	// proxy (beside the site's DHCPv6 server, which hands out the
+	// addresses: answer boot firmware only, with boot file URLs and never
+	// an address, also on UDP 4011) or off (default).
 	Mode string `yaml:"mode"`
 	// Range is the pool, "first-last" of one /64, at most 65536
 	// addresses, e.g. fd00:213::100-fd00:213::1ff. Router advertisements

@@ -29,7 +29,12 @@ type Config struct {
 	// (DUID-LL, RFC 8415 section 11.4). Required.
 	MAC net.HardwareAddr
 
-	RangeStart, RangeEnd netip.Addr    // required; at most MaxRange addresses
+	// Proxy answers boot firmware only, with boot options and never an
+	// address, beside another DHCPv6 server that hands out addresses
+	// (proxy.go); Range, LeaseTime and Leases are then unused.
+	Proxy bool
+
+	RangeStart, RangeEnd netip.Addr    // required unless Proxy; at most MaxRange addresses
 	LeaseTime            time.Duration // default DefaultLeaseTime; at least MinLeaseTime
 	// Leases persists the leases; nil keeps them in memory only, and a
 	// restart then forgets which client had which address.
@@ -49,7 +54,8 @@ type Config struct {
 	Observe func(mac net.HardwareAddr, solicit bool, c pxe.Client)
 	Logger  *slog.Logger // default: discard
 
-	Port int // default 547; tests use a high port
+	Port            int // default 547; tests use a high port
+	BootServicePort int // proxy mode only; default BootServicePort (4011)
 }
 
 func (c *Config) check() error {
@@ -62,6 +68,18 @@ func (c *Config) check() error {
 	if len(c.MAC) == 0 {
 		return fmt.Errorf("dhcp6: interface %s has no hardware address for the server DUID", c.Interface)
 	}
+	if c.Port == 0 {
+		c.Port = 547
+	}
+	if c.BootServicePort == 0 {
+		c.BootServicePort = BootServicePort
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	if c.Proxy {
+		return nil
+	}
 	if n, err := rangeSize(c.RangeStart, c.RangeEnd); err != nil || n > MaxRange {
 		return fmt.Errorf("dhcp6: range %v-%v: want at most %d IPv6 addresses, first before last (%v)", c.RangeStart, c.RangeEnd, MaxRange, err)
 	}
@@ -70,12 +88,6 @@ func (c *Config) check() error {
 	}
 	if c.LeaseTime < MinLeaseTime {
 		return fmt.Errorf("dhcp6: lease %v is shorter than %v", c.LeaseTime, MinLeaseTime)
-	}
-	if c.Logger == nil {
-		c.Logger = slog.New(slog.DiscardHandler)
-	}
-	if c.Port == 0 {
-		c.Port = 547
 	}
 	return nil
 }

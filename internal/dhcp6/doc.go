@@ -12,4 +12,8 @@
 // bootfleet), written before the Reply that grants them and read back at
 // start, so a restarted server gives a returning client its address and
 // never gives it to another.
+//
+// In proxy mode (proxy.go) another DHCPv6 server hands out the addresses
+// and this one answers boot firmware only, never with an IA_NA, on port
+// 547 and on BootServicePort, where EDK II asks a proxy for its boot file.
 package dhcp6

@@ -23,7 +23,8 @@ const enterpriseEDK2 = 343
 
 // handle answers one decoded request from peer (its link-local source).
 // A nil reply means "send nothing"; why says why, for the Debug log.
-func (s *Server) handle(m *dhcpv6.Message, peer net.IP, now time.Time) (*dhcpv6.Message, string) {
+// bsPort is true for a message to BootServicePort (proxy mode only).
+func (s *Server) handle(m *dhcpv6.Message, peer net.IP, bsPort bool, now time.Time) (*dhcpv6.Message, string) {
 	cid := m.Options.ClientID()
 	if cid == nil {
 		return nil, "no client ID"
@@ -31,12 +32,23 @@ func (s *Server) handle(m *dhcpv6.Message, peer net.IP, now time.Time) (*dhcpv6.
 	if sid := m.Options.ServerID(); sid != nil && !sid.Equal(s.duid) {
 		return nil, "for another server"
 	}
+	key := string(cid.ToBytes())
 	mac := macOf(cid, peer)
+	if mac != nil {
+		s.macs.put(key, mac, now)
+	} else {
+		mac = s.macs.get(key, now)
+	}
 	c := pxe.Detect6(m)
 	if s.cfg.Observe != nil && mac != nil && c.Boot() {
 		s.cfg.Observe(mac, m.Type() == dhcpv6.MessageTypeSolicit, c)
 	}
-	key := string(cid.ToBytes())
+	if s.cfg.Proxy {
+		return s.handleProxy(m, mac, c, bsPort)
+	}
+	if bsPort {
+		return nil, "boot service port is only served in proxy mode"
+	}
 	var out *dhcpv6.Message
 	switch m.Type() {
 	case dhcpv6.MessageTypeSolicit:
@@ -123,12 +135,13 @@ func (s *Server) addresses(out, m *dhcpv6.Message, key string, now time.Time, d 
 }
 
 // bootOptions adds the boot file URL (option 59) and, for UEFI HTTP
-// boot, the vendor class "HTTPClient" it requires.
-func (s *Server) bootOptions(out *dhcpv6.Message, c pxe.Client, mac net.HardwareAddr) {
+// boot, the vendor class "HTTPClient" it requires. It reports whether
+// there was a boot file to add.
+func (s *Server) bootOptions(out *dhcpv6.Message, c pxe.Client, mac net.HardwareAddr) bool {
 	p, err := pxe.PlanFor(c, mac, s.cfg.Plan)
 	if err != nil {
 		s.log.Warn("dhcp6 boot client gets no boot file", "mac", mac.String(), "firmware", c.Firmware(), "reason", err)
-		return
+		return false
 	}
 	u := p.BootFile
 	if p.Proto == pxe.ProtoTFTP {
@@ -139,7 +152,9 @@ func (s *Server) bootOptions(out *dhcpv6.Message, c pxe.Client, mac net.Hardware
 	if p.VendorClass != "" {
 		out.AddOption(&dhcpv6.OptVendorClass{EnterpriseNumber: enterpriseEDK2, Data: [][]byte{[]byte(p.VendorClass)}})
 	}
-	s.log.Info("dhcp6 boot", "mac", mac.String(), "firmware", c.Firmware(), "path", c.Path(), "boot_file", u)
+	s.log.Info("dhcp6 boot", "mac", mac.String(), "firmware", c.Firmware(), "path", c.Path(), "boot_file", u,
+		"reply", out.Type().String())
+	return true
 }
 
 // macOf is the client's MAC: from a DUID-LL or DUID-LLT, else from its

@@ -17,6 +17,7 @@ type Server struct {
 	log    *slog.Logger
 	duid   dhcpv6.DUID
 	leases *leases
+	macs   macCache
 	now    func() time.Time
 }
 
@@ -28,7 +29,7 @@ func New(cfg Config) (*Server, error) {
 	s := &Server{cfg: cfg, log: cfg.Logger.With("component", "dhcp6"),
 		duid:   &dhcpv6.DUIDLL{HWType: 1, LinkLayerAddr: cfg.MAC},
 		leases: newLeases(cfg.RangeStart, cfg.RangeEnd), now: time.Now}
-	if cfg.Leases == nil {
+	if cfg.Leases == nil || cfg.Proxy {
 		return s, nil
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -39,9 +40,14 @@ func New(cfg Config) (*Server, error) {
 	return s, nil
 }
 
-// process decodes and answers one datagram: the whole server minus the
-// socket, which is what the tests and the fuzz target drive.
+// process decodes and answers one datagram to port 547: the whole
+// server minus the socket, which is what the tests and the fuzz target
+// drive. processOn also serves BootServicePort (bsPort true).
 func (s *Server) process(b []byte, peer net.IP) (*dhcpv6.Message, string) {
+	return s.processOn(b, peer, false)
+}
+
+func (s *Server) processOn(b []byte, peer net.IP, bsPort bool) (*dhcpv6.Message, string) {
 	d, err := dhcpv6.FromBytes(b)
 	if err != nil {
 		return nil, "undecodable: " + err.Error()
@@ -53,20 +59,39 @@ func (s *Server) process(b []byte, peer net.IP) (*dhcpv6.Message, string) {
 	if !ok {
 		return nil, fmt.Sprintf("want a client message, got %T", d)
 	}
-	return s.handle(m, peer, s.now())
+	return s.handle(m, peer, bsPort, s.now())
 }
 
-// Run serves until ctx ends.
+// Run serves until ctx ends: port 547 and, in proxy mode, also
+// BootServicePort.
 func (s *Server) Run(ctx context.Context) error {
-	conn, err := listen(ctx, s.cfg.Interface, s.cfg.Port)
+	conn, err := listen(ctx, s.cfg.Interface, s.cfg.Port, true)
 	if err != nil {
 		return err
 	}
+	if !s.cfg.Proxy {
+		s.log.Info("dhcp6 listening", "interface", s.cfg.Interface, "port", s.cfg.Port,
+			"range", s.cfg.RangeStart.String()+"-"+s.cfg.RangeEnd.String())
+		return s.serve(ctx, conn, false)
+	}
+	bs, err := listen(ctx, s.cfg.Interface, s.cfg.BootServicePort, false)
+	if err != nil {
+		conn.Close()
+		return err
+	}
+	s.log.Info("dhcp6 listening in proxy mode", "interface", s.cfg.Interface, "port", s.cfg.Port,
+		"boot_service_port", s.cfg.BootServicePort)
+	errc := make(chan error, 1)
+	go func() { errc <- s.serve(ctx, bs, true) }()
+	err = s.serve(ctx, conn, false)
+	return errors.Join(err, <-errc)
+}
+
+// serve answers the datagrams of conn until ctx ends.
+func (s *Server) serve(ctx context.Context, conn *net.UDPConn, bsPort bool) error {
 	stop := context.AfterFunc(ctx, func() { conn.Close() })
 	defer stop()
 	defer conn.Close()
-	s.log.Info("dhcp6 listening", "interface", s.cfg.Interface, "port", s.cfg.Port,
-		"range", s.cfg.RangeStart.String()+"-"+s.cfg.RangeEnd.String())
 	buf := make([]byte, 4096)
 	for {
 		n, from, err := conn.ReadFromUDP(buf)
@@ -76,7 +101,7 @@ func (s *Server) Run(ctx context.Context) error {
 			}
 			return fmt.Errorf("dhcp6: read: %w", err)
 		}
-		out, why := s.process(buf[:n], from.IP)
+		out, why := s.processOn(buf[:n], from.IP, bsPort)
 		if out == nil {
 			s.log.Debug("dhcp6 packet dropped", "peer", from, "reason", why)
 			continue

@@ -16,9 +16,9 @@ import (
 // allServers is All_DHCP_Relay_Agents_and_Servers (RFC 8415 section 7.1).
 var allServers = &net.UDPAddr{IP: net.ParseIP("ff02::1:2")}
 
-// listen opens UDP port on ifname only (SO_BINDTODEVICE) and joins
-// ff02::1:2, where clients send.
-func listen(ctx context.Context, ifname string, port int) (*net.UDPConn, error) {
+// listen opens UDP port on ifname only (SO_BINDTODEVICE) and, when
+// multicast, joins ff02::1:2, where clients send.
+func listen(ctx context.Context, ifname string, port int, multicast bool) (*net.UDPConn, error) {
 	ifc, err := net.InterfaceByName(ifname)
 	if err != nil {
 		return nil, fmt.Errorf("dhcp6: interface %s: %w", ifname, err)
@@ -38,6 +38,9 @@ func listen(ctx context.Context, ifname string, port int) (*net.UDPConn, error) 
 	pc, err := lc.ListenPacket(ctx, "udp6", "[::]:"+strconv.Itoa(port))
 	if err != nil {
 		return nil, fmt.Errorf("dhcp6: listen on UDP port %d of %s: %w (needs root, and IPv6 on the interface)", port, ifname, err)
+	}
+	if !multicast {
+		return pc.(*net.UDPConn), nil
 	}
 	if err := ipv6.NewPacketConn(pc).JoinGroup(ifc, allServers); err != nil {
 		pc.Close()

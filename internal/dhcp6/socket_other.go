@@ -8,6 +8,6 @@ import (
 	"net"
 )
 
-func listen(context.Context, string, int) (*net.UDPConn, error) {
+func listen(context.Context, string, int, bool) (*net.UDPConn, error) {
 	return nil, errors.New("dhcp6: only supported on Linux")
 }
