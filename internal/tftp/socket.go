@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"golang.org/x/net/ipv4"
+	"golang.org/x/net/ipv6"
 )
 
 // requestReader reads requests from the listening socket and reports the
@@ -17,12 +18,21 @@ type requestReader interface {
 	ReadRequest(b []byte) (n int, local net.IP, remote net.Addr, err error)
 }
 
-// newRequestReader uses IP_PKTINFO when conn is an IPv4 UDP socket bound to
-// the wildcard address; otherwise the socket's own address is the answer.
+// newRequestReader uses IP_PKTINFO (IPV6_PKTINFO for an IPv6 socket) when
+// conn is a UDP socket bound to the wildcard address; otherwise the
+// socket's own address is the answer. On IPv6 this matters even with one
+// interface: a host that also takes SLAAC addresses has several in one
+// prefix, and EDK II's PXEv6 drops a reply from any but the one it asked.
 func newRequestReader(conn net.PacketConn) requestReader {
 	var local net.IP
 	if ua, ok := conn.LocalAddr().(*net.UDPAddr); ok {
 		local = ua.IP
+	}
+	if uc, ok := conn.(*net.UDPConn); ok && local != nil && local.IsUnspecified() && local.To4() == nil {
+		pc := ipv6.NewPacketConn(uc)
+		if err := pc.SetControlMessage(ipv6.FlagDst, true); err == nil {
+			return pktinfo6Reader{pc}
+		}
 	}
 	if uc, ok := conn.(*net.UDPConn); ok && (local == nil || local.IsUnspecified()) {
 		pc := ipv4.NewPacketConn(uc)
@@ -42,6 +52,19 @@ func (r pktinfoReader) ReadRequest(b []byte) (int, net.IP, net.Addr, error) {
 	n, cm, src, err := r.pc.ReadFrom(b)
 	var dst net.IP
 	if cm != nil {
+		dst = cm.Dst
+	}
+	return n, dst, src, err
+}
+
+type pktinfo6Reader struct{ pc *ipv6.PacketConn }
+
+// ReadRequest reports a link-local destination as unknown: binding one
+// needs its zone, and there the kernel's choice is the right one anyway.
+func (r pktinfo6Reader) ReadRequest(b []byte) (int, net.IP, net.Addr, error) {
+	n, cm, src, err := r.pc.ReadFrom(b)
+	var dst net.IP
+	if cm != nil && !cm.Dst.IsLinkLocalUnicast() {
 		dst = cm.Dst
 	}
 	return n, dst, src, err
