@@ -8,7 +8,8 @@ import (
 	"text/template"
 )
 
-// The IPv6-only test LAN: the bridge has no IPv4 address at all.
+// The IPv6-only test LAN: the bridge has no IPv4 address at all. The
+// config serves DHCPv6 in full mode, or in proxy mode when vars has Proxy.
 const (
 	serverIP6 = "fd00:213::1"
 	prefix6   = "/64"
@@ -21,9 +22,10 @@ data: {{ .Data }}
 dhcp:
   mode: off
 dhcp6:
-  mode: full
+{{ if .Proxy }}  mode: proxy
+{{ else }}  mode: full
   range: "fd00:213::100-fd00:213::1ff"
-` + serviceKeys + `default_profile: ` + defaultProfile + `
+{{ end }}` + serviceKeys + `default_profile: ` + defaultProfile + `
 profiles:
 ` + defaultProfileKeys))
 
@@ -52,9 +54,7 @@ func TestUEFIPXEv6(t *testing.T) {
 
 	const mac = "52:54:00:e2:e0:60"
 	res := boot(t, e, lan, dir, server, vm{fw: uefiPXE6, mac: mac, tap: "tap0"})
-	if want := "done=http://[" + serverIP6 + "]:8080/"; !strings.Contains(res.cmdline, want) {
-		t.Errorf("kernel command line %q: want a DoneURL starting %s", res.cmdline, want)
-	}
+	checkDoneURL6(t, res.cmdline)
 	if !strings.HasPrefix(res.lease, "fd00:213::") {
 		t.Errorf("the VM's address %q: want one in fd00:213::/64", res.lease)
 	}
@@ -94,9 +94,7 @@ func TestUEFIHTTPv6(t *testing.T) {
 
 	const mac = "52:54:00:e2:e0:61"
 	res := boot(t, e, lan, dir, server, vm{fw: uefiHTTP, mac: mac, tap: "tap0"})
-	if want := "done=http://[" + serverIP6 + "]:8080/"; !strings.Contains(res.cmdline, want) {
-		t.Errorf("kernel command line %q: want a DoneURL starting %s", res.cmdline, want)
-	}
+	checkDoneURL6(t, res.cmdline)
 	lines, _ := server.out.snapshot(0)
 	if !anyLine(lines, `msg="dhcp6 boot"`, "mac="+mac, "path=HTTPv6", "boot_file=http://[fd00:213::1]:8080/files/ipxe.efi") {
 		t.Errorf("server log has no DHCPv6 answer to HTTPv6 with http://[fd00:213::1]:8080/files/ipxe.efi for %s", mac)
@@ -116,5 +114,14 @@ func TestUEFIHTTPv6(t *testing.T) {
 	}
 	if !nbp {
 		t.Errorf("boot record transfers %+v: want ipxe.efi over HTTP", b.Transfers)
+	}
+}
+
+// checkDoneURL6: the kernel command line carries a DoneURL on the
+// server's IPv6 address.
+func checkDoneURL6(t *testing.T, cmdline string) {
+	t.Helper()
+	if want := "done=http://[" + serverIP6 + "]:8080/"; !strings.Contains(cmdline, want) {
+		t.Errorf("kernel command line %q: want a DoneURL starting %s", cmdline, want)
 	}
 }

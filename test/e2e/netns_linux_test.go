@@ -61,6 +61,16 @@ func (ns *netns) must(t testing.TB, args ...string) {
 	}
 }
 
+// out runs name with args inside the namespace and returns its stdout.
+func (ns *netns) out(t testing.TB, name string, args ...string) string {
+	t.Helper()
+	b, err := ns.command(name, args...).Output()
+	if err != nil {
+		t.Fatalf("%s %s in %s: %v", name, strings.Join(args, " "), ns.name, err)
+	}
+	return string(b)
+}
+
 // addTap creates a tap device on br0 for one VM. It is created inside the
 // namespace so QEMU, run there too, can open it by name.
 func (ns *netns) addTap(t testing.TB, name string) {

@@ -121,6 +121,12 @@ func startDnsmasq(t testing.TB, ns *netns, dir string) *proc {
 // are bound.
 func runDnsmasq(t testing.TB, ns *netns, dir string, args ...string) *proc {
 	t.Helper()
+	return runDnsmasqUntil(t, ns, dir, "DHCP, sockets bound", args...)
+}
+
+// runDnsmasqUntil is runDnsmasq returning once dnsmasq logs ready.
+func runDnsmasqUntil(t testing.TB, ns *netns, dir, ready string, args ...string) *proc {
+	t.Helper()
 	tmp := t.TempDir()
 	cmd := ns.command("dnsmasq", append([]string{"--no-daemon", "--conf-file=/dev/null", "--port=0",
 		"--bind-interfaces", "--log-dhcp",
@@ -129,7 +135,7 @@ func runDnsmasq(t testing.TB, ns *netns, dir string, args ...string) *proc {
 	p := startProc(t, "dnsmasq", cmd, filepath.Join(dir, "dnsmasq.log"))
 	ctx, cancel := contextTimeout(10 * time.Second)
 	defer cancel()
-	if _, err := p.waitLine(ctx, contains("DHCP, sockets bound")); err != nil {
+	if _, err := p.waitLine(ctx, contains(ready)); err != nil {
 		t.Fatalf("dnsmasq did not start: %v\nlog:\n%s", err, p.out.tail(20))
 	}
 	return p
@@ -142,6 +148,13 @@ func startCapture(t testing.TB, ns *netns, dir string) {
 	if os.Getenv("BOOTFLEET_E2E_PCAP") != "1" {
 		return
 	}
+	capture(t, ns, dir)
+}
+
+// capture records br0 into dir/br0.pcap, for a test that reads the
+// packets; stop the returned tshark before reading the file.
+func capture(t testing.TB, ns *netns, dir string) *proc {
+	t.Helper()
 	out := filepath.Join(dir, "br0.pcap")
 	p := startProc(t, "tshark", ns.command("tshark", "-q", "-i", bridge, "-w", out), filepath.Join(dir, "tshark.log"))
 	ctx, cancel := contextTimeout(15 * time.Second)
@@ -149,4 +162,5 @@ func startCapture(t testing.TB, ns *netns, dir string) {
 	if _, err := p.waitLine(ctx, contains("Capturing on")); err != nil {
 		t.Fatalf("tshark did not start: %v\n%s", err, p.out.tail(10))
 	}
+	return p
 }
