@@ -35,8 +35,9 @@ type Config struct {
 	// MaxHandshakes bounds the connections still in the handshake at
 	// once, and MaxHandshakesPerClient those from one client address; a
 	// connection beyond either is closed at once and counted in a log
-	// line a second at most. Defaults 512 (range 1..65535) and 16 (range
-	// 1..4096): a booting machine opens one or a few connections.
+	// line a second at most. Defaults 512 (range 1..65535) and 64 (range
+	// 1..4096): a booting machine opens one or a few connections, a host
+	// behind a NAT or a benchmark's clients several dozen at once.
 	MaxHandshakes          int
 	MaxHandshakesPerClient int
 	// ExportLabel says how an export name appears in log lines. Export
@@ -90,7 +91,7 @@ func NewServer(exports Exports, cfg Config) *Server {
 	}
 	cfg.MaxHandshakes = min(cfg.MaxHandshakes, 65535)
 	if cfg.MaxHandshakesPerClient <= 0 {
-		cfg.MaxHandshakesPerClient = 16
+		cfg.MaxHandshakesPerClient = 64
 	}
 	cfg.MaxHandshakesPerClient = min(cfg.MaxHandshakesPerClient, 4096)
 	return &Server{exports: exports, cfg: cfg, log: cfg.Logger,
