@@ -3,7 +3,6 @@ package nbd
 import (
 	"fmt"
 	"math"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -105,18 +104,7 @@ func fixture() report {
 func TestReport(t *testing.T) {
 	got := render(fixture())
 	path := filepath.Join("testdata", "report.golden.md")
-	if os.Getenv("UPDATE_TESTDATA") == "1" {
-		if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("%v (run with UPDATE_TESTDATA=1 to create it)", err)
-	}
-	if got != string(want) {
-		t.Errorf("report differs from %s; rerun with UPDATE_TESTDATA=1 and review the diff", path)
-	}
+	harness.Golden(t, path, got)
 	for _, line := range []struct{ name, want string }{
 		// 6 of 6 runs won: p = 2/64. The median ratio is the mean of the
 		// middle two ratios.

@@ -2,7 +2,6 @@ package transfer
 
 import (
 	"math"
-	"os"
 	"path/filepath"
 	"testing"
 
@@ -74,18 +73,7 @@ func TestReport(t *testing.T) {
 	r := fixture()
 	got := render(r, "bench/results", map[string]string{"case1": "case1.png", "storm": "storm.png"})
 	path := filepath.Join("testdata", "report.golden.md")
-	if os.Getenv("UPDATE_TESTDATA") == "1" {
-		if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("%v (run with UPDATE_TESTDATA=1 to create it)", err)
-	}
-	if got != string(want) {
-		t.Errorf("report differs from %s; rerun with UPDATE_TESTDATA=1 and review the diff", path)
-	}
+	harness.Golden(t, path, got)
 
 	ts := r.targets(r.Clients)
 	wantStatus := []string{"met", "met", "met", notMeasured, "not met", notMeasured, notMeasured}
