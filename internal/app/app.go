@@ -18,6 +18,7 @@ import (
 	"github.com/bootfleet/bootfleet/internal/dhcp"
 	"github.com/bootfleet/bootfleet/internal/diskless"
 	"github.com/bootfleet/bootfleet/internal/fleet"
+	"github.com/bootfleet/bootfleet/internal/fleetservers"
 	"github.com/bootfleet/bootfleet/internal/httpboot"
 	"github.com/bootfleet/bootfleet/internal/inventorysvc"
 	"github.com/bootfleet/bootfleet/internal/ndp"
@@ -66,6 +67,13 @@ func Run(ctx context.Context, c *config.Config, log *slog.Logger) error {
 	}
 	defer httpLn.Close() // for the error returns before it is served
 	baseURL := "http://" + net.JoinHostPort(serverIP.String(), portOf(httpLn.Addr()))
+	name, err := serverName(c)
+	if err != nil {
+		return err
+	}
+	// The fleet as this server sees it, read every few seconds, for
+	// whatever must know the other servers without a store read per request.
+	fleetView := fleetservers.NewView(fleetservers.ViewConfig{Store: store, Self: name, Logger: log})
 
 	rec, history := newHistory(c, store, log)
 	taps := telemetryTaps(c, rec, boots.NewTracker(nil), log)
@@ -138,11 +146,11 @@ func Run(ctx context.Context, c *config.Config, log *slog.Logger) error {
 		}
 		runs = append(runs, ra.Run) // never fails: warns and returns if IPv6 is missing
 	}
-	reg, err := fleetRegistry(c, store, serverIP, baseURL, tftpActive, dl, rec, log)
+	reg, err := fleetRegistry(name, store, serverIP, baseURL, tftpActive, dl, rec, log)
 	if err != nil {
 		return err
 	}
-	runs = append(runs, reg.Run) // this server in the servers table, until it stops
+	runs = append(runs, reg.Run, fleetView.Run) // this server in the servers table, until it stops; the others
 	g, gctx := errgroup.WithContext(ctx)
 	for _, run := range runs {
 		g.Go(func() error { return run(gctx) })

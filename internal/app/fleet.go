@@ -11,18 +11,19 @@ import (
 	"github.com/bootfleet/bootfleet/internal/telemetry"
 )
 
-// fleetRegistry registers this server in the store's servers table under
-// server.name (default the host name), with its address and HTTP base,
-// and reports the load the servers count anyway.
-func fleetRegistry(c *config.Config, store inventory.Servers, serverIP net.IP, baseURL string,
-	tftpActive func() int, dl *diskless.Service, rec *telemetry.Recorder, log *slog.Logger) (*fleetservers.Registry, error) {
-	name := c.Server.Name
-	if name == "" {
-		var err error
-		if name, err = fleetservers.HostName(); err != nil {
-			return nil, err
-		}
+// serverName is server.name, default the host name.
+func serverName(c *config.Config) (string, error) {
+	if c.Server.Name != "" {
+		return c.Server.Name, nil
 	}
+	return fleetservers.HostName()
+}
+
+// fleetRegistry registers this server in the store's servers table under
+// its name, with its address and HTTP base, and reports the load the
+// servers count anyway.
+func fleetRegistry(name string, store inventory.Servers, serverIP net.IP, baseURL string,
+	tftpActive func() int, dl *diskless.Service, rec *telemetry.Recorder, log *slog.Logger) (*fleetservers.Registry, error) {
 	return fleetservers.New(fleetservers.Config{Store: store, Name: name, Addrs: []string{serverIP.String(), baseURL},
 		Logger: log, Counters: func() fleetservers.Counters {
 			return fleetservers.Counters{TFTPTransfers: tftpActive(), NBDSessions: dl.Sessions(), BytesServed: rec.BytesServed()}

@@ -1,0 +1,136 @@
+package fleetservers
+
+import (
+	"context"
+	"log/slog"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/bootfleet/bootfleet/internal/inventory"
+)
+
+// ViewConfig configures a View.
+type ViewConfig struct {
+	Store inventory.Servers // required
+	// Self is this server's name; Live always includes it, so a server
+	// whose own heartbeat write failed still counts itself in.
+	Self string
+	// Interval between reads of the servers table. Default 5 s: half the
+	// default heartbeat, so a server that went stale is seen within
+	// StaleAfter plus Interval.
+	Interval time.Duration
+	// ReadTimeout bounds each read. Default 5 s, at most Interval.
+	ReadTimeout time.Duration
+	Now         func() time.Time // default time.Now
+	Logger      *slog.Logger     // default: discard
+}
+
+// View is this server's picture of the fleet: the servers table, read
+// every Interval by Run, so the hot paths that need the fleet (DHCP load
+// balancing, script rendering) read memory, never the store.
+type View struct {
+	cfg ViewConfig
+	log *slog.Logger
+
+	mu      sync.Mutex
+	servers []inventory.ServerInfo // as last read, ordered by name
+	readAt  time.Time              // zero until the first read succeeds
+	failed  bool                   // the last read failed (logged once per outage)
+}
+
+// NewView returns a View with nothing read yet: Live holds only Self
+// until Refresh or Run reads the table.
+func NewView(cfg ViewConfig) *View {
+	if cfg.Interval <= 0 {
+		cfg.Interval = 5 * time.Second
+	}
+	if cfg.ReadTimeout <= 0 {
+		cfg.ReadTimeout = 5 * time.Second
+	}
+	cfg.ReadTimeout = min(cfg.ReadTimeout, cfg.Interval)
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	return &View{cfg: cfg, log: cfg.Logger}
+}
+
+// Run refreshes the view every Interval until ctx is done. A failed read
+// keeps the last picture (logged once until a read succeeds again):
+// losing the store must not make a server think it is alone. Run returns nil.
+func (v *View) Run(ctx context.Context) error {
+	t := time.NewTicker(v.cfg.Interval)
+	defer t.Stop()
+	for {
+		v.Refresh(ctx)
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		}
+	}
+}
+
+// Refresh reads the servers table once.
+func (v *View) Refresh(ctx context.Context) {
+	rctx, cancel := context.WithTimeout(ctx, v.cfg.ReadTimeout)
+	defer cancel()
+	list, err := v.cfg.Store.ListServers(rctx)
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if err != nil {
+		if !v.failed && ctx.Err() == nil {
+			v.log.Warn("fleet: reading the servers table failed; keeping the last picture of the fleet", "err", err)
+		}
+		v.failed = true
+		return
+	}
+	if v.failed {
+		v.log.Info("fleet: reading the servers table works again", "servers", len(list))
+	}
+	v.failed = false
+	v.servers, v.readAt = list, v.cfg.Now()
+}
+
+// Self is this server's name.
+func (v *View) Self() string { return v.cfg.Self }
+
+// Live returns the live servers ordered by name, this server always
+// among them (with its row if the table has it, else a row with only the
+// name).
+func (v *View) Live() []inventory.ServerInfo {
+	now := v.cfg.Now()
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	live := make([]inventory.ServerInfo, 0, len(v.servers)+1)
+	self := false
+	for _, s := range v.servers {
+		switch {
+		case s.Name == v.cfg.Self:
+			self = true
+			live = append(live, s)
+		case s.Status(now) == inventory.ServerLive:
+			live = append(live, s)
+		}
+	}
+	if !self && v.cfg.Self != "" {
+		live = append(live, inventory.ServerInfo{Name: v.cfg.Self})
+		slices.SortFunc(live, func(a, b inventory.ServerInfo) int { return strings.Compare(a.Name, b.Name) })
+	}
+	return live
+}
+
+// BaseURL is the HTTP base a server registered (its first http:// or
+// https:// address), or "" when it registered none.
+func BaseURL(s inventory.ServerInfo) string {
+	for _, a := range s.Addrs {
+		if strings.HasPrefix(a, "http://") || strings.HasPrefix(a, "https://") {
+			return a
+		}
+	}
+	return ""
+}
