@@ -24,6 +24,7 @@ type Store interface {
 	Tokens
 	Audit
 	Servers
+	Secrets
 	// Close releases the database. The store must not be used afterwards.
 	Close() error
 }

@@ -48,6 +48,7 @@ func Run(t *testing.T, b Backend) {
 		{"Tokens", testTokens},
 		{"Audit", testAudit},
 		{"Servers", testServers},
+		{"Secrets", testSecrets},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) { tt.fn(t, b) })
