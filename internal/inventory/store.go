@@ -25,6 +25,7 @@ type Store interface {
 	Audit
 	Servers
 	Secrets
+	ImageCopies
 	// Close releases the database. The store must not be used afterwards.
 	Close() error
 }

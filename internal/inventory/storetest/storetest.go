@@ -49,6 +49,7 @@ func Run(t *testing.T, b Backend) {
 		{"Audit", testAudit},
 		{"Servers", testServers},
 		{"Secrets", testSecrets},
+		{"ImageCopies", testImageCopies},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) { tt.fn(t, b) })

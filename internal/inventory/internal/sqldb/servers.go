@@ -3,7 +3,6 @@ package sqldb
 import (
 	"context"
 	"database/sql"
-	"encoding/json"
 	"errors"
 	"time"
 
@@ -73,25 +72,5 @@ func (s *Store) updateServer(ctx context.Context, name string, started time.Time
 
 // ListServers implements inventory.Servers.
 func (s *Store) ListServers(ctx context.Context) ([]inventory.ServerInfo, error) {
-	rows, err := s.query(ctx, s.r, `SELECT `+serverCols+` FROM servers ORDER BY name`)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	out := []inventory.ServerInfo{}
-	for rows.Next() {
-		var (
-			si    inventory.ServerInfo
-			addrs string
-		)
-		if err := rows.Scan(&si.Name, &addrs, &si.Version, scanTime{&si.Started}, scanTime{&si.Heartbeat}, scanTime{&si.Stopped},
-			&si.Load.TFTPTransfers, &si.Load.NBDSessions, &si.Load.BytesPerSec); err != nil {
-			return nil, s.dbErr("read server", err)
-		}
-		if err := json.Unmarshal([]byte(addrs), &si.Addrs); err != nil {
-			return nil, s.dbErr("read server "+si.Name+" addresses", err)
-		}
-		out = append(out, si)
-	}
-	return out, s.rowsErr(rows)
+	return s.queryServers(ctx, `SELECT `+serverCols+` FROM servers ORDER BY name`)
 }
