@@ -7,6 +7,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"text/template"
 	"time"
 )
 
@@ -63,17 +64,7 @@ func TestKill9UnderLoad(t *testing.T) {
 	}
 	t.Logf("killed %v into the storm: %d of %d machines had a lease, %d boots complete 2 s before", killAfter, len(acked), len(rep.Machines), len(completed))
 
-	db := filepath.Join(s.data, "inventory.db")
-	out, err := exec.Command("sqlite3", db, "PRAGMA integrity_check;").CombinedOutput()
-	if err != nil || strings.TrimSpace(string(out)) != "ok" {
-		t.Fatalf("integrity_check of %s after kill -9: %v: %s", db, err, out)
-	}
-
-	dir := filepath.Join(s.dir, "restart")
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	s.server = startBootfleetConfig(t, s.e, s.lan, dir, stormConfig, map[string]string{"Data": s.data})
+	dir := restartAfterKill(t, s, stormConfig)
 	cli := &bootfleetCLI{t: t, e: s.e, ns: s.lan, data: s.data, log: filepath.Join(dir, "cli.log")}
 	leases := checkLeases(t, cli)
 	for mac, ip := range acked {
@@ -115,6 +106,24 @@ func TestKill9UnderLoad(t *testing.T) {
 			t.Errorf("the restarted server logged: %s", line)
 		}
 	}
+}
+
+// restartAfterKill checks that the killed server's SQLite store passes
+// its integrity check, then starts the server again on the same data
+// directory with config, its log in the returned directory.
+func restartAfterKill(t *testing.T, s *stormLAN, config *template.Template) string {
+	t.Helper()
+	db := filepath.Join(s.data, "inventory.db")
+	out, err := exec.Command("sqlite3", db, "PRAGMA integrity_check;").CombinedOutput()
+	if err != nil || strings.TrimSpace(string(out)) != "ok" {
+		t.Fatalf("integrity_check of %s after kill -9: %v: %s", db, err, out)
+	}
+	dir := filepath.Join(s.dir, "restart")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	s.server = startBootfleetConfig(t, s.e, s.lan, dir, config, map[string]string{"Data": s.data})
+	return dir
 }
 
 // checkLeases returns the stored leases by MAC, failing t if an address

@@ -1,0 +1,184 @@
+package e2e
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"runtime"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/bootfleet/bootfleet/internal/agent"
+	"github.com/bootfleet/bootfleet/internal/nbd"
+	"github.com/bootfleet/bootfleet/internal/storm"
+)
+
+// inNetns runs f on an OS thread moved into ns's network namespace, so
+// the sockets f makes live there: a socket keeps the namespace it was made
+// in, whichever thread uses it later. The thread is never handed back to
+// the scheduler (no UnlockOSThread), so it exits with f's goroutine and
+// nothing else ever runs in the namespace by accident.
+func inNetns(ns *netns, f func() error) error {
+	errc := make(chan error, 1)
+	go func() {
+		runtime.LockOSThread()
+		fd, err := unix.Open("/var/run/netns/"+ns.name, unix.O_RDONLY|unix.O_CLOEXEC, 0)
+		if err != nil {
+			errc <- fmt.Errorf("open namespace %s: %w", ns.name, err)
+			return
+		}
+		defer unix.Close(fd)
+		if err := unix.Setns(fd, unix.CLONE_NEWNET); err != nil {
+			errc <- fmt.Errorf("enter namespace %s: %w", ns.name, err)
+			return
+		}
+		errc <- f()
+	}()
+	return <-errc
+}
+
+// dial connects to addr from inside ns.
+func (ns *netns) dial(network, addr string, timeout time.Duration) (net.Conn, error) {
+	var c net.Conn
+	err := inNetns(ns, func() (err error) {
+		c, err = net.DialTimeout(network, addr, timeout)
+		return err
+	})
+	return c, err
+}
+
+// httpClient is an HTTP client whose connections start inside ns.
+func (ns *netns) httpClient(timeout time.Duration) *http.Client {
+	return &http.Client{Timeout: timeout, Transport: &http.Transport{
+		DisableKeepAlives: true,
+		DialContext: func(_ context.Context, network, addr string) (net.Conn, error) {
+			return ns.dial(network, addr, timeout)
+		},
+	}}
+}
+
+// rootTarget fetches mac's iPXE script from inside ns, as the machine
+// would, and returns the NBD root its kernel command line names. Each
+// fetch makes a new per-boot export and voids the one before.
+func rootTarget(t *testing.T, ns *netns, mac string) agent.Target {
+	t.Helper()
+	u := "http://" + serverIP + ":8080/ipxe/" + mac
+	resp, err := ns.httpClient(10 * time.Second).Get(u)
+	if err != nil {
+		t.Fatalf("GET %s: %v", u, err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("GET %s: %s, %v: %s", u, resp.Status, err, body)
+	}
+	base, _ := url.Parse(u)
+	sc, err := storm.ParseScript(string(body), base, map[string]string{"mac": mac})
+	if err != nil {
+		t.Fatalf("script of %s: %v\n%s", mac, err, body)
+	}
+	opts, err := agent.ParseCmdline(sc.Kernel.Args)
+	if err != nil {
+		t.Fatalf("script of %s: kernel command line %q: %v", mac, sc.Kernel.Args, err)
+	}
+	return opts.Root
+}
+
+// nbdConn is a plain NBD client for tests that must control every
+// request: simple replies, as the kernel's client reads them.
+type nbdConn struct {
+	c    net.Conn
+	r    *bufio.Reader
+	size uint64
+}
+
+// attachNBD connects from ns to target and finishes the handshake.
+func attachNBD(ns *netns, target agent.Target) (*nbdConn, error) {
+	c, err := ns.dial("tcp", target.Addr(), 10*time.Second)
+	if err != nil {
+		return nil, err
+	}
+	c.SetDeadline(time.Now().Add(30 * time.Second))
+	info, err := agent.Handshake(c, target.Export)
+	if err != nil {
+		c.Close()
+		return nil, err
+	}
+	c.SetDeadline(time.Time{})
+	return &nbdConn{c: c, r: bufio.NewReaderSize(c, 256<<10), size: info.Size}, nil
+}
+
+// send writes one request, and data after it for a WRITE.
+func (n *nbdConn) send(req nbd.Request, data []byte) error {
+	_, err := n.c.Write(append(nbd.AppendRequest(nil, req), data...))
+	return err
+}
+
+// reply reads one simple reply; data is read only for a successful
+// READ of length bytes (0 for other commands).
+func (n *nbdConn) reply(length int) (handle uint64, e nbd.Errno, data []byte, err error) {
+	var h [nbd.SimpleReplyLen]byte
+	if _, err = io.ReadFull(n.r, h[:]); err != nil {
+		return 0, 0, nil, err
+	}
+	if handle, e, err = nbd.ParseSimpleReply(h[:]); err != nil || e != 0 || length == 0 {
+		return handle, e, nil, err
+	}
+	data = make([]byte, length)
+	_, err = io.ReadFull(n.r, data)
+	return handle, e, data, err
+}
+
+// read reads length bytes at off, with nothing else in flight.
+func (n *nbdConn) read(off uint64, length uint32) ([]byte, error) {
+	n.c.SetDeadline(time.Now().Add(30 * time.Second))
+	defer n.c.SetDeadline(time.Time{})
+	if err := n.send(nbd.Request{Type: nbd.CmdRead, Handle: off, Offset: off, Length: length}, nil); err != nil {
+		return nil, err
+	}
+	h, e, data, err := n.reply(int(length))
+	switch {
+	case err != nil:
+		return nil, err
+	case e != 0 || h != off:
+		return nil, fmt.Errorf("READ %d+%d: reply for handle %d with error %v", off, length, h, e)
+	}
+	return data, nil
+}
+
+func (n *nbdConn) close() {
+	n.send(nbd.Request{Type: nbd.CmdDisc}, nil)
+	n.c.Close()
+}
+
+// procStatusKB returns a "NAME: N kB" field of /proc/PID/status.
+func procStatusKB(pid int, name string) (int64, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0, err
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, name+":"); ok {
+			return strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
+		}
+	}
+	return 0, fmt.Errorf("/proc/%d/status has no %s", pid, name)
+}
+
+// resetPeakRSS sets pid's VmHWM back to its current RSS (proc(5),
+// clear_refs value 5), so the next reading is the peak from now on.
+func resetPeakRSS(t *testing.T, pid int) {
+	t.Helper()
+	if err := os.WriteFile(fmt.Sprintf("/proc/%d/clear_refs", pid), []byte("5"), 0); err != nil {
+		t.Fatalf("reset the peak RSS of %d: %v", pid, err)
+	}
+}
