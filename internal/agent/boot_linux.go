@@ -101,7 +101,7 @@ func (a *Agent) Boot(ctx context.Context) error {
 		return err
 	}
 	defer nl.Close()
-	conn, info, err := a.dialExport(ctx, opts.Root)
+	conn, info, current, err := a.dialExport(ctx, opts.Root)
 	if err != nil {
 		return err
 	}
@@ -126,7 +126,7 @@ func (a *Agent) Boot(ctx context.Context) error {
 		// Not fatal: an image without networkd or NetworkManager needs none.
 		a.Log.Warn("network hand-off files not written; the root's network service may reconfigure the root disk's NIC", "err", err)
 	}
-	if err := a.startWatcher(opts); err != nil {
+	if err := a.startWatcher(opts, current); err != nil {
 		// Not fatal: the root works, it just will not survive a server restart.
 		a.Log.Warn("reconnect watcher not started; a dropped NBD connection will be fatal", "err", err)
 	}
@@ -246,27 +246,30 @@ func firstEthernet() string {
 }
 
 // dialExport connects and handshakes, retrying for a server that is still
-// starting or a network that is still settling.
-func (a *Agent) dialExport(ctx context.Context, t Target) (*net.TCPConn, ExportInfo, error) {
+// starting or a network that is still settling, and trying the root's
+// servers in turn. It returns the index of the server that answered.
+func (a *Agent) dialExport(ctx context.Context, t Target) (*net.TCPConn, ExportInfo, int, error) {
+	servers := t.Servers()
 	var last error
 	for i := range dialAttempts {
 		if i > 0 {
 			time.Sleep(time.Duration(i) * 500 * time.Millisecond)
 		}
-		conn, info, err := dialAndHandshake(ctx, t)
+		s := servers[i%len(servers)]
+		conn, info, err := dialAndHandshake(ctx, s, t.Export)
 		if err == nil {
-			a.Log.Info("nbd handshake done", "server", t.Addr(), "size", info.Size, "flags", fmt.Sprintf("%#x", uint16(info.Flags)), "attempt", i+1)
-			return conn, info, nil
+			a.Log.Info("nbd handshake done", "server", s.Addr(), "size", info.Size, "flags", fmt.Sprintf("%#x", uint16(info.Flags)), "attempt", i+1)
+			return conn, info, i % len(servers), nil
 		}
 		last = err
-		a.Log.Warn("nbd connect failed", "server", t.Addr(), "attempt", i+1, "err", err)
+		a.Log.Warn("nbd connect failed", "server", s.Addr(), "attempt", i+1, "err", err)
 	}
-	return nil, ExportInfo{}, fmt.Errorf("connect to %s after %d attempts: %w", t, dialAttempts, last)
+	return nil, ExportInfo{}, 0, fmt.Errorf("connect to %s after %d attempts: %w", t, dialAttempts, last)
 }
 
-func dialAndHandshake(ctx context.Context, t Target) (*net.TCPConn, ExportInfo, error) {
+func dialAndHandshake(ctx context.Context, s Server, export string) (*net.TCPConn, ExportInfo, error) {
 	d := net.Dialer{Timeout: dialTimeout}
-	c, err := d.DialContext(ctx, "tcp", t.Addr())
+	c, err := d.DialContext(ctx, "tcp", s.Addr())
 	if err != nil {
 		return nil, ExportInfo{}, err
 	}
@@ -276,7 +279,7 @@ func dialAndHandshake(ctx context.Context, t Target) (*net.TCPConn, ExportInfo, 
 	tc.SetKeepAlivePeriod(15 * time.Second)
 	tc.SetNoDelay(true)
 	tc.SetDeadline(time.Now().Add(15 * time.Second))
-	info, err := Handshake(tc, t.Export)
+	info, err := Handshake(tc, export)
 	if err != nil {
 		tc.Close()
 		return nil, ExportInfo{}, err

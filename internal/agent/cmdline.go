@@ -24,19 +24,54 @@ const DefaultDeadConnTimeout = 120 * time.Second
 // connection died, so they would hang even after a reconnect.
 const DefaultIOTimeout = 30 * time.Second
 
-// Target is the NBD export the root file system lives on.
-type Target struct {
-	Host   string // IP address or host name, without brackets
-	Port   int    // 1..65535
-	Export string // export name: bootfleet's per-boot secret
+// Server is one NBD server's address.
+type Server struct {
+	Host string // IP address or host name, without brackets
+	Port int    // 1..65535
 }
 
 // Addr is Host:Port in the form net.Dial wants.
+func (s Server) Addr() string { return net.JoinHostPort(s.Host, strconv.Itoa(s.Port)) }
+
+// Target is the NBD export the root file system lives on, and the servers
+// that serve it.
+type Target struct {
+	Host   string // the first server: IP address or host name, without brackets
+	Port   int    // the first server's port, 1..65535
+	Export string // export name: bootfleet's per-boot secret
+	// Fallbacks are the other servers that accept Export, in the order
+	// the agent fails over to them when its connection dies.
+	Fallbacks []Server
+}
+
+// MaxServers bounds the servers one bootfleet.root= may name.
+const MaxServers = 16
+
+// Servers is every server of the target, the first one first.
+func (t Target) Servers() []Server {
+	return append([]Server{{Host: t.Host, Port: t.Port}}, t.Fallbacks...)
+}
+
+// Addr is the first server's Host:Port in the form net.Dial wants.
 func (t Target) Addr() string { return net.JoinHostPort(t.Host, strconv.Itoa(t.Port)) }
 
-// String is the command line form, nbd:HOST:PORT:EXPORT, with the export
-// name left out so logs do not carry the secret.
-func (t Target) String() string { return "nbd:" + t.Addr() + ":<export>" }
+// String is the command line form, nbd:HOST:PORT[,HOST:PORT...]:EXPORT,
+// with the export name left out so logs do not carry the secret.
+func (t Target) String() string { return "nbd:" + t.addrs() + ":<export>" }
+
+// Arg is the value of bootfleet.root= that names t, secret included.
+func (t Target) Arg() string { return "nbd:" + t.addrs() + ":" + t.Export }
+
+func (t Target) addrs() string {
+	var b strings.Builder
+	for i, s := range t.Servers() {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteString(s.Addr())
+	}
+	return b.String()
+}
 
 // Options is what the agent reads from the kernel command line.
 type Options struct {
@@ -118,44 +153,67 @@ func ParseCmdline(cmdline string) (Options, error) {
 	return o, nil
 }
 
-// ParseTarget parses nbd:HOST:PORT:EXPORT. HOST may be an IPv6 address in
-// brackets; EXPORT is everything after the third colon (it may hold colons)
-// and must not be empty, since bootfleet never serves a default export.
+// ParseTarget parses nbd:HOST:PORT:EXPORT, or with several servers that
+// all serve the export, nbd:HOST:PORT,HOST:PORT,...:EXPORT (at most
+// MaxServers), in the order to try them. HOST may be an IPv6 address in
+// brackets; EXPORT is everything after the colon that ends the last port
+// (it may hold colons and commas) and must not be empty, since bootfleet
+// never serves a default export.
 func ParseTarget(s string) (Target, error) {
 	bad := func(why string) (Target, error) {
-		return Target{}, fmt.Errorf("%s=%q: %s; want nbd:HOST:PORT:EXPORT, e.g. nbd:10.0.0.1:10809:abc123 (check the profile's root and the server_ip)", CmdlineRootKey, s, why)
+		return Target{}, fmt.Errorf("%s=%q: %s; want nbd:HOST:PORT[,HOST:PORT...]:EXPORT, e.g. nbd:10.0.0.1:10809,10.0.0.2:10809:abc123 (check the profile's root and the server_ip)", CmdlineRootKey, s, why)
 	}
 	rest, ok := strings.CutPrefix(s, "nbd:")
 	if !ok {
 		return bad("no nbd: scheme")
 	}
-	var host string
-	if strings.HasPrefix(rest, "[") {
-		end := strings.Index(rest, "]:")
+	var servers []Server
+	for {
+		var host string
+		if strings.HasPrefix(rest, "[") {
+			end := strings.Index(rest, "]:")
+			if end < 0 {
+				return bad("unterminated [IPv6] host")
+			}
+			host, rest = rest[1:end], rest[end+2:]
+		} else {
+			var found bool
+			host, rest, found = strings.Cut(rest, ":")
+			if !found {
+				return bad("no port")
+			}
+		}
+		if host == "" {
+			return bad("empty host")
+		}
+		if strings.ContainsAny(host, ",[]/ \t") {
+			return bad(fmt.Sprintf("host %q is not an address or a name", host))
+		}
+		end := strings.IndexAny(rest, ",:")
 		if end < 0 {
-			return bad("unterminated [IPv6] host")
+			return bad("no export name")
 		}
-		host, rest = rest[1:end], rest[end+2:]
-	} else {
-		var found bool
-		host, rest, found = strings.Cut(rest, ":")
-		if !found {
-			return bad("no port")
+		port := rest[:end]
+		n, err := strconv.Atoi(port)
+		if err != nil || n < 1 || n > 65535 {
+			return bad(fmt.Sprintf("port %q is not 1..65535", port))
+		}
+		if len(servers) == MaxServers {
+			return bad(fmt.Sprintf("more than %d servers", MaxServers))
+		}
+		servers = append(servers, Server{Host: host, Port: n})
+		sep := rest[end]
+		rest = rest[end+1:]
+		if sep == ':' {
+			break
 		}
 	}
-	port, export, found := strings.Cut(rest, ":")
-	if !found {
-		return bad("no export name")
-	}
-	if host == "" {
-		return bad("empty host")
-	}
-	n, err := strconv.Atoi(port)
-	if err != nil || n < 1 || n > 65535 {
-		return bad(fmt.Sprintf("port %q is not 1..65535", port))
-	}
-	if export == "" {
+	if rest == "" {
 		return bad("empty export name")
 	}
-	return Target{Host: host, Port: n, Export: export}, nil
+	t := Target{Host: servers[0].Host, Port: servers[0].Port, Export: rest}
+	if len(servers) > 1 {
+		t.Fallbacks = servers[1:]
+	}
+	return t, nil
 }

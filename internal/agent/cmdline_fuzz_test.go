@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"reflect"
 	"strings"
 	"testing"
 )
@@ -11,13 +12,20 @@ import (
 // testdata/fuzz/FuzzParseCmdline.
 func FuzzParseCmdline(f *testing.F) {
 	f.Add("console=ttyS0 bootfleet.root=nbd:10.0.0.1:10809:m-52-54-00-12-34-56-abc done=http://10.0.0.1:8080/done/x")
+	f.Add("bootfleet.root=nbd:10.0.0.1:10809,[fd00::2]:10809,c:1:b-x,y:z bootfleet.milestones=http://10.0.0.1:8080/milestone/m")
 	f.Fuzz(func(t *testing.T, cmdline string) {
 		o, err := ParseCmdline(cmdline)
 		if err != nil {
 			return
 		}
-		if o.Root.Export == "" || o.Root.Host == "" || o.Root.Port < 1 || o.Root.Port > 65535 {
+		servers := o.Root.Servers()
+		if o.Root.Export == "" || len(servers) > MaxServers {
 			t.Fatalf("ParseCmdline(%q) accepted root %+v", cmdline, o.Root)
+		}
+		for _, s := range servers {
+			if s.Host == "" || strings.ContainsAny(s.Host, ",[]") || s.Port < 1 || s.Port > 65535 {
+				t.Fatalf("ParseCmdline(%q) accepted server %+v", cmdline, s)
+			}
 		}
 		if !strings.HasPrefix(o.Init, "/") {
 			t.Fatalf("ParseCmdline(%q) accepted init %q", cmdline, o.Init)
@@ -29,8 +37,8 @@ func FuzzParseCmdline(f *testing.F) {
 			t.Fatalf("ParseCmdline(%q) accepted milestones %q", cmdline, o.Milestones)
 		}
 		// The target is what the server wrote: it must read back the same.
-		back, err := ParseTarget("nbd:" + o.Root.Addr() + ":" + o.Root.Export)
-		if err != nil || back != o.Root {
+		back, err := ParseTarget(o.Root.Arg())
+		if err != nil || !reflect.DeepEqual(back, o.Root) {
 			t.Fatalf("root %+v does not survive its own form: %+v, %v", o.Root, back, err)
 		}
 	})

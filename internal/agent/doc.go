@@ -10,9 +10,11 @@
 //     max_part=16, so whole-disk images show their partitions;
 //  3. bring up the first Ethernet NIC with DHCP (busybox udhcpc and the
 //     script in /etc/udhcpc/script, which records the lease in LeaseFile);
-//  4. read bootfleet.root=nbd:HOST:PORT:EXPORT from the kernel command line,
-//     dial it and run the NBD fixed newstyle handshake itself (NBD_OPT_GO,
-//     falling back to NBD_OPT_EXPORT_NAME), with internal/nbd's codec;
+//  4. read bootfleet.root=nbd:HOST:PORT:EXPORT from the kernel command line
+//     (or nbd:HOST:PORT,HOST:PORT,...:EXPORT: every server that serves the
+//     export, in order), dial the first that answers and run the NBD fixed
+//     newstyle handshake itself (NBD_OPT_GO, falling back to
+//     NBD_OPT_EXPORT_NAME), with internal/nbd's codec;
 //  5. hand the socket to the kernel over the NBD generic netlink family
 //     (NBD_CMD_CONNECT on /dev/nbd0) with a dead-connection timeout;
 //  6. find the root on /dev/nbd0 with internal/diskprobe (a partition by
@@ -29,7 +31,11 @@
 // shutdown spares it. It subscribes to the nbd netlink multicast group; when
 // the kernel reports NBD_CMD_LINK_DEAD for our device, it dials and
 // handshakes again and gives the kernel the new socket with
-// NBD_CMD_RECONFIGURE. Requests issued meanwhile wait in the kernel for up
+// NBD_CMD_RECONFIGURE. With several servers it fails over: it tries the
+// server after the one that died first, round robin, pausing only after a
+// round that reached none (failover.go). It prints the reconnect time to
+// the console and /dev/kmsg and reports it as the milestone
+// nbd-reconnected-<ms>ms to the server it moved to. Requests issued meanwhile wait in the kernel for up
 // to the dead-connection timeout (bootfleet.nbd.dead=SECONDS, default 120)
 // and then fail with EIO. Requests that were in flight when the link died
 // are resent once their per-request timeout (bootfleet.nbd.timeout=SECONDS,
@@ -48,7 +54,8 @@
 //	BOOTFLEET-IP: <addr> ...            DHCP bound (printed by the udhcpc script)
 //	BOOTFLEET-NBD: <dev> size=N ...     the kernel accepted the NBD socket
 //	BOOTFLEET-SWITCHROOT: <init>        about to exec switch_root
-//	BOOTFLEET-NBD-RECONNECTED: <dev>    the watcher replaced a dead socket
+//	BOOTFLEET-NBD-RECONNECTED: <dev> server=<addr> from=<addr> after=<s> ...
+//	                                    the watcher replaced a dead socket
 //	BOOTFLEET-WATCHER-STOPPED: <signal> the watcher was killed (it should never be)
 //	BOOTFLEET-FAIL: <why>               the agent gave up; it powers off
 //

@@ -364,6 +364,7 @@ func (s *server) milestone(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.Milestones.Milestone(mac, name, r.RemoteAddr)
+	s.logReconnect(mac, name, r)
 	io.WriteString(w, "ok\n")
 }
 

@@ -1,0 +1,54 @@
+package httpboot
+
+import (
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"github.com/bootfleet/bootfleet/internal/config"
+	"github.com/bootfleet/bootfleet/internal/fleet"
+	"github.com/bootfleet/bootfleet/internal/testutil"
+)
+
+// TestReconnectMilestoneLogged: the server an agent moved its root to logs
+// which machine, which export, from where and after how long; other
+// milestones and unreadable times log no reconnect.
+func TestReconnectMilestoneLogged(t *testing.T) {
+	c, err := config.Parse(strings.NewReader("interface: br0\ndhcp: {mode: proxy}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, _ := fleet.FromConfig(c)
+	var logs testutil.SyncBuffer
+	srv := httptest.NewServer(New(Config{Fleet: v, Boots: noClock{}, BaseURL: "http://10.0.0.2:8080", Milestones: noMilestones{},
+		Logger: slog.New(slog.NewTextHandler(&logs, nil))}))
+	defer srv.Close()
+	for _, tc := range []struct {
+		path, want string
+	}{
+		{"/milestone/52-54-00-00-00-01/nbd-reconnected-1234ms?from=10.0.0.1:10809&export=m-52-54-00-00-00-01-0123%E2%80%A6&after_ms=1234",
+			`msg="machine's NBD root reconnected to this server" mac=52:54:00:00:00:01 export=m-52-54-00-00-00-01-0123… from=10.0.0.1:10809 after=1.234s`},
+		{"/milestone/52-54-00-00-00-02/nbd-reconnected-xms", `msg="nbd reconnect reported with an unreadable time" mac=52:54:00:00:00:02`},
+		{"/milestone/52-54-00-00-00-03/agent-switch-root", ""},
+	} {
+		t.Run(tc.path, func(t *testing.T) {
+			before := len(logs.String())
+			resp, err := http.Get(srv.URL + tc.path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != 200 {
+				t.Fatalf("GET %s: %s, want 200", tc.path, resp.Status)
+			}
+			got := logs.String()[before:]
+			if tc.want == "" && strings.Contains(got, "reconnect") || tc.want != "" && !strings.Contains(got, tc.want) {
+				t.Errorf("log after GET %s:\n%s\nwant it to contain %q", tc.path, got, tc.want)
+			}
+		})
+	}
+}
