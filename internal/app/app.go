@@ -85,6 +85,7 @@ func Run(ctx context.Context, c *config.Config, log *slog.Logger) error {
 		Files: roots, Fleet: view, Boots: inv.BootClock(taps.boots),
 		Transfers: taps.transfers, Milestones: taps.milestones, Roots: dl, Kernels: dl.Kernels(),
 		BaseURL: baseURL, ServerIP: serverIP.String(), Logger: log,
+		Mirrors: fleetservers.NewSpread(fleetservers.SpreadConfig{View: fleetView, SelfBaseURL: baseURL}),
 	}
 	boot := httpboot.New(hc)
 	front := frontHandler(rec, apiHandler, boot)

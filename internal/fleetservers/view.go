@@ -36,7 +36,7 @@ type View struct {
 
 	mu      sync.Mutex
 	servers []inventory.ServerInfo // as last read, ordered by name
-	readAt  time.Time              // zero until the first read succeeds
+	reads   uint64                 // successful reads so far
 	failed  bool                   // the last read failed (logged once per outage)
 }
 
@@ -93,7 +93,16 @@ func (v *View) Refresh(ctx context.Context) {
 		v.log.Info("fleet: reading the servers table works again", "servers", len(list))
 	}
 	v.failed = false
-	v.servers, v.readAt = list, v.cfg.Now()
+	v.servers = list
+	v.reads++
+}
+
+// Reads counts the successful reads of the table, so a caller can tell
+// that the picture changed.
+func (v *View) Reads() uint64 {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	return v.reads
 }
 
 // Self is this server's name.

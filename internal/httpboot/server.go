@@ -89,6 +89,7 @@ type Config struct {
 	Milestones MilestoneRecorder // optional; nil answers /milestone/ with 404
 	Roots      Roots             // optional; nil fails scripts of profiles with a root
 	Kernels    ImageKernels      // optional; nil fails scripts of profiles with root.kernel: image
+	Mirrors    Mirrors           // optional; nil names only this server in scripts
 	BaseURL    string            // e.g. http://10.213.0.1:8080, as clients reach this server
 	ServerIP   string
 	Logger     *slog.Logger
@@ -231,7 +232,7 @@ func (s *server) boot(ctx context.Context, t fleet.Target) (ipxe.Boot, error) {
 	}
 	q := "?mac=" + mp
 	if t.Spec.Root.Kernel == config.RootKernelImage {
-		return s.imageBoot(root, q, cmdline), nil
+		return s.spread(s.imageBoot(root, q, cmdline), t.Machine.MAC, root.SHA256, 0), nil
 	}
 	prof := s.BaseURL + "/profiles/" + url.PathEscape(t.Profile)
 	b := ipxe.Boot{Kernel: prof + "/kernel" + q, Cmdline: cmdline}
@@ -246,7 +247,7 @@ func (s *server) boot(ctx context.Context, t fleet.Target) (ipxe.Boot, error) {
 		}
 		b.Initrds = append(b.Initrds, ipxe.Initrd{URL: u, Name: base})
 	}
-	return b, nil
+	return s.spread(b, t.Machine.MAC, "", localSize(t.Spec)), nil
 }
 
 func isURL(s string) bool {

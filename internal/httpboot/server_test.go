@@ -38,7 +38,10 @@ type env struct {
 	kernel []byte
 }
 
-func newEnv(t *testing.T) *env {
+func newEnv(t *testing.T) *env { t.Helper(); return newEnvWith(t, nil) }
+
+// newEnvWith is newEnv with edit applied to the handler's Config.
+func newEnvWith(t *testing.T, edit func(*Config)) *env {
 	t.Helper()
 	dir := t.TempDir()
 	kernel := bytes.Repeat([]byte("0123456789abcdef"), 4096)
@@ -80,11 +83,15 @@ machines:
 	mac, _ := net.ParseMAC("52:54:00:aa:bb:cc")
 	tr.DHCPSeen(mac)
 	clock = clock.Add(31500 * time.Millisecond)
-	h := New(Config{
+	hc := Config{
 		Files: dirOpener(files), Fleet: v, Boots: tr,
 		BaseURL: "http://10.0.0.1:8080", ServerIP: "10.0.0.1",
 		Logger: slog.New(slog.NewTextHandler(e.logs, nil)),
-	})
+	}
+	if edit != nil {
+		edit(&hc)
+	}
+	h := New(hc)
 	e.srv = httptest.NewServer(h)
 	t.Cleanup(e.srv.Close)
 	return e

@@ -43,13 +43,17 @@ func RenderCmdline(tmpl string, v Vars) (string, error) {
 // Initrd is one initrd image of a boot.
 type Initrd struct {
 	URL string
+	// Alt are URLs of the same file on other servers, tried in order
+	// when URL fails.
+	Alt []string
 	// Name is what the kernel sees it as; defaults to the URL's base name.
 	Name string
 }
 
 // Boot is what a script loads and boots.
 type Boot struct {
-	Kernel  string // URL
+	Kernel    string   // URL
+	KernelAlt []string // the kernel on other servers, tried in order when Kernel fails
 	Initrds []Initrd
 	Cmdline string // already rendered
 }
@@ -59,8 +63,11 @@ type Boot struct {
 // Every initrd gets an explicit name, and the command line names each one
 // with initrd=NAME: Debian 12's iPXE on UEFI hands an initrd to the kernel's
 // EFI stub only when the command line names it, and BIOS kernels ignore the
-// parameter, so always adding it is safe. On failure the script waits and
-// retries rather than dropping to a shell nobody watches.
+// parameter, so always adding it is safe. A file with alternatives is
+// fetched from the next one when one fails (iPXE runs the command after
+// || only when the one before failed). On failure of every alternative
+// the script waits and retries rather than dropping to a shell nobody
+// watches.
 func Script(b Boot) string {
 	names := initrdNames(b.Initrds)
 	var args []string
@@ -73,9 +80,16 @@ func Script(b Boot) string {
 	var s strings.Builder
 	s.WriteString("#!ipxe\n")
 	s.WriteString(":start\n")
-	fmt.Fprintf(&s, "kernel %s %s || goto failed\n", b.Kernel, strings.Join(args, " "))
+	line := strings.Join(args, " ")
+	for _, u := range append([]string{b.Kernel}, b.KernelAlt...) {
+		fmt.Fprintf(&s, "kernel %s %s || ", u, line)
+	}
+	s.WriteString("goto failed\n")
 	for i, rd := range b.Initrds {
-		fmt.Fprintf(&s, "initrd --name %s %s || goto failed\n", names[i], rd.URL)
+		for _, u := range append([]string{rd.URL}, rd.Alt...) {
+			fmt.Fprintf(&s, "initrd --name %s %s || ", names[i], u)
+		}
+		s.WriteString("goto failed\n")
 	}
 	s.WriteString("boot || goto failed\n")
 	s.WriteString(":failed\n")

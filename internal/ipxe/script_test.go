@@ -49,6 +49,13 @@ func TestScriptGolden(t *testing.T) {
 			Initrds: []Initrd{{URL: "http://a/initrd.img"}, {URL: "http://b/initrd.img"}, {URL: "http://c/we ird$name"}},
 		}},
 		{"no-initrd", Boot{Kernel: "http://mirror/vmlinuz", Cmdline: "quiet"}},
+		{"fallbacks", Boot{
+			Kernel:    "http://10.0.0.2:8080/images/ab/vmlinuz?mac=52-54-00-12-34-56",
+			KernelAlt: []string{"http://10.0.0.1:8080/images/ab/vmlinuz?mac=52-54-00-12-34-56", "http://10.0.0.3:8080/images/ab/vmlinuz?mac=52-54-00-12-34-56"},
+			Initrds: []Initrd{{URL: "http://10.0.0.2:8080/images/ab/initrd.img?mac=52-54-00-12-34-56", Name: "initrd.img",
+				Alt: []string{"http://10.0.0.1:8080/images/ab/initrd.img?mac=52-54-00-12-34-56"}}},
+			Cmdline: "console=ttyS0 bootfleet.root=nbd:10.0.0.2:10809:x",
+		}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
