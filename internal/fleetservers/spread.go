@@ -136,3 +136,9 @@ func rendezvous(mac net.HardwareAddr, name string) uint64 {
 	h.Write([]byte(name))
 	return h.Sum64()
 }
+
+// Root is Order for a machine's NBD root of content sha, counting a
+// default boot's bytes: it fits the Order the diskless roots take.
+func (s *Spread) Root(mac net.HardwareAddr, sha string) []inventory.ServerInfo {
+	return s.Order(mac, sha, 0)
+}
