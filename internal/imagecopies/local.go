@@ -1,0 +1,84 @@
+package imagecopies
+
+import (
+	"context"
+	"io"
+	"slices"
+
+	"github.com/bootfleet/bootfleet/internal/imagestore"
+	"github.com/bootfleet/bootfleet/internal/inventory"
+)
+
+// Import stores content on this server (Local.Import) and records the
+// copy, so peers can fetch it at once. It implements api.ImageFiles with
+// Release.
+func (s *Service) Import(ctx context.Context, r io.Reader) (imagestore.Imported, error) {
+	res, err := s.cfg.Local.Import(ctx, r)
+	if err != nil {
+		return res, err
+	}
+	s.arrive(ctx, res.SHA256)
+	return res, nil
+}
+
+// Release deletes content (Local.Release) and, when it did, forgets the
+// copy in the store. A store that cannot be written then leaves a row
+// that names content this server lacks; a peer asking for it gets 404
+// and asks the next, and the next start replaces the rows.
+func (s *Service) Release(sha string) (bool, error) {
+	deleted, err := s.cfg.Local.Release(sha)
+	if err != nil || !deleted {
+		return deleted, err
+	}
+	s.mu.Lock()
+	delete(s.kept, sha)
+	delete(s.arrived, sha)
+	s.holders[sha] = slices.DeleteFunc(s.holders[sha], func(n string) bool { return n == s.cfg.Self })
+	s.mu.Unlock()
+	ctx, cancel := context.WithTimeout(s.ctx, storeTimeout)
+	defer cancel()
+	if err := s.cfg.Store.RemoveImageCopy(ctx, s.cfg.Self, sha); err != nil {
+		s.log.Warn("image copies: forgetting a deleted copy in the store failed", "sha256", sha, "err", err)
+	}
+	return true, nil
+}
+
+// arrive records that content sha is now here.
+func (s *Service) arrive(ctx context.Context, sha string) {
+	s.mu.Lock()
+	s.arrived[sha] = s.cfg.Now()
+	s.known[sha] = true
+	delete(s.failed, sha)
+	if !slices.Contains(s.holders[sha], s.cfg.Self) {
+		s.holders[sha] = append(slices.Clone(s.holders[sha]), s.cfg.Self)
+		slices.Sort(s.holders[sha])
+	}
+	s.mu.Unlock()
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), storeTimeout)
+	defer cancel()
+	if err := s.cfg.Store.AddImageCopy(ctx, inventory.ImageCopy{Server: s.cfg.Self, SHA256: sha, Since: s.cfg.Now()}); err != nil {
+		s.log.Warn("image copies: recording a copy in the store failed; peers learn of it at this server's next start",
+			"sha256", sha, "err", err)
+	}
+}
+
+// Holders returns the names of the servers that hold content sha, as the
+// store said at the last check (this server's own imports and fetches
+// since included), sorted. It reads memory only, so a script render may
+// call it; combine it with the live servers of fleetservers.View to pick
+// one.
+func (s *Service) Holders(sha string) []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.holders[sha])
+}
+
+func (s *Service) setHolders(copies []inventory.ImageCopy) {
+	h := map[string][]string{}
+	for _, c := range copies { // ordered by sha, then server
+		h[c.SHA256] = append(h[c.SHA256], c.Server)
+	}
+	s.mu.Lock()
+	s.holders = h
+	s.mu.Unlock()
+}

@@ -1,0 +1,269 @@
+package imagecopies
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/bootfleet/bootfleet/internal/imagepeer"
+	"github.com/bootfleet/bootfleet/internal/imagestore"
+	"github.com/bootfleet/bootfleet/internal/inventory"
+)
+
+// Store is what a Service reads and writes in the fleet's store.
+type Store interface {
+	ListImages(ctx context.Context) ([]inventory.Image, error)
+	inventory.ImageCopies
+}
+
+// Blobs is this server's image store; *imagestore.Store implements it.
+type Blobs interface {
+	Has(sha string) bool
+	List() ([]string, error)
+	PutCopy(ctx context.Context, r io.Reader, sha string, size int64) (imagestore.Imported, error)
+}
+
+// Local imports and deletes content on this server, with the rules of
+// which content a machine still boots from; *diskless.Service implements
+// it.
+type Local interface {
+	Import(ctx context.Context, r io.Reader) (imagestore.Imported, error)
+	// Release deletes content unless a machine still boots from it and
+	// reports whether it did.
+	Release(sha string) (bool, error)
+}
+
+// Peers opens transfers from peers; *imagepeer.Client implements it.
+type Peers interface {
+	Open(ctx context.Context, base, sha string) (*imagepeer.Body, error)
+}
+
+// Config configures a Service.
+type Config struct {
+	Self  string // this server's name in the fleet; required
+	Store Store  // required
+	Blobs Blobs  // required
+	Local Local  // required
+	Peers Peers  // required
+	// Interval between checks of the store: new images to fetch, removed
+	// ones to delete, holders to remember. Default 10 s.
+	Interval time.Duration
+	// Fetches bounds the background fetches at once. Default 2, range 1
+	// to 2: a copy competes with boots for the disk and the link.
+	Fetches int
+	// Grace is how long content that arrived (imported or fetched) is
+	// kept even though no image names it yet: an import stores the
+	// content before it records the name. Default 1 min.
+	Grace time.Duration
+	// Retry is how long a background fetch that failed waits before it
+	// is tried again. Default 1 min.
+	Retry  time.Duration
+	Now    func() time.Time // default time.Now
+	Logger *slog.Logger     // default: discard
+}
+
+// Service is this server's part in keeping the fleet's images. Create it
+// with New, run Run in the server's errgroup.
+type Service struct {
+	cfg Config
+	log *slog.Logger
+	// ctx outlives each caller of Ensure: a fetch goes on for the next
+	// boot when the machine that asked for it gives up. Run cancels it.
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+	bg     chan struct{} // background fetch slots
+
+	mu      sync.Mutex
+	flights map[string]*flight   // fetches in progress, by sha
+	arrived map[string]time.Time // content imported or fetched lately, for Grace
+	failed  map[string]time.Time // background fetches that failed: when to try again
+	kept    map[string]bool      // content logged as kept while machines use it
+	// known is content this store's fleet has had: named by an image at a
+	// check, arrived here, or recorded as this server's before it
+	// started. Only known content is deleted when no image names it, so
+	// a server pointed at another store by mistake keeps its images.
+	known    map[string]bool
+	holders  map[string][]string // sha -> servers holding it, as last read
+	recorded bool                // this server's copies are in the store
+}
+
+// New checks cfg and fills its defaults.
+func New(cfg Config) (*Service, error) {
+	if cfg.Self == "" || cfg.Store == nil || cfg.Blobs == nil || cfg.Local == nil || cfg.Peers == nil {
+		return nil, errors.New("imagecopies: Config.Self, Store, Blobs, Local and Peers are required")
+	}
+	if cfg.Interval <= 0 {
+		cfg.Interval = 10 * time.Second
+	}
+	cfg.Fetches = max(1, min(cfg.Fetches, 2))
+	if cfg.Grace <= 0 {
+		cfg.Grace = time.Minute
+	}
+	if cfg.Retry <= 0 {
+		cfg.Retry = time.Minute
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	s := &Service{cfg: cfg, log: cfg.Logger, bg: make(chan struct{}, cfg.Fetches),
+		flights: map[string]*flight{}, arrived: map[string]time.Time{}, failed: map[string]time.Time{},
+		kept: map[string]bool{}, known: map[string]bool{}, holders: map[string][]string{}}
+	s.ctx, s.cancel = context.WithCancel(context.Background())
+	return s, nil
+}
+
+// Run checks the store every Interval until ctx is done, then stops the
+// fetches in progress (their temporary files are removed) and returns
+// nil: a store that cannot be read only delays copies, never boots from
+// what is here.
+func (s *Service) Run(ctx context.Context) error {
+	defer s.wg.Wait()
+	defer s.cancel()
+	t := time.NewTicker(s.cfg.Interval)
+	defer t.Stop()
+	for {
+		s.Check(ctx)
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		}
+	}
+}
+
+// Check does one round: records this server's copies if it has not yet,
+// reads the images and copies, starts background fetches of named
+// content missing here and deletes local content no image names.
+func (s *Service) Check(ctx context.Context) {
+	ctx, cancel := context.WithTimeout(ctx, max(s.cfg.Interval, 10*time.Second))
+	defer cancel()
+	if !s.isRecorded() {
+		s.record(ctx)
+	}
+	imgs, err := s.cfg.Store.ListImages(ctx)
+	if err != nil {
+		s.warn(ctx, "image copies: reading the images failed; checking again later", err)
+		return
+	}
+	copies, err := s.cfg.Store.ListImageCopies(ctx)
+	if err != nil {
+		s.warn(ctx, "image copies: reading the copies failed; checking again later", err)
+		return
+	}
+	s.setHolders(copies)
+	named := map[string]inventory.Image{}
+	s.mu.Lock()
+	for _, img := range imgs {
+		named[img.SHA256] = img
+		s.known[img.SHA256] = true
+	}
+	s.mu.Unlock()
+	for _, img := range imgs {
+		if !s.cfg.Blobs.Has(img.SHA256) {
+			s.background(img)
+		}
+	}
+	local, err := s.cfg.Blobs.List()
+	if err != nil {
+		s.log.Warn("image copies: listing the image store failed", "err", err)
+		return
+	}
+	for _, sha := range local {
+		if _, ok := named[sha]; !ok && s.isKnown(sha) && !s.fresh(sha) {
+			s.releaseUnnamed(ctx, sha)
+		}
+	}
+}
+
+// record replaces this server's rows with what its image store holds,
+// first noting as known the content the rows held before.
+func (s *Service) record(ctx context.Context) {
+	before, err := s.cfg.Store.ListImageCopies(ctx)
+	if err != nil {
+		s.warn(ctx, "image copies: reading the copies failed; trying again at the next check", err)
+		return
+	}
+	s.mu.Lock()
+	for _, c := range before {
+		if c.Server == s.cfg.Self {
+			s.known[c.SHA256] = true
+		}
+	}
+	s.mu.Unlock()
+	local, err := s.cfg.Blobs.List()
+	if err != nil {
+		s.log.Warn("image copies: listing the image store failed", "err", err)
+		return
+	}
+	now := s.cfg.Now()
+	copies := make([]inventory.ImageCopy, 0, len(local))
+	for _, sha := range local {
+		copies = append(copies, inventory.ImageCopy{Server: s.cfg.Self, SHA256: sha, Since: now})
+	}
+	if err := s.cfg.Store.SetImageCopies(ctx, s.cfg.Self, copies); err != nil {
+		s.warn(ctx, "image copies: recording what this server holds failed; trying again at the next check", err)
+		return
+	}
+	s.mu.Lock()
+	s.recorded = true
+	s.mu.Unlock()
+	s.log.Info("image copies: recorded what this server holds", "server", s.cfg.Self, "contents", len(copies))
+}
+
+func (s *Service) isKnown(sha string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.known[sha]
+}
+
+func (s *Service) isRecorded() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.recorded
+}
+
+// releaseUnnamed deletes content no image names, unless a machine of
+// this server still boots from it.
+func (s *Service) releaseUnnamed(ctx context.Context, sha string) {
+	deleted, err := s.Release(sha)
+	switch {
+	case err != nil:
+		s.log.Warn("image copies: deleting content no image names failed", "sha256", sha, "err", err)
+	case deleted:
+		s.log.Info("image copies: deleted content no image names any more", "sha256", sha, "server", s.cfg.Self)
+	default:
+		s.mu.Lock()
+		first := !s.kept[sha]
+		s.kept[sha] = true
+		s.mu.Unlock()
+		if first {
+			s.log.Info("image copies: content no image names is kept while machines boot from it", "sha256", sha)
+		}
+	}
+}
+
+// fresh reports whether sha arrived within Grace.
+func (s *Service) fresh(sha string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	at, ok := s.arrived[sha]
+	if ok && s.cfg.Now().Sub(at) >= s.cfg.Grace {
+		delete(s.arrived, sha)
+		return false
+	}
+	return ok
+}
+
+func (s *Service) warn(ctx context.Context, msg string, err error) {
+	if ctx.Err() != nil {
+		return
+	}
+	s.log.Warn(msg, "err", err)
+}

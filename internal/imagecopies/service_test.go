@@ -1,0 +1,88 @@
+package imagecopies
+
+import (
+	"bytes"
+	"context"
+	"strings"
+	"testing"
+	"time"
+)
+
+// waitFor polls cond for up to 10 s.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	for end := time.Now().Add(10 * time.Second); time.Now().Before(end); time.Sleep(20 * time.Millisecond) {
+		if cond() {
+			return
+		}
+	}
+	t.Fatalf("after 10 s: %s", what)
+}
+
+// TestCheck runs the periodic check through an image's life on one
+// server: recorded at start, fetched in the background when it appears,
+// kept while a machine uses it after its name is removed, deleted after.
+// Content the store never knew is kept.
+func TestCheck(t *testing.T) {
+	f := newFleet(t)
+	ctx := context.Background()
+	f.peer("peer-good", f.goodPeer(nil).URL, 0, time.Now())
+	foreign, _, err := f.blobs.Import(bytes.NewReader([]byte("content from another store, never named here")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := f.service(time.Second)
+	s.Check(ctx)
+	copies, _ := f.store.ListImageCopies(ctx)
+	if !hasCopy(copies, "self", foreign) {
+		t.Fatalf("copies after the first check = %+v, want what self held at start", copies)
+	}
+	waitFor(t, "the background fetch stores the image", func() bool { return f.blobs.Has(f.img.SHA256) })
+	f.checkStored()
+	if !strings.Contains(f.log.String(), "fetching a new image in the background") {
+		t.Fatalf("log does not say it fetched in the background:\n%s", f.log)
+	}
+
+	// The image is removed (on another server); a machine here still
+	// boots from it.
+	if err := f.store.DeleteImage(ctx, "debian"); err != nil {
+		t.Fatal(err)
+	}
+	f.local.inUse[f.img.SHA256] = true
+	s.cfg.Grace = time.Nanosecond // the fetch was just now
+	s.Check(ctx)
+	if !f.blobs.Has(f.img.SHA256) {
+		t.Fatal("content deleted while a machine boots from it")
+	}
+	f.local.inUse[f.img.SHA256] = false
+	s.Check(ctx)
+	if f.blobs.Has(f.img.SHA256) {
+		t.Fatalf("content kept after its name was removed and no machine uses it\n%s", f.log)
+	}
+	copies, _ = f.store.ListImageCopies(ctx)
+	if hasCopy(copies, "self", f.img.SHA256) {
+		t.Fatalf("copies = %+v, want self's copy forgotten", copies)
+	}
+	if !f.blobs.Has(foreign) {
+		t.Fatal("content the store never named was deleted")
+	}
+}
+
+// TestCheckGrace: content imported here is not deleted before its name
+// is recorded.
+func TestCheckGrace(t *testing.T) {
+	f := newFleet(t)
+	s := f.service(time.Second)
+	s.Check(context.Background())
+	res, err := s.Import(context.Background(), bytes.NewReader([]byte("just imported; PutImage comes next")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Check(context.Background())
+	if !f.blobs.Has(res.SHA256) {
+		t.Fatal("content deleted within Grace of its import")
+	}
+	if got := s.Holders(res.SHA256); len(got) != 1 || got[0] != "self" {
+		t.Fatalf("Holders after import = %v, want [self]", got)
+	}
+}

@@ -1,0 +1,109 @@
+package imagepeer
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// dirContent serves files named by their sha from a directory.
+type dirContent string
+
+func (d dirContent) OpenContent(sha string) (*os.File, error) {
+	return os.Open(filepath.Join(string(d), sha))
+}
+
+func TestHandler(t *testing.T) {
+	key := bytes.Repeat([]byte{1}, 32)
+	dir := t.TempDir()
+	data := bytes.Repeat([]byte("bootfleet"), 100000)
+	sum := sha256.Sum256(data)
+	sha := hex.EncodeToString(sum[:])
+	if err := os.WriteFile(filepath.Join(dir, sha), data, 0o440); err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(Handler(HandlerConfig{Content: dirContent(dir), Secret: key}))
+	defer srv.Close()
+	ctx := context.Background()
+
+	c := &Client{Self: "boot-b", Secret: key}
+	b, err := c.Open(ctx, srv.URL, sha)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := io.ReadAll(b)
+	b.Close()
+	if err != nil || !bytes.Equal(got, data) || b.Size != int64(len(data)) {
+		t.Fatalf("fetched %d bytes (size %d), err %v; want the %d stored", len(got), b.Size, err, len(data))
+	}
+
+	tests := []struct {
+		name   string
+		client *Client
+		sha    string
+		want   string
+	}{
+		{"missing", c, fmt.Sprintf("%064x", 1), "404"},
+		{"other fleet", &Client{Self: "boot-x", Secret: bytes.Repeat([]byte{9}, 32)}, sha, "401"},
+		{"clock off", &Client{Self: "boot-b", Secret: key, Now: func() time.Time { return time.Now().Add(-time.Hour) }}, sha, "401"},
+		{"bad sha", c, "../../etc/passwd", "404"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			b, err := tt.client.Open(ctx, srv.URL, tt.sha)
+			if err == nil {
+				b.Close()
+				t.Fatal("Open succeeded, want an error")
+			}
+			if !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("Open error %v, want %s", err, tt.want)
+			}
+		})
+	}
+
+	// A machine on the LAN with no signature gets nothing, not even the size.
+	resp, err := http.Get(srv.URL + Prefix + "images/" + sha)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusUnauthorized || bytes.Contains(body, data[:100]) {
+		t.Fatalf("unsigned GET: %s, %d bytes; want 401 and no content", resp.Status, len(body))
+	}
+}
+
+// TestHandlerBusy: transfers beyond MaxTransfers are answered 503.
+func TestHandlerBusy(t *testing.T) {
+	key := bytes.Repeat([]byte{1}, 32)
+	dir := t.TempDir()
+	data := make([]byte, 16<<20) // more than the sockets buffer
+	sum := sha256.Sum256(data)
+	sha := hex.EncodeToString(sum[:])
+	if err := os.WriteFile(filepath.Join(dir, sha), data, 0o440); err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(Handler(HandlerConfig{Content: dirContent(dir), Secret: key, MaxTransfers: 1}))
+	defer srv.Close()
+	c := &Client{Self: "boot-b", Secret: key}
+	first, err := c.Open(context.Background(), srv.URL, sha)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer first.Close()
+	first.Read(make([]byte, 1)) // the transfer is under way, unread
+	_, err = c.Open(context.Background(), srv.URL, sha)
+	if err == nil || !strings.Contains(err.Error(), "503") {
+		t.Fatalf("second transfer at once: %v, want 503", err)
+	}
+}
