@@ -23,6 +23,7 @@ import (
 	"github.com/bootfleet/bootfleet/internal/inventorysvc"
 	"github.com/bootfleet/bootfleet/internal/ndp"
 	"github.com/bootfleet/bootfleet/internal/pxe"
+	"github.com/bootfleet/bootfleet/internal/rootdisk"
 	"github.com/bootfleet/bootfleet/internal/safefs"
 	"github.com/bootfleet/bootfleet/internal/tftp"
 )
@@ -48,8 +49,13 @@ func Run(ctx context.Context, c *config.Config, log *slog.Logger) error {
 	}
 	defer store.Close()
 	leases := inventorysvc.NewLeases(store) // DHCP writes them, NBD checks them
+	// Every server of the fleet names read-only base exports with one key.
+	baseKey, err := store.Secret(ctx, rootdisk.BaseKeyName, rootdisk.NewBaseKey())
+	if err != nil {
+		return fmt.Errorf("the fleet's key for read-only base exports: %w", err)
+	}
 	dl, err := diskless.New(diskless.Config{Data: c.Data, Listen: c.NBD.Listen, ServerIP: serverIP, Agent: c.NBD.Agent,
-		Images: store, Leases: leases, Logger: log})
+		Images: store, Leases: leases, BaseKey: baseKey, Logger: log})
 	if err != nil {
 		return err
 	}

@@ -80,14 +80,18 @@ func TestImageGolden(t *testing.T) {
 		{"image-list-json", []string{"image", "list", "-o", "json"}, nil},
 		{"profile-add-root", []string{"profile", "add", "lab", "--kernel", "/srv/vmlinuz", "--root-image", "debian", "--overlay", "persistent"}, nil},
 		{"profile-add-bad-overlay", []string{"profile", "add", "lab2", "--kernel", "/srv/vmlinuz", "--root-image", "debian", "--overlay", "ram"}, nil},
+		{"profile-add-client-disk-no-cache", []string{"profile", "add", "lab3", "--kernel", "/srv/vmlinuz", "--root-image", "debian", "--overlay", "client-disk"}, nil},
+		{"profile-add-client-disk", []string{"profile", "add", "lab4", "--kernel", "/srv/vmlinuz", "--root-image", "debian", "--overlay", "client-disk", "--cmdline", "console=ttyS0 bootfleet.cache=LABEL=bfcache"}, nil},
 		{"image-rm-in-use", []string{"image", "rm", "debian"}, nil},
 		{"machine-reset", []string{"machine", "reset", "52:54:00:12:34:56"}, nil},
 		{"machine-reset-connected", []string{"machine", "reset", "52-54-00-12-34-56"}, connect},
 		{"machine-reset-force", []string{"machine", "reset", "52:54:00:12:34:56", "--force"}, nil},
 		{"machine-reset-unknown-name", []string{"machine", "reset", "pc9"}, func(*testing.T) { session.Close() }},
 		{"image-rm", []string{"image", "rm", "debian"}, func(t *testing.T) {
-			if err := st.DeleteProfile(context.Background(), "lab"); err != nil {
-				t.Fatal(err)
+			for _, p := range []string{"lab", "lab4"} {
+				if err := st.DeleteProfile(context.Background(), p); err != nil {
+					t.Fatal(err)
+				}
 			}
 		}},
 		{"image-rm-missing", []string{"image", "rm", "debian"}, nil},

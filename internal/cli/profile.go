@@ -56,7 +56,7 @@ new version of the image brings its kernel along.`,
 	f.StringArrayVar(&p.Initrd, "initrd", nil, "initrd: a local path or http(s) URL (repeatable, in order)")
 	f.StringVar(&p.Cmdline, "cmdline", "", "kernel command line template, e.g. 'console=ttyS0 host={{.Name}}'")
 	f.StringVar(&p.RootImage, "root-image", "", "diskless root: an imported image, served over NBD (adds bootfleet.root= to the command line)")
-	f.StringVar(&p.Overlay, "overlay", "", "with --root-image: ephemeral (default), persistent or none")
+	f.StringVar(&p.Overlay, "overlay", "", "with --root-image: ephemeral (default), persistent or none, kept by the server; client-ram or client-disk, kept by the machine (client-disk needs bootfleet.cache= in --cmdline)")
 	f.StringVar(&p.Loader, "loader", "", "what UEFI x64 firmware loads: ipxe (default) or grub, the server's signed shim and grub (Secure Boot)")
 	f.StringVar(&p.RootKernel, "root-kernel", "", "with --root-image: image boots the kernel in the image, with an initramfs built from it (no --kernel or --initrd)")
 	return cmd

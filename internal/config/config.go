@@ -184,7 +184,10 @@ type Root struct {
 	Image string `yaml:"image"`
 	// Overlay says what happens to the machine's writes: ephemeral
 	// (default; discarded at every boot), persistent (kept until
-	// `bootfleet machine reset`) or none (read-only root).
+	// `bootfleet machine reset`) or none (read-only root), all kept by
+	// the server; or client-ram or client-disk, kept by the machine in
+	// its RAM or on its local disk (bootfleet.cache= on the cmdline) and
+	// lost at reboot, so that any server holding the image can serve it.
 	Overlay string `yaml:"overlay"`
 	// Kernel says what the machine boots: empty (default) for the
 	// profile's own kernel and initrd, or image (RootKernelImage) for the
@@ -195,7 +198,31 @@ type Root struct {
 }
 
 // OverlayModes are the valid values of root.overlay.
-var OverlayModes = []string{"ephemeral", "persistent", "none"}
+var OverlayModes = []string{"ephemeral", "persistent", "none", OverlayClientRAM, OverlayClientDisk}
+
+// The overlays the machine keeps itself: the server serves the image
+// read-only and holds nothing for the machine.
+const (
+	OverlayClientRAM  = "client-ram"
+	OverlayClientDisk = "client-disk"
+)
+
+// ClientOverlay says whether the machine, not the server, keeps the
+// writes of overlay mode s.
+func ClientOverlay(s string) bool { return s == OverlayClientRAM || s == OverlayClientDisk }
+
+// CheckOverlay says what is wrong with a root's overlay mode and the
+// profile's cmdline template, or "" if nothing: client-disk must name its
+// cache device, because the agent wipes it.
+func CheckOverlay(overlay, cmdline string) string {
+	switch {
+	case !slices.Contains(OverlayModes, overlay):
+		return fmt.Sprintf("want ephemeral, persistent, none, client-ram or client-disk, got %q", overlay)
+	case overlay == OverlayClientDisk && !strings.Contains(cmdline, "bootfleet.cache="):
+		return "client-disk needs the local disk to wipe and use as the cache on the cmdline: add bootfleet.cache=/dev/vda or bootfleet.cache=LABEL=NAME"
+	}
+	return ""
+}
 
 // RootKernelImage is the value of root.kernel that boots the kernel the
 // root image holds.
@@ -404,8 +431,8 @@ func (c *Config) Validate() error {
 		switch {
 		case p.Root.Image == "" && p.Root.Overlay != "":
 			bad("profiles."+name+".root.image", "required when root.overlay is set: the name of an imported image")
-		case p.Root.Image != "" && !slices.Contains(OverlayModes, p.Root.Overlay):
-			bad("profiles."+name+".root.overlay", "want ephemeral, persistent or none, got %q", p.Root.Overlay)
+		case p.Root.Image != "" && CheckOverlay(p.Root.Overlay, p.Cmdline) != "":
+			bad("profiles."+name+".root.overlay", "%s", CheckOverlay(p.Root.Overlay, p.Cmdline))
 		}
 	}
 	if c.DefaultProfile != "" {

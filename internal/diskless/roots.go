@@ -23,7 +23,7 @@ func (s *Service) IssueRoot(ctx context.Context, mac net.HardwareAddr, root conf
 	if err != nil {
 		return httpboot.RootBoot{}, err
 	}
-	return httpboot.RootBoot{Arg: b.Root, Image: img.Name, SHA256: b.SHA256}, nil
+	return httpboot.RootBoot{Arg: b.Root, Args: b.Args, Image: img.Name, SHA256: b.SHA256}, nil
 }
 
 // PrepareKernels starts building, in the background, the boot files of

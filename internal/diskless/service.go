@@ -35,7 +35,10 @@ type Config struct {
 	// Leases, if set, ties each export to the address DHCP leased its
 	// machine.
 	Leases rootdisk.LeaseLookup
-	Logger *slog.Logger // default: discard
+	// BaseKey keys the read-only base exports of client overlays; every
+	// server of the fleet must have the same (rootdisk.BaseKeyName).
+	BaseKey []byte
+	Logger  *slog.Logger // default: discard
 }
 
 // Service is the diskless-root service of a running server.
@@ -62,7 +65,7 @@ func New(cfg Config) (*Service, error) {
 		return nil, err
 	}
 	s := &Service{images: cfg.Images, log: cfg.Logger}
-	s.disks, err = rootdisk.New(rootdisk.Config{Data: cfg.Data, Blobs: blobs, Leases: cfg.Leases, Logger: cfg.Logger})
+	s.disks, err = rootdisk.New(rootdisk.Config{Data: cfg.Data, Blobs: blobs, Leases: cfg.Leases, BaseKey: cfg.BaseKey, Logger: cfg.Logger})
 	if err != nil {
 		return nil, err
 	}
@@ -104,10 +107,7 @@ func (s *Service) Serve(ctx context.Context, onSession func(net.HardwareAddr, nb
 type sessionHook func(net.HardwareAddr, nbd.SessionStats)
 
 func (h sessionHook) OnSession(st nbd.SessionStats) {
-	mac, _, err := rootdisk.ParseExportName(st.Export)
-	if err != nil {
-		mac = nil
-	}
+	mac := rootdisk.MachineOf(st.Export)
 	st.Export = rootdisk.LogLabel(st.Export) // boot records are readable through the API
 	h(mac, st)
 }

@@ -45,6 +45,7 @@ type Roots interface {
 // RootBoot is the diskless root of one boot.
 type RootBoot struct {
 	Arg    string // the value of bootfleet.root: nbd:SERVER_IP:PORT:EXPORT
+	Args   string // more kernel parameters the root needs (bootfleet.overlay=client-ram), or ""
 	Image  string // the image's name, for logs
 	SHA256 string // the image content the export serves; a kernel from the image comes from it
 }
@@ -225,6 +226,9 @@ func (s *server) boot(ctx context.Context, t fleet.Target) (ipxe.Boot, error) {
 	}
 	if vars.Root != "" && !strings.Contains(cmdline, vars.Root) {
 		cmdline = strings.TrimSpace(cmdline + " bootfleet.root=" + vars.Root)
+	}
+	if root.Args != "" {
+		cmdline = strings.TrimSpace(cmdline + " " + root.Args)
 	}
 	if vars.Root != "" && s.Milestones != nil {
 		// The diskless agent reports its steps here, into the boot record.

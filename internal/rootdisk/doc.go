@@ -19,4 +19,10 @@
 // base read-only. All NBD sessions of one machine share one open overlay,
 // so a client that reconnects while its old connection lingers gets the
 // same disk.
+//
+// Overlays client-ram and client-disk are kept by the machine itself
+// (package agent builds them), so the server holds nothing for it: the
+// script names a read-only export of the image content whose name any
+// server of the fleet can check (see base.go), and adds
+// bootfleet.overlay=MODE to the command line.
 package rootdisk

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/bootfleet/bootfleet/internal/blockstore"
+	"github.com/bootfleet/bootfleet/internal/config"
 	"github.com/bootfleet/bootfleet/internal/imagestore"
 	"github.com/bootfleet/bootfleet/internal/inventory"
 	"github.com/bootfleet/bootfleet/internal/nbd"
@@ -33,6 +34,10 @@ type Config struct {
 	Blobs *imagestore.Store
 	// Leases, if set, ties each export to the leased source address.
 	Leases LeaseLookup
+	// BaseKey keys the names of read-only base exports (see base.go); the
+	// fleet shares it through the store (BaseKeyName). Without it, client
+	// overlays cannot be issued or served.
+	BaseKey []byte
 	// BlockSize is the overlays' allocation unit; 0 for blockstore's default.
 	BlockSize int
 	// ImageLinger is how long a base image in memory (tmpfs) stays open
@@ -54,6 +59,8 @@ type Manager struct {
 	att  map[string]*attachment // by MAC; the disk open for its sessions
 	// images are the base images attachments read, by blob sha.
 	images map[string]*sharedImage
+	// baseSessions counts open sessions of read-only base exports.
+	baseSessions int
 }
 
 // boot is what one script render promised a machine.
@@ -127,12 +134,20 @@ type Issued struct {
 	// content a persistent overlay was made on. A kernel taken from the
 	// image must come from this content.
 	SHA256 string
+	// Args are more kernel parameters the root needs, e.g.
+	// bootfleet.overlay=client-ram; empty for server-side overlays.
+	Args string
 }
 
 // IssueBoot is Issue, also saying which image content the boot reads.
 func (m *Manager) IssueBoot(mac net.HardwareAddr, img inventory.Image, overlay string) (Issued, error) {
 	if overlay == "" {
 		overlay = "ephemeral"
+	}
+	if config.ClientOverlay(overlay) {
+		m.mu.Lock()
+		defer m.mu.Unlock()
+		return m.issueBase(mac, img, overlay)
 	}
 	mode, err := blockstore.ParseMode(overlay)
 	if err != nil {
@@ -182,8 +197,11 @@ func (m *Manager) IssueBoot(mac net.HardwareAddr, img inventory.Image, overlay s
 		return Issued{}, err
 	}
 	m.boot[key] = b
-	return Issued{Root: "nbd:" + m.addr + ":" + ExportName(mac, b.secret), SHA256: sha}, nil
+	return Issued{Root: m.rootArg(ExportName(mac, b.secret)), SHA256: sha}, nil
 }
+
+// rootArg is the value of bootfleet.root for export. The caller holds m.mu.
+func (m *Manager) rootArg(export string) string { return "nbd:" + m.addr + ":" + export }
 
 func removeOverlay(dir string) error {
 	if _, err := os.Stat(dir); errors.Is(err, os.ErrNotExist) {
@@ -201,6 +219,9 @@ func removeOverlay(dir string) error {
 // Lookup implements nbd.Exports: it serves the export the machine's latest
 // script named, to that machine only.
 func (m *Manager) Lookup(name string, remote net.Addr) (nbd.Export, error) {
+	if strings.HasPrefix(name, basePrefix) {
+		return m.lookupBase(name, remote)
+	}
 	mac, secret, err := ParseExportName(name)
 	if err != nil {
 		m.log.Warn("nbd export refused", "remote", addrString(remote), "reason", err.Error())
@@ -220,13 +241,8 @@ func (m *Manager) Lookup(name string, remote net.Addr) (nbd.Export, error) {
 	if subtle.ConstantTimeCompare([]byte(secret), []byte(b.secret)) != 1 {
 		return refuse("wrong secret: not the export of this machine's latest boot script")
 	}
-	// The lease may come from the database: look it up outside the lock.
-	if m.cfg.Leases != nil {
-		if want, ok := m.cfg.Leases.LeaseIP(mac); ok {
-			if got := remoteIP(remote); got == nil || !got.Equal(want) {
-				return refuse(fmt.Sprintf("source address %v is not the machine's DHCP lease %v", got, want))
-			}
-		}
+	if reason := m.leaseMismatch(mac, remote); reason != "" {
+		return refuse(reason)
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -245,6 +261,21 @@ func (m *Manager) Lookup(name string, remote net.Addr) (nbd.Export, error) {
 	}
 	a.refs++
 	return &export{Disk: a.disk, m: m, key: key, a: a}, nil
+}
+
+// leaseMismatch says why remote may not open mac's export, or "" when it
+// may: where DHCP leased mac an address, only that address may. The lease
+// may come from the database: call it without m.mu.
+func (m *Manager) leaseMismatch(mac net.HardwareAddr, remote net.Addr) string {
+	if m.cfg.Leases == nil {
+		return ""
+	}
+	if want, ok := m.cfg.Leases.LeaseIP(mac); ok {
+		if got := remoteIP(remote); got == nil || !got.Equal(want) {
+			return fmt.Sprintf("source address %v is not the machine's DHCP lease %v", got, want)
+		}
+	}
+	return ""
 }
 
 func (m *Manager) open(mac net.HardwareAddr, b *boot) (*attachment, error) {
@@ -326,7 +357,7 @@ var _ io.Closer = (*export)(nil)
 func (m *Manager) OpenSessions() int {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	n := 0
+	n := m.baseSessions
 	for _, a := range m.att {
 		n += a.refs
 	}
@@ -401,6 +432,9 @@ func (m *Manager) Release(sha string) (bool, error) {
 		if a.sha == sha {
 			return false, nil
 		}
+	}
+	if s := m.images[sha]; s != nil && s.refs > 0 { // machines reading it read-only
+		return false, nil
 	}
 	bases, _ := filepath.Glob(filepath.Join(m.cfg.Data, "overlays", "*", baseFile))
 	for _, p := range bases {

@@ -72,6 +72,9 @@ func newSecret() string {
 // MAC and the first characters of the secret, never the whole secret,
 // which opens the machine's disk until its next boot.
 func LogLabel(name string) string {
+	if mac, sha, _, err := ParseBaseExportName(name); err == nil {
+		return basePrefix + macPath(mac) + "-" + sha[:12] + "…"
+	}
 	mac, secret, err := ParseExportName(name)
 	if err != nil {
 		return fmt.Sprintf("(not a machine export, %d bytes)", len(name))
