@@ -84,8 +84,8 @@ type Root struct {
 	// Image names an Image to serve as the machine's root over NBD; empty
 	// for none.
 	Image string
-	// Overlay is ephemeral (the default when Image is set), persistent,
-	// none, client-ram or client-disk (config.OverlayModes).
+	// Overlay is ephemeral (the default when Image is set), persistent or
+	// none.
 	Overlay string
 	// Kernel is empty to boot the profile's Kernel and Initrd, or image
 	// (config.RootKernelImage) to boot the kernel Image holds, with an
@@ -99,6 +99,12 @@ type Lease struct {
 	MAC    net.HardwareAddr
 	IP     net.IP
 	Expiry time.Time
+	// Replaces, on a write, is the expired lease of another MAC on IP
+	// that this one takes over. The store deletes it in the same
+	// transaction only if it is still as given (that MAC, an expiry no
+	// later), and otherwise refuses with a *LeaseTaken: another server
+	// may have renewed it since the caller looked. Never stored.
+	Replaces *Lease
 }
 
 // Event is one thing that happened to a machine, for its timeline.
@@ -243,8 +249,8 @@ func (p *Profile) Validate() error {
 		return invalid("root_image", "want an image name (letters, digits, . _ -, at most 63), got %q", p.Root.Image)
 	case p.Root.Overlay == "":
 		p.Root.Overlay = "ephemeral"
-	case config.CheckOverlay(p.Root.Overlay, p.Cmdline) != "":
-		return invalid("overlay", "%s", config.CheckOverlay(p.Root.Overlay, p.Cmdline))
+	case p.Root.Overlay != "ephemeral" && p.Root.Overlay != "persistent" && p.Root.Overlay != "none":
+		return invalid("overlay", "want ephemeral, persistent or none, got %q", p.Root.Overlay)
 	}
 	return checkSource(&p.Source)
 }

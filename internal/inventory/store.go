@@ -67,8 +67,10 @@ type Leases interface {
 	// ErrNotFound when mac has none.
 	GetLease(ctx context.Context, mac net.HardwareAddr) (Lease, error)
 	// PutLease inserts or replaces the lease of l.MAC and is durable when it
-	// returns. ErrConflict when another MAC holds l.IP: the caller must
-	// delete that lease first, so an address never belongs to two MACs.
+	// returns. When another MAC holds l.IP it fails with a *LeaseTaken
+	// (an ErrConflict) naming that lease, unless l.Replaces names it as
+	// it still is: then it is deleted in the same transaction. So an
+	// address never belongs to two MACs, even written by two servers.
 	PutLease(ctx context.Context, l Lease) error
 	// DeleteLease removes mac's lease; a missing lease is not an error.
 	DeleteLease(ctx context.Context, mac net.HardwareAddr) error
@@ -80,7 +82,9 @@ type Leases interface {
 type LeaseBatcher interface {
 	// PutLeases is PutLease for each of ls in one transaction. errs[i] is
 	// ls[i]'s own failure (that lease is not written); err means the
-	// transaction failed and none was written.
+	// transaction failed and none was written. Writers sharing a
+	// PostgreSQL store should order ls by address, so that two batches
+	// lock the same rows in the same order and cannot deadlock.
 	PutLeases(ctx context.Context, ls []Lease) (errs []error, err error)
 }
 

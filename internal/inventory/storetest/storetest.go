@@ -38,6 +38,8 @@ func Run(t *testing.T, b Backend) {
 		{"Leases", testLeases},
 		{"LeaseAddressNeverTwice", testLeaseRace},
 		{"LeaseBatch", testLeaseBatch},
+		{"LeaseTakeover", testLeaseTakeover},
+		{"LeaseBatchNeverTwice", testLeaseBatchRace},
 		{"Leases6", testLeases6},
 		{"Lease6AddressNeverTwice", testLease6Race},
 		{"Events", testEvents},

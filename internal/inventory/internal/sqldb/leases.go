@@ -64,23 +64,7 @@ func (s *Store) GetLease(ctx context.Context, mac net.HardwareAddr) (inventory.L
 // PutLease implements inventory.Leases. It commits before returning; with
 // SQLite in WAL mode and synchronous=FULL that means the WAL is fsynced.
 func (s *Store) PutLease(ctx context.Context, l inventory.Lease) error {
-	if err := l.Validate(); err != nil {
-		return err
-	}
-	return s.tx(ctx, func(tx *sql.Tx) error {
-		var holder string
-		err := tx.QueryRowContext(ctx, s.d.rebind(`SELECT mac FROM leases WHERE ip = ? AND mac <> ?`), l.IP.String(), l.MAC.String()).Scan(&holder)
-		if err == nil {
-			return inventory.Conflict("ip", "%s is leased to %s; delete that lease first", l.IP, holder)
-		}
-		if !errors.Is(err, sql.ErrNoRows) {
-			return s.dbErr("read lease", err)
-		}
-		_, err = s.exec(ctx, tx, `INSERT INTO leases (mac, ip, expiry) VALUES (?, ?, ?)
-			ON CONFLICT (mac) DO UPDATE SET ip = excluded.ip, expiry = excluded.expiry`,
-			l.MAC.String(), l.IP.String(), s.d.timeArg(l.Expiry))
-		return err
-	})
+	return s.tx(ctx, func(tx *sql.Tx) error { return s.putLease(ctx, tx, l) })
 }
 
 // PutLeases implements inventory.LeaseBatcher: one transaction, so one
@@ -91,27 +75,96 @@ func (s *Store) PutLeases(ctx context.Context, ls []inventory.Lease) (errs []err
 	errs = make([]error, len(ls))
 	err = s.tx(ctx, func(tx *sql.Tx) error {
 		for i, l := range ls {
-			if errs[i] = l.Validate(); errs[i] != nil {
+			err := s.putLease(ctx, tx, l)
+			var ie *inventory.Error
+			if errors.As(err, &ie) {
+				errs[i] = err
 				continue
 			}
-			var holder string
-			err := tx.QueryRowContext(ctx, s.d.rebind(`SELECT mac FROM leases WHERE ip = ? AND mac <> ?`), l.IP.String(), l.MAC.String()).Scan(&holder)
-			if err == nil {
-				errs[i] = inventory.Conflict("ip", "%s is leased to %s; delete that lease first", l.IP, holder)
-				continue
-			}
-			if !errors.Is(err, sql.ErrNoRows) {
-				return s.dbErr("read lease", err)
-			}
-			if _, err := s.exec(ctx, tx, `INSERT INTO leases (mac, ip, expiry) VALUES (?, ?, ?)
-				ON CONFLICT (mac) DO UPDATE SET ip = excluded.ip, expiry = excluded.expiry`,
-				l.MAC.String(), l.IP.String(), s.d.timeArg(l.Expiry)); err != nil {
+			if err != nil {
 				return err
 			}
 		}
 		return nil
 	})
 	return errs, err
+}
+
+// putLease writes l in tx. The unique constraint on the address is what
+// keeps one address from two MACs when servers sharing the store commit
+// at once: the check before the insert sees only what was committed
+// when it ran. A violation fails just this lease, rolled back to its
+// savepoint, since PostgreSQL would otherwise abort the whole batch; the
+// lease that won is read back and named in the *inventory.LeaseTaken.
+func (s *Store) putLease(ctx context.Context, tx *sql.Tx, l inventory.Lease) error {
+	if err := l.Validate(); err != nil {
+		return err
+	}
+	if _, err := s.exec(ctx, tx, `SAVEPOINT lease`); err != nil {
+		return err
+	}
+	err := s.putLeaseRow(ctx, tx, l)
+	if err == nil {
+		_, err = s.exec(ctx, tx, `RELEASE SAVEPOINT lease`)
+		return err
+	}
+	if _, rerr := s.exec(ctx, tx, `ROLLBACK TO SAVEPOINT lease`); rerr != nil {
+		return rerr
+	}
+	if _, rerr := s.exec(ctx, tx, `RELEASE SAVEPOINT lease`); rerr != nil {
+		return rerr
+	}
+	if kind, col, ok := s.d.Violation(err); ok && kind == "unique" && col == "ip" {
+		holder, found, herr := s.leaseOn(ctx, tx, l.IP, l.MAC)
+		if herr != nil {
+			return herr
+		}
+		if !found { // the winner is gone again; the caller may retry
+			return inventory.Conflict("ip", "%s was leased by another server meanwhile; retry", l.IP)
+		}
+		return &inventory.LeaseTaken{Holder: holder}
+	}
+	return err
+}
+
+// putLeaseRow is putLease's work: take over the expired lease l names,
+// refuse any other holder, then insert or replace l.MAC's row.
+func (s *Store) putLeaseRow(ctx context.Context, tx *sql.Tx, l inventory.Lease) error {
+	holder, found, err := s.leaseOn(ctx, tx, l.IP, l.MAC)
+	switch {
+	case err != nil:
+		return err
+	case found && l.Replaces != nil && bytes.Equal(holder.MAC, l.Replaces.MAC) && !holder.Expiry.After(l.Replaces.Expiry):
+		if _, err := s.exec(ctx, tx, `DELETE FROM leases WHERE mac = ? AND ip = ?`, holder.MAC.String(), l.IP.String()); err != nil {
+			return err
+		}
+	case found:
+		return &inventory.LeaseTaken{Holder: holder}
+	}
+	_, err = s.exec(ctx, tx, `INSERT INTO leases (mac, ip, expiry) VALUES (?, ?, ?)
+		ON CONFLICT (mac) DO UPDATE SET ip = excluded.ip, expiry = excluded.expiry`,
+		l.MAC.String(), l.IP.String(), s.d.timeArg(l.Expiry))
+	return err
+}
+
+// leaseOn reads the lease of a MAC other than mac on ip.
+func (s *Store) leaseOn(ctx context.Context, tx *sql.Tx, ip net.IP, mac net.HardwareAddr) (inventory.Lease, bool, error) {
+	var (
+		l      = inventory.Lease{IP: ip}
+		holder string
+	)
+	err := tx.QueryRowContext(ctx, s.d.rebind(`SELECT mac, expiry FROM leases WHERE ip = ? AND mac <> ?`), ip.String(), mac.String()).
+		Scan(&holder, scanTime{&l.Expiry})
+	if errors.Is(err, sql.ErrNoRows) {
+		return l, false, nil
+	}
+	if err != nil {
+		return l, false, s.dbErr("read lease", err)
+	}
+	if l.MAC, err = net.ParseMAC(holder); err != nil {
+		return l, false, fmt.Errorf("%s: stored lease of %s has mac %q; delete that row", s.d.Name, ip, holder)
+	}
+	return l, true, nil
 }
 
 // DeleteLease implements inventory.Leases.
