@@ -84,8 +84,8 @@ type Root struct {
 	// Image names an Image to serve as the machine's root over NBD; empty
 	// for none.
 	Image string
-	// Overlay is ephemeral (the default when Image is set), persistent or
-	// none.
+	// Overlay is ephemeral (the default when Image is set), persistent,
+	// none, client-ram or client-disk (config.OverlayModes).
 	Overlay string
 	// Kernel is empty to boot the profile's Kernel and Initrd, or image
 	// (config.RootKernelImage) to boot the kernel Image holds, with an
@@ -249,8 +249,8 @@ func (p *Profile) Validate() error {
 		return invalid("root_image", "want an image name (letters, digits, . _ -, at most 63), got %q", p.Root.Image)
 	case p.Root.Overlay == "":
 		p.Root.Overlay = "ephemeral"
-	case p.Root.Overlay != "ephemeral" && p.Root.Overlay != "persistent" && p.Root.Overlay != "none":
-		return invalid("overlay", "want ephemeral, persistent or none, got %q", p.Root.Overlay)
+	case config.CheckOverlay(p.Root.Overlay, p.Cmdline) != "":
+		return invalid("overlay", "%s", config.CheckOverlay(p.Root.Overlay, p.Cmdline))
 	}
 	return checkSource(&p.Source)
 }
