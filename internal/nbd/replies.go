@@ -131,7 +131,7 @@ func (r *reply) setHeader(h []byte) { r.hdrLen = uint8(len(h)) }
 func (ss *session) release(r reply) {
 	putBuf(r.buf)
 	if r.weight > 0 {
-		ss.budget.Release(r.weight)
+		ss.budget.release(r.weight)
 	}
 }
 

@@ -17,7 +17,9 @@ import (
 // that sends without reading replies stalls instead of making the server
 // buffer without bound.
 func (ss *session) transmit(ctx context.Context) error {
-	ss.budget = semaphore.NewWeighted(ss.srv.cfg.MaxBufferBytes)
+	client, done := ss.srv.budgets.take(ss.host)
+	defer done()
+	ss.budget = budget{session: semaphore.NewWeighted(ss.srv.cfg.MaxBufferBytes), client: client}
 	ss.out = newWire(ss.conn)
 	ss.store, ss.files = storeOf(ss.export), ss.out.sendsFiles()
 	w := ss.startWorkers()
@@ -63,11 +65,14 @@ func (ss *session) receive(ctx context.Context) (j job, end bool, err error) {
 	if (req.Type == CmdRead || req.Type == CmdWrite) && req.Length <= ss.maxBlock { // an oversized READ gets EINVAL, no buffer
 		j.weight = max(j.weight, int64(req.Length))
 	}
-	if !ss.budget.TryAcquire(j.weight) {
+	if !ss.budget.tryAcquire(j.weight) {
 		ss.flush() // the budget comes back as replies leave
-		// The context is not the shutdown context: in-flight work always
-		// completes.
-		ss.budget.Acquire(context.Background(), j.weight)
+		if !ss.stalled {
+			ss.stalled = true
+			ss.log.Info("nbd requests held back: replies unread, buffers at their bound",
+				"session_bytes", ss.srv.cfg.MaxBufferBytes, "client_bytes", ss.srv.cfg.MaxClientBufferBytes)
+		}
+		ss.budget.acquire(j.weight)
 	}
 	if req.Type != CmdWrite {
 		return j, false, nil
@@ -81,7 +86,7 @@ func (ss *session) receive(ctx context.Context) (j job, end bool, err error) {
 		j.payload = getBuf(n)
 		if _, err := io.ReadFull(ss.r, j.payload); err != nil {
 			putBuf(j.payload)
-			ss.budget.Release(j.weight)
+			ss.budget.release(j.weight)
 			return job{}, true, ss.readErr(ctx, "WRITE payload", err)
 		}
 	}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"net"
 	"sync"
 	"time"
@@ -24,9 +25,19 @@ type Config struct {
 	// range 1..1024.
 	MaxInFlight int
 	// MaxBufferBytes bounds the data buffers (read replies and write
-	// payloads) one connection holds at once. Default 64 MiB; it is raised
-	// to MaxPayload if smaller, so one maximal request always fits.
-	MaxBufferBytes int64
+	// payloads) one connection holds at once, and MaxClientBufferBytes
+	// those all connections from one client address hold together, so
+	// opening more connections does not buy more memory. A request past
+	// either waits (the client stops being read) until replies leave.
+	// Defaults 64 MiB and 128 MiB; each is raised to MaxPayload if
+	// smaller, so one maximal request always fits.
+	MaxBufferBytes       int64
+	MaxClientBufferBytes int64
+	// MaxConnsPerClient bounds the connections one client address holds
+	// open at once, in the handshake or attached; one beyond is closed at
+	// once. Default 256, range 1..65535: a machine opens one or a few, a
+	// benchmark host or a NAT in front of a lab a few dozen.
+	MaxConnsPerClient int
 	// HandshakeTimeout bounds the whole option haggling phase, so a client
 	// that connects and says nothing does not hold a goroutine forever.
 	// The transmission phase has no timeout: the kernel client keeps idle
@@ -63,7 +74,9 @@ type Server struct {
 	exports Exports
 	cfg     Config
 	log     *slog.Logger
-	admit   *admission.Limiter
+	admit   *admission.Limiter // handshakes
+	conns   *admission.Limiter // connections per client
+	budgets clientBudgets
 }
 
 // NewServer returns a server for exports; cfg's zero fields get their
@@ -80,6 +93,14 @@ func NewServer(exports Exports, cfg Config) *Server {
 		cfg.MaxBufferBytes = 64 << 20
 	}
 	cfg.MaxBufferBytes = max(cfg.MaxBufferBytes, MaxPayload)
+	if cfg.MaxClientBufferBytes <= 0 {
+		cfg.MaxClientBufferBytes = 128 << 20
+	}
+	cfg.MaxClientBufferBytes = max(cfg.MaxClientBufferBytes, MaxPayload)
+	if cfg.MaxConnsPerClient <= 0 {
+		cfg.MaxConnsPerClient = 256
+	}
+	cfg.MaxConnsPerClient = min(cfg.MaxConnsPerClient, 65535)
 	if cfg.HandshakeTimeout <= 0 {
 		cfg.HandshakeTimeout = 30 * time.Second
 	}
@@ -96,7 +117,12 @@ func NewServer(exports Exports, cfg Config) *Server {
 	cfg.MaxHandshakesPerClient = min(cfg.MaxHandshakesPerClient, 4096)
 	return &Server{exports: exports, cfg: cfg, log: cfg.Logger,
 		admit: admission.New(cfg.MaxHandshakes, cfg.MaxHandshakesPerClient, cfg.Logger,
-			"nbd connections closed unserved: too many handshakes at once")}
+			"nbd connections closed unserved: too many handshakes at once"),
+		// The total is bounded by the handshakes and by the exports'
+		// own policy (bootfleet's: one machine, its lease's address).
+		conns: admission.New(math.MaxInt, cfg.MaxConnsPerClient, cfg.Logger,
+			"nbd connections closed unserved: too many open from one client"),
+		budgets: clientBudgets{size: cfg.MaxClientBufferBytes}}
 }
 
 // Serve accepts connections on ln until ctx is done, one goroutine per
@@ -137,8 +163,15 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 		delay = 0
 		// A connection that never finishes its handshake holds a goroutine
 		// and a 64 KiB reader until HandshakeTimeout: bound how many.
-		release, ok := s.admit.Admit(admission.HostOf(conn.RemoteAddr()))
+		host := admission.HostOf(conn.RemoteAddr())
+		open, ok := s.conns.Admit(host)
 		if !ok {
+			conn.Close()
+			continue
+		}
+		release, ok := s.admit.Admit(host)
+		if !ok {
+			open()
 			conn.Close()
 			continue
 		}
@@ -146,6 +179,7 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			defer open()
 			defer release()
 			s.serveConn(ctx, conn, release)
 		}()
@@ -157,6 +191,7 @@ func (s *Server) serveConn(ctx context.Context, conn net.Conn, handshakeDone fun
 	start := time.Now()
 	ss := &session{
 		srv:           s,
+		host:          admission.HostOf(conn.RemoteAddr()),
 		handshakeDone: handshakeDone,
 		conn:          conn,
 		r:             bufio.NewReaderSize(conn, 64<<10),

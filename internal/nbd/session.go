@@ -10,8 +10,6 @@ import (
 	"net"
 	"sync/atomic"
 	"time"
-
-	"golang.org/x/sync/semaphore"
 )
 
 // maxOptions bounds option requests per connection; a client still haggling
@@ -27,6 +25,7 @@ type session struct {
 	srv *Server
 	// handshakeDone frees the connection's handshake slot (admission).
 	handshakeDone func()
+	host          string // the client's address, which per-client bounds count by
 	conn          net.Conn
 	r             *bufio.Reader
 	remote        net.Addr
@@ -44,7 +43,8 @@ type session struct {
 	maxBlock   uint32
 
 	// Set when transmission starts.
-	budget  *semaphore.Weighted // MaxBufferBytes, shared by requests until their replies leave
+	budget  budget // held by requests until their replies leave
+	stalled bool   // the budget has held back a request (logged once)
 	out     wire
 	replies replyQueue
 	store   Store // the export's, or ReadAt and WriteAt behind one
