@@ -6,15 +6,16 @@ import (
 	"time"
 )
 
-// BootRecord is one machine's boot as the inventory keeps it once it has
-// ended (or left the server's memory unfinished). Record is the timeline
+// BootRecord is one server's record of a machine's boot as the inventory
+// keeps it once it has ended (or left the server's memory unfinished, or,
+// in a fleet, has been quiet for a few seconds). Record is the timeline
 // as package telemetry encodes it; the store keeps it whole and only
 // indexes the fields it filters on, so the timeline can grow fields
 // without a migration.
 type BootRecord struct {
-	ID     string // unique; the telemetry boot ID, e.g. 525400123456-1767225600000
+	ID     string // unique; the telemetry boot ID, e.g. 525400123456-1767225600000 (a fleet's add a server tag)
 	MAC    net.HardwareAddr
-	Start  time.Time // the boot's first DHCP packet
+	Start  time.Time // the boot's first DHCP packet, or the record's first event
 	State  string    // booting, complete or failed, as telemetry says
 	Record []byte    // JSON, opaque to the store
 }
@@ -23,11 +24,13 @@ type BootRecord struct {
 type BootFilter struct {
 	MAC   net.HardwareAddr
 	Since time.Time // boots that started at or after Since
+	Until time.Time // boots that started before Until
 	Limit int       // at most this many, newest first; 0 for all
 }
 
-// BootRecords is the boot history: records of boots that ended, written
-// in batches off the hot paths and pruned by age and count.
+// BootRecords is the boot history: records of boots that ended (and in a
+// fleet of those in progress), written in batches off the hot paths and
+// pruned by age and count.
 type BootRecords interface {
 	// PutBoots inserts each record, or replaces the one with its ID (a
 	// boot that gains an NBD session after it ended is written again),

@@ -19,4 +19,12 @@
 // History reads both, memory winning for a boot in both, so the API and
 // `bootfleet boots` see one list. Stored records keep the raw timeline;
 // summaries and phases are derived at each read (stored.go).
+//
+// Servers of one fleet share one store, and one boot may be served by
+// several: DHCP from one, the kernel from another, the NBD root from a
+// third, the DoneURL to any. Each records its own part, names itself on
+// every event (Config.Server), and stores open parts once they are quiet
+// for a few seconds, so the others see them before the boot ends. Reads
+// merge the parts of every server into one boot (merge.go says how, and
+// why at read time rather than by a join when the parts are written).
 package telemetry

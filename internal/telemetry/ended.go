@@ -6,6 +6,7 @@ import "time"
 // that call it run on the DHCP, TFTP and HTTP paths under r.mu. The copy
 // is bounded (per-boot limits), so this stays O(1). Call with mu held.
 func (r *Recorder) publish(b *boot) {
+	delete(r.dirty, b)
 	if r.ended == nil {
 		return
 	}

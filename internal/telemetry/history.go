@@ -4,7 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
-	"sort"
+	"slices"
 	"time"
 
 	"github.com/bootfleet/bootfleet/internal/inventory"
@@ -98,7 +98,7 @@ func (h *History) Run(ctx context.Context) error {
 				pending = h.write(ctx, pending)
 			}
 		case <-flush.C:
-			pending = h.write(ctx, pending)
+			pending = h.write(ctx, append(pending, h.rec.quiet()...))
 			if n := h.rec.dropped.Load(); n != dropped {
 				h.log.Warn("boot records dropped: the write queue was full or the store kept failing (see the warnings before)",
 					"dropped", n-dropped, "dropped_total", n)
@@ -200,21 +200,61 @@ func (h *History) prune(ctx context.Context) {
 }
 
 // Boots returns the boots that match f, newest first, from memory and
-// the store; a boot in both is read from memory, which is newer.
+// the store; a record in both is read from memory, which is newer. The
+// records of a boot that several servers of a fleet served read as one
+// boot (merge.go).
 func (h *History) Boots(ctx context.Context, f Filter) ([]Boot, error) {
-	mem := h.rec.Boots(f)
 	if h.store == nil {
-		return mem, nil
+		return h.rec.Boots(f), nil // one server's records never merge
 	}
-	recs, err := h.store.ListBoots(ctx, inventory.BootFilter{MAC: f.MAC, Since: f.Since, Limit: f.Limit})
+	// Read more than asked: a boot's parts are several records, and one
+	// that started just before Since may have parts after it.
+	look := f
+	if !f.Since.IsZero() {
+		look.Since = f.Since.Add(-mergeLookback)
+	}
+	if f.Limit > 0 {
+		look.Limit = 2*f.Limit + 16
+	}
+	mem := h.rec.Boots(look)
+	recs, err := h.store.ListBoots(ctx, inventory.BootFilter{MAC: f.MAC, Since: look.Since, Limit: look.Limit})
 	if err != nil {
 		return nil, err
 	}
+	// A source cut short by the limit holds every record since its
+	// oldest; a boot that starts before that may miss parts, so it is
+	// left out.
+	var cut time.Time
+	if look.Limit > 0 && len(mem) == look.Limit {
+		cut = mem[len(mem)-1].Start
+	}
+	if look.Limit > 0 && len(recs) == look.Limit && recs[len(recs)-1].Start.After(cut) {
+		cut = recs[len(recs)-1].Start
+	}
+	now := h.rec.cfg.Now().UTC()
+	var out []Boot
+	for _, b := range mergeBoots(h.withStored(mem, recs), h.rec.cfg.StaleAfter) {
+		if b.Start.Before(f.Since) || !cut.IsZero() && b.Start.Before(cut.Add(mergeSkew)) {
+			continue
+		}
+		h.rec.settle(&b, now)
+		b.derive()
+		if out = append(out, b); f.Limit > 0 && len(out) == f.Limit {
+			break
+		}
+	}
+	if out == nil {
+		out = []Boot{}
+	}
+	return out, nil
+}
+
+// withStored adds to mem the stored records it does not hold.
+func (h *History) withStored(mem []Boot, recs []inventory.BootRecord) []Boot {
 	seen := make(map[string]bool, len(mem))
 	for _, b := range mem {
 		seen[b.ID] = true
 	}
-	now := h.rec.cfg.Now().UTC()
 	out := mem
 	for _, rec := range recs {
 		if seen[rec.ID] {
@@ -225,26 +265,41 @@ func (h *History) Boots(ctx context.Context, f Filter) ([]Boot, error) {
 			h.log.Warn("stored boot record skipped", "err", err)
 			continue
 		}
-		h.rec.settle(&b, now)
-		b.derive()
 		out = append(out, b)
 	}
-	// Each source is newest first and limited, so the newest Limit of
-	// both are among these.
-	sort.SliceStable(out, func(i, j int) bool {
-		if !out[i].Start.Equal(out[j].Start) {
-			return out[i].Start.After(out[j].Start)
-		}
-		return out[i].ID > out[j].ID
-	})
-	if f.Limit > 0 && len(out) > f.Limit {
-		out = out[:f.Limit]
-	}
-	return out, nil
+	return out
 }
 
-// Boot returns the boot with id from memory, else from the store.
+// Boot returns the boot with id, or the boot a record with id is part
+// of, from memory and the store.
 func (h *History) Boot(ctx context.Context, id string) (Boot, bool, error) {
+	mac, at, ok := parseBootID(id)
+	if !ok || h.store == nil {
+		return h.bootByID(ctx, id)
+	}
+	// Every part of the boot starts within StaleAfter of the record's
+	// start, and so do the boots that bound it.
+	span := h.rec.cfg.StaleAfter + mergeSkew
+	mem := slices.DeleteFunc(h.rec.Boots(Filter{MAC: mac, Since: at.Add(-span)}), func(b Boot) bool {
+		return !b.Start.Before(at.Add(span))
+	})
+	recs, err := h.store.ListBoots(ctx, inventory.BootFilter{MAC: mac, Since: at.Add(-span), Until: at.Add(span)})
+	if err != nil {
+		return Boot{}, false, err
+	}
+	merged := mergeBoots(h.withStored(mem, recs), h.rec.cfg.StaleAfter)
+	for i := len(merged) - 1; i >= 0; i-- { // oldest first: a partial record's first events
+		if b := merged[i]; b.ID == id || slices.Contains(b.Parts, id) {
+			h.rec.settle(&b, h.rec.cfg.Now().UTC())
+			b.derive()
+			return b, true, nil
+		}
+	}
+	return Boot{}, false, nil
+}
+
+// bootByID returns the record with id from memory, else from the store.
+func (h *History) bootByID(ctx context.Context, id string) (Boot, bool, error) {
 	if b, ok := h.rec.Boot(id); ok || h.store == nil {
 		return b, ok, nil
 	}

@@ -140,7 +140,8 @@ func (r *Recorder) NBDSession(mac net.HardwareAddr, st nbd.SessionStats) {
 	if mac == nil {
 		return
 	}
-	s := NBDSession{Export: st.Export, Start: r.cfg.Now().Add(-st.Duration).UTC(), Seconds: secs(st.Duration),
+	now := r.cfg.Now().UTC()
+	s := NBDSession{Export: st.Export, Start: now.Add(-st.Duration), Seconds: secs(st.Duration),
 		BytesRead: st.BytesRead, BytesWritten: st.BytesWritten, Ops: st.Ops}
 	if st.Remote != nil {
 		s.Remote = st.Remote.String()
@@ -148,16 +149,23 @@ func (r *Recorder) NBDSession(mac net.HardwareAddr, st nbd.SessionStats) {
 	if st.Err != nil {
 		s.Err = st.Err.Error()
 	}
+	s.Server = r.cfg.Server
+	key := mac.String()
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	bs := r.byMAC[mac.String()]
+	bs := r.byMAC[key]
 	if len(bs) == 0 {
-		return
+		if r.active(key, s.Start, s.Start) == nil {
+			return
+		}
+		bs = r.byMAC[key]
 	}
 	if b := bs[len(bs)-1]; len(b.NBD) < maxTransfersPerBoot {
 		b.NBD = append(b.NBD, s)
 		if b.State != StateBooting {
 			r.publish(b) // stored already without this session
+		} else {
+			r.touch(b, now)
 		}
 	}
 }

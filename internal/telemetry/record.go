@@ -1,6 +1,7 @@
 package telemetry
 
 import (
+	"encoding/hex"
 	"net"
 	"sort"
 	"strconv"
@@ -32,6 +33,20 @@ type Boot struct {
 	NBD        []NBDSession   `json:"nbd,omitempty"`
 	Summary    Summary        `json:"summary"`
 	Phases     []Phase        `json:"phases"`
+	// Server is the server that recorded the boot; in a merged boot, the
+	// one whose DHCP started it. Empty on a server outside a fleet.
+	Server string `json:"server,omitempty"`
+	// DoneServer is the server whose DoneURL the OS called.
+	DoneServer string `json:"done_server,omitempty"`
+	// Partial says no DHCPDISCOVER of this record started the boot: its
+	// server only served files, NBD, milestones or the DoneURL of a boot
+	// another server's DHCP started (or a DHCP server outside the fleet).
+	Partial bool `json:"partial,omitempty"`
+	// Servers and Parts are set on a boot merged from the records of
+	// several servers: the servers' names, sorted, and the records' IDs,
+	// oldest first (merge.go).
+	Servers []string `json:"servers,omitempty"`
+	Parts   []string `json:"parts,omitempty"`
 }
 
 // DHCPExchange is one DHCP packet the server handled for the machine.
@@ -43,6 +58,7 @@ type DHCPExchange struct {
 	Addr        string `json:"addr,omitempty"`
 	BootFile    string `json:"boot_file,omitempty"`
 	VendorClass string `json:"vendor_class,omitempty"` // option 60 sent: HTTPClient to UEFI HTTP boot
+	Server      string `json:"server,omitempty"`       // the server that heard or sent the packet
 }
 
 // Transfer is one file the machine downloaded.
@@ -59,13 +75,15 @@ type Transfer struct {
 	WindowSize  int       `json:"windowsize,omitempty"`  // TFTP only
 	Retransmits int       `json:"retransmits,omitempty"` // TFTP only
 	Err         string    `json:"error,omitempty"`
+	Server      string    `json:"server,omitempty"` // the server that sent the file
 }
 
 // Milestone is a point the client reported, e.g. "ipxe-script" when iPXE
 // fetched its script, or a name the OS sent to /milestone/{mac}/{name}.
 type Milestone struct {
-	Time time.Time `json:"time"`
-	Name string    `json:"name"`
+	Time   time.Time `json:"time"`
+	Name   string    `json:"name"`
+	Server string    `json:"server,omitempty"` // the server the client reported it to
 }
 
 // Summary is the row `bootfleet boots` prints.
@@ -92,12 +110,33 @@ type Phase struct {
 	Bytes  int64     `json:"bytes,omitempty"`
 	MBps   float64   `json:"mbps,omitempty"`
 	Detail string    `json:"detail,omitempty"` // TFTP options and retransmissions, transfer errors
+	Server string    `json:"server,omitempty"` // the server that served it, in a fleet
 }
 
 // bootID names a boot in URLs: the MAC's hex digits and the start in Unix
 // milliseconds, e.g. 525400123456-1767225600000.
-func bootID(mac net.HardwareAddr, start time.Time) string {
-	return strings.ReplaceAll(mac.String(), ":", "") + "-" + strconv.FormatInt(start.UnixMilli(), 10)
+func bootID(mac net.HardwareAddr, start time.Time) string { return bootIDOf(mac.String(), start) }
+
+func bootIDOf(key string, start time.Time) string {
+	return strings.ReplaceAll(key, ":", "") + "-" + strconv.FormatInt(start.UnixMilli(), 10)
+}
+
+// parseBootID reads the machine and start back from a boot ID; a fleet
+// member's IDs have a third field, its server's tag.
+func parseBootID(id string) (net.HardwareAddr, time.Time, bool) {
+	parts := strings.SplitN(id, "-", 3)
+	if len(parts) < 2 || len(parts[0]) < 12 || len(parts[0])%2 != 0 {
+		return nil, time.Time{}, false
+	}
+	mac := make(net.HardwareAddr, len(parts[0])/2)
+	if _, err := hex.Decode(mac, []byte(parts[0])); err != nil {
+		return nil, time.Time{}, false
+	}
+	ms, err := strconv.ParseInt(parts[1], 10, 64)
+	if err != nil || ms < 0 {
+		return nil, time.Time{}, false
+	}
+	return mac, time.UnixMilli(ms).UTC(), true
 }
 
 func mbps(bytes int64, d time.Duration) float64 {
@@ -113,14 +152,21 @@ func secs(d time.Duration) float64 { return round2(d.Seconds()) }
 
 // derive fills in Summary and Phases from the raw record.
 func (b *Boot) derive() {
-	b.Phases = b.Phases[:0]
+	b.Phases, b.Summary = b.Phases[:0], Summary{}
 	// Consecutive packets from the same client stage are one DHCP phase.
 	for i := 0; i < len(b.DHCP); {
 		j := i
 		for j+1 < len(b.DHCP) && b.DHCP[j+1].Client == b.DHCP[i].Client {
 			j++
 		}
-		b.Phases = append(b.Phases, b.phase("dhcp "+b.DHCP[i].Client, "dhcp", b.DHCP[i].Time, b.DHCP[j].Time, 0))
+		p := b.phase("dhcp "+b.DHCP[i].Client, "dhcp", b.DHCP[i].Time, b.DHCP[j].Time, 0)
+		p.Server = b.DHCP[i].Server
+		for _, x := range b.DHCP[i+1 : j+1] {
+			if x.Server != p.Server {
+				p.Server = "" // heard by several servers: each packet says which
+			}
+		}
+		b.Phases = append(b.Phases, p)
 		b.Summary.DHCPSeconds += b.DHCP[j].Time.Sub(b.DHCP[i].Time).Seconds()
 		i = j + 1
 	}
@@ -129,6 +175,7 @@ func (b *Boot) derive() {
 	var spans []span
 	for _, t := range b.Transfers {
 		p := b.phase(t.Proto+" "+t.Name, t.Proto, t.Start, t.End, t.Bytes)
+		p.Server = t.Server
 		if t.Proto == "tftp" {
 			p.Detail = "blksize=" + strconv.Itoa(t.BlockSize) + " windowsize=" + strconv.Itoa(t.WindowSize) +
 				" retransmits=" + strconv.Itoa(t.Retransmits)
@@ -156,11 +203,15 @@ func (b *Boot) derive() {
 	b.Summary.DownloadSeconds = secs(busy)
 	b.Summary.DownloadMBps = mbps(b.Summary.DownloadBytes, busy)
 	for _, m := range b.Milestones {
-		b.Phases = append(b.Phases, b.phase("milestone "+m.Name, "milestone", m.Time, m.Time, 0))
+		p := b.phase("milestone "+m.Name, "milestone", m.Time, m.Time, 0)
+		p.Server = m.Server
+		b.Phases = append(b.Phases, p)
 	}
 	if b.State == StateComplete && b.End != nil {
 		b.Summary.TotalSeconds = secs(b.End.Sub(b.Start))
-		b.Phases = append(b.Phases, b.phase("boot complete", "complete", *b.End, *b.End, 0))
+		p := b.phase("boot complete", "complete", *b.End, *b.End, 0)
+		p.Server = b.DoneServer
+		b.Phases = append(b.Phases, p)
 	}
 	// By start; at the same instant a point (milestone) before a bar.
 	sort.SliceStable(b.Phases, func(i, j int) bool {
@@ -189,4 +240,5 @@ type NBDSession struct {
 	BytesWritten int64     `json:"bytes_written"`
 	Ops          int64     `json:"ops"`
 	Err          string    `json:"error,omitempty"`
+	Server       string    `json:"server,omitempty"` // the server that served the export
 }

@@ -40,6 +40,18 @@ type Config struct {
 	// A full queue drops the record (counted in
 	// bootfleet_boot_records_dropped_total) rather than wait.
 	Ended int
+	// Server names this server in its boot records and on every event it
+	// served, and makes the Recorder a member of a fleet that shares one
+	// store (fleet.go): an event of a machine with no open boot here
+	// opens a partial record, and open boots that changed reach the store
+	// once quiet for Quiet, so every server's reads can merge them. Boot
+	// IDs then end in a hash of the name, so two servers never write one
+	// ID. Default "": a lone server, whose boots start only at DHCP.
+	Server string
+	// Quiet is, with Server, how long an open boot that changed waits
+	// for more events before it is stored; one that keeps changing is
+	// stored at least every 6 Quiet. Default 5s.
+	Quiet time.Duration
 }
 
 // Per-boot bounds, so a machine stuck in a DHCP or download loop cannot
@@ -77,6 +89,8 @@ type Recorder struct {
 	kept  int
 	ips   map[string]string // client IP -> MAC, learned from ?mac= requests
 	ended chan Boot         // see Config.Ended; nil without a queue
+	idTag string            // "-" and a hash of Config.Server; "" outside a fleet
+	dirty map[*boot]bool    // open boots changed since they were last queued, in a fleet
 
 	dropped atomic.Uint64 // ended boots the full queue turned away, for the History's log
 }
@@ -85,6 +99,9 @@ type boot struct {
 	Boot
 	stage int
 	gone  bool // evicted
+	// In a fleet: the last change, and the first since the boot was last
+	// queued for the store.
+	touched, dirtySince time.Time
 }
 
 // New returns an empty Recorder.
@@ -104,7 +121,14 @@ func New(cfg Config) *Recorder {
 	if cfg.LookupIP == nil {
 		cfg.LookupIP = neighbourMAC
 	}
-	r := &Recorder{cfg: cfg, m: newMetrics(), byMAC: map[string][]*boot{}, byID: map[string]*boot{}, ips: map[string]string{}}
+	if cfg.Quiet <= 0 {
+		cfg.Quiet = 5 * time.Second
+	}
+	r := &Recorder{cfg: cfg, m: newMetrics(), byMAC: map[string][]*boot{}, byID: map[string]*boot{}, ips: map[string]string{},
+		dirty: map[*boot]bool{}}
+	if cfg.Server != "" {
+		r.idTag = "-" + serverTag(cfg.Server)
+	}
 	if cfg.Ended > 0 {
 		r.ended = make(chan Boot, cfg.Ended)
 	}
@@ -135,21 +159,27 @@ func (r *Recorder) DHCPPacket(mac net.HardwareAddr, t dhcpv4.MessageType, c pxe.
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	b := r.open(key, now)
-	if t == dhcpv4.MessageTypeDiscover && c.Boot() && (b == nil || b.stage > stage) {
-		if b != nil {
+	if t == dhcpv4.MessageTypeDiscover && c.Boot() && (b == nil || b.stage > stage || b.Partial) {
+		switch {
+		case b != nil && b.Partial:
+			r.closePartial(b)
+		case b != nil:
 			r.fail(b, "the machine started its network boot over before boot complete (reset, or the boot failed)")
 		}
-		b = r.start(mac, key, now)
+		b = r.start(key, now)
+		r.m.bootsStarted.Inc()
 	}
 	if b == nil {
 		return
 	}
+	r.touch(b, now)
 	b.stage = max(b.stage, stage)
 	if p := c.Path(); p != "" && len(b.Path) < maxPath && (len(b.Path) == 0 || b.Path[len(b.Path)-1] != p) {
 		b.Path = append(b.Path, p)
 	}
 	if len(b.DHCP) < maxDHCPPerBoot {
-		b.DHCP = append(b.DHCP, DHCPExchange{Time: now, Type: strings.TrimPrefix(t.String(), "DHCP"), Client: c.Firmware()})
+		b.DHCP = append(b.DHCP, DHCPExchange{Time: now, Type: strings.TrimPrefix(t.String(), "DHCP"), Client: c.Firmware(),
+			Server: r.cfg.Server})
 	}
 }
 
@@ -179,8 +209,8 @@ func (r *Recorder) fail(b *boot, reason string) {
 
 // start opens a new boot, evicting the oldest ones beyond the bounds.
 // Call with mu held.
-func (r *Recorder) start(mac net.HardwareAddr, key string, now time.Time) *boot {
-	b := &boot{Boot: Boot{ID: bootID(mac, now), MAC: key, Start: now, State: StateBooting}}
+func (r *Recorder) start(key string, now time.Time) *boot {
+	b := &boot{Boot: Boot{ID: bootIDOf(key, now) + r.idTag, MAC: key, Start: now, State: StateBooting, Server: r.cfg.Server}}
 	bs := r.byMAC[key]
 	if len(bs) >= r.cfg.PerMachine {
 		r.evict(bs[0])
@@ -205,7 +235,6 @@ func (r *Recorder) start(mac net.HardwareAddr, key string, now time.Time) *boot 
 		r.order = slices.DeleteFunc(slices.Delete(r.order, 0, r.head), func(x *boot) bool { return x.gone })
 		r.head = 0
 	}
-	r.m.bootsStarted.Inc()
 	return b
 }
 
@@ -214,6 +243,7 @@ func (r *Recorder) evict(b *boot) {
 		r.publish(b) // ended ones were published when they ended
 	}
 	b.gone = true
+	delete(r.dirty, b)
 	r.kept--
 	delete(r.byID, b.ID)
 	bs := slices.DeleteFunc(r.byMAC[b.MAC], func(x *boot) bool { return x == b })
@@ -226,10 +256,12 @@ func (r *Recorder) evict(b *boot) {
 
 // addTransfer attaches t to mac's open boot. Call with mu held.
 func (r *Recorder) addTransfer(mac string, t Transfer, stage int) bool {
-	b := r.open(mac, t.End)
+	b := r.active(mac, t.End, t.Start)
 	if b == nil {
 		return false
 	}
+	r.touch(b, t.End)
+	t.Server = r.cfg.Server
 	b.stage = max(b.stage, stage)
 	if len(b.Transfers) < maxTransfersPerBoot {
 		b.Transfers = append(b.Transfers, t)
@@ -256,24 +288,34 @@ func (r *Recorder) Milestone(mac net.HardwareAddr, name, remote string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.learnIP(hostOf(remote), key)
-	b := r.open(key, now)
+	b := r.active(key, now, now)
 	if b == nil || len(b.Milestones) >= maxMilestones {
 		return
 	}
+	r.touch(b, now)
 	if name == "ipxe-script" || name == httpboot.MilestoneGrubConfig {
 		b.stage = max(b.stage, stageScript)
 	}
-	b.Milestones = append(b.Milestones, Milestone{Time: now, Name: name})
+	b.Milestones = append(b.Milestones, Milestone{Time: now, Name: name, Server: r.cfg.Server})
 	if p := milestonePath[name]; p != "" && len(b.Path) < maxPath {
 		b.Path = append(b.Path, p)
 	}
-	if step, ok := strings.CutPrefix(name, "failed-"); ok {
-		reason := failedReason[name]
-		if reason == "" {
-			reason = "the client reported that " + step + " failed"
-		}
+	if reason, ok := milestoneFailure(name); ok {
 		r.fail(b, reason)
 	}
+}
+
+// milestoneFailure says whether the milestone name ends a boot as failed,
+// and why.
+func milestoneFailure(name string) (string, bool) {
+	step, ok := strings.CutPrefix(name, "failed-")
+	if !ok {
+		return "", false
+	}
+	if reason := failedReason[name]; reason != "" {
+		return reason, true
+	}
+	return "the client reported that " + step + " failed", true
 }
 
 // milestonePath names the stages of the signed chain in Boot.Path: grub
@@ -298,15 +340,18 @@ func (r *Recorder) complete(mac net.HardwareAddr) (time.Duration, bool) {
 	now := r.cfg.Now().UTC()
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	b := r.open(mac.String(), now)
+	b := r.active(mac.String(), now, now)
 	if b == nil {
 		return 0, false
 	}
 	b.State = StateComplete
 	b.End = &now
+	b.DoneServer = r.cfg.Server
 	took := now.Sub(b.Start)
 	r.m.bootsCompleted.Inc()
-	r.m.bootDuration.Observe(took.Seconds())
+	if !b.Partial { // a partial record starts mid-boot
+		r.m.bootDuration.Observe(took.Seconds())
+	}
 	r.publish(b)
 	return took, true
 }
@@ -413,8 +458,9 @@ func (r *Recorder) DHCPReply(rep dhcp.Reply) {
 	if b == nil || len(b.DHCP) >= maxDHCPPerBoot {
 		return
 	}
+	r.touch(b, now)
 	x := DHCPExchange{Time: now, Type: strings.TrimPrefix(rep.Type.String(), "DHCP"), BootFile: rep.BootFile,
-		VendorClass: rep.VendorClass}
+		VendorClass: rep.VendorClass, Server: r.cfg.Server}
 	if rep.Addr != nil && !rep.Addr.IsUnspecified() {
 		x.Addr = rep.Addr.String()
 	}

@@ -56,6 +56,8 @@ func testBoots(t *testing.T, b Backend) {
 		{"machine", inventory.BootFilter{MAC: mac(a)}, []string{again.ID, recs[0].ID}},
 		{"since is inclusive", inventory.BootFilter{Since: t0.Add(time.Minute)}, []string{again.ID, recs[1].ID}},
 		{"limit", inventory.BootFilter{Limit: 1}, []string{again.ID}},
+		{"until is exclusive", inventory.BootFilter{Until: t0.Add(2 * time.Minute)}, []string{recs[1].ID, recs[0].ID}},
+		{"machine between", inventory.BootFilter{MAC: mac(a), Since: t0, Until: t0.Add(time.Minute)}, []string{recs[0].ID}},
 		{"nothing", inventory.BootFilter{Since: t0.Add(time.Hour)}, []string{}},
 	}
 	for _, tt := range tests {

@@ -44,6 +44,10 @@ func (s *Store) ListBoots(ctx context.Context, f inventory.BootFilter) ([]invent
 		q += ` AND started >= ?`
 		args = append(args, s.d.timeArg(f.Since))
 	}
+	if !f.Until.IsZero() {
+		q += ` AND started < ?`
+		args = append(args, s.d.timeArg(f.Until))
+	}
 	q += ` ORDER BY started DESC, id DESC`
 	if f.Limit > 0 {
 		q += ` LIMIT ?`
