@@ -131,23 +131,8 @@ func TestBaseExportAnyServer(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			e, err := tt.m.Lookup(tt.export, tcp(tt.remote))
-			if tt.want != nil {
-				if !errors.Is(err, tt.want) {
-					t.Fatalf("got %v, want %v", err, tt.want)
-				}
-				return
-			}
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer e.(io.Closer).Close()
-			if !e.ReadOnly() {
+			if e := lookupAndRead(t, tt.m, tt.export, tt.remote, tt.want, baseContent); e != nil && !e.ReadOnly() {
 				t.Fatal("base export is writable")
-			}
-			buf := make([]byte, 4096)
-			if _, err := e.ReadAt(buf, 8192); err != nil || !bytes.Equal(buf, baseContent[8192:12288]) {
-				t.Fatalf("read %v, data equal %v", err, bytes.Equal(buf, baseContent[8192:12288]))
 			}
 		})
 	}
@@ -266,4 +251,27 @@ func TestBaseExportRefusesWritesOverNBD(t *testing.T) {
 	if e := req(nbd.CmdRead, 2, nil, 512); e != 0 {
 		t.Fatalf("READ after the refused WRITE: errno %v, want success", e)
 	}
+}
+
+// lookupAndRead looks export up from remote and, unless want is an error
+// it must fail with, reads a block and compares it with content. It
+// returns the export, closed, or nil.
+func lookupAndRead(t *testing.T, m *Manager, export, remote string, want error, content []byte) nbd.Export {
+	t.Helper()
+	e, err := m.Lookup(export, tcp(remote))
+	if want != nil {
+		if !errors.Is(err, want) {
+			t.Fatalf("got %v, want %v", err, want)
+		}
+		return nil
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.(io.Closer).Close()
+	buf := make([]byte, 4096)
+	if _, err := e.ReadAt(buf, 8192); err != nil || !bytes.Equal(buf, content[8192:12288]) {
+		t.Fatalf("read %v, data equal %v", err, bytes.Equal(buf, content[8192:12288]))
+	}
+	return e
 }

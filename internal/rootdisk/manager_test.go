@@ -144,23 +144,7 @@ func TestLookupAccess(t *testing.T) {
 		{"image name", "debian", "10.0.0.9", nbd.ErrUnknownExport},
 	}
 	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			e, err := f.m.Lookup(tt.export, tcp(tt.remote))
-			if tt.want != nil {
-				if !errors.Is(err, tt.want) {
-					t.Fatalf("got %v, want %v", err, tt.want)
-				}
-				return
-			}
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer e.(io.Closer).Close()
-			buf := make([]byte, 4096)
-			if _, err := e.ReadAt(buf, 8192); err != nil || !bytes.Equal(buf, f.bytes[8192:12288]) {
-				t.Fatalf("read %v, data equal %v", err, bytes.Equal(buf, f.bytes[8192:12288]))
-			}
-		})
+		t.Run(tt.name, func(t *testing.T) { lookupAndRead(t, f.m, tt.export, tt.remote, tt.want, f.bytes) })
 	}
 }
 
