@@ -80,10 +80,14 @@ func Run(ctx context.Context, c *config.Config, log *slog.Logger) error {
 	// The fleet as this server sees it, read every few seconds, for
 	// whatever must know the other servers without a store read per request.
 	fleetView := fleetservers.NewView(fleetservers.ViewConfig{Store: store, Self: name, Logger: log})
+	copies, peers, err := imageCopies(ctx, store, name, dl, log)
+	if err != nil {
+		return err
+	}
 
 	rec, history := newHistory(c, store, log)
 	taps := telemetryTaps(c, rec, boots.NewTracker(nil), log)
-	apiHandler, err := newAPI(c, store, inv.Changed, dl, dl, history, log)
+	apiHandler, err := newAPI(c, store, inv.Changed, copies, dl, history, log)
 	if err != nil {
 		return err
 	}
@@ -93,7 +97,7 @@ func Run(ctx context.Context, c *config.Config, log *slog.Logger) error {
 		BaseURL: baseURL, ServerIP: serverIP.String(), Logger: log,
 		Mirrors: fleetservers.NewSpread(fleetservers.SpreadConfig{View: fleetView, SelfBaseURL: baseURL}),
 	}
-	boot := httpboot.New(hc)
+	boot := withPeers(httpboot.New(hc), peers)
 	front := frontHandler(rec, apiHandler, boot)
 	plain, mgmt, err := splitManagement(c, serverIP, front, boot, rec.Handler(), log)
 	if err != nil {
@@ -102,6 +106,7 @@ func Run(ctx context.Context, c *config.Config, log *slog.Logger) error {
 	var runs []func(context.Context) error // the servers, each until ctx ends or it fails
 	runs = append(runs,
 		inv.Run,     // discovered machines, view reloads
+		copies.Run,  // the fleet's images: fetch new ones, delete removed ones
 		history.Run, // ended boots into the inventory, retention
 		func(ctx context.Context) error { return serveHTTP(ctx, httpLn, plain, log) },
 		func(ctx context.Context) error { return dl.Serve(ctx, taps.nbd) })

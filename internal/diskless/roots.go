@@ -19,6 +19,9 @@ func (s *Service) IssueRoot(ctx context.Context, mac net.HardwareAddr, root conf
 	if err != nil {
 		return httpboot.RootBoot{}, fmt.Errorf("root image: %w", err)
 	}
+	if err := s.ensure(ctx, img); err != nil {
+		return httpboot.RootBoot{}, err
+	}
 	b, err := s.disks.IssueBoot(mac, img, root.Overlay)
 	if err != nil {
 		return httpboot.RootBoot{}, err

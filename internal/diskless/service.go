@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strconv"
 
+	"github.com/bootfleet/bootfleet/internal/httpboot"
 	"github.com/bootfleet/bootfleet/internal/imagekernel"
 	"github.com/bootfleet/bootfleet/internal/imagestore"
 	"github.com/bootfleet/bootfleet/internal/inventory"
@@ -48,6 +49,8 @@ type Service struct {
 	images  inventory.Images
 	ln      net.Listener // nil when Listen is off
 	log     *slog.Logger
+	blobs   *imagestore.Store
+	fetcher Fetcher // nil: serve only what is here
 }
 
 // New opens the image content and, unless cfg.Listen is off, the NBD
@@ -64,7 +67,7 @@ func New(cfg Config) (*Service, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Service{images: cfg.Images, log: cfg.Logger}
+	s := &Service{images: cfg.Images, log: cfg.Logger, blobs: blobs}
 	s.disks, err = rootdisk.New(rootdisk.Config{Data: cfg.Data, Blobs: blobs, Leases: cfg.Leases, BaseKey: cfg.BaseKey, Logger: cfg.Logger})
 	if err != nil {
 		return nil, err
@@ -129,8 +132,8 @@ func (s *Service) Close() {
 func (s *Service) Sessions() int { return s.disks.OpenSessions() }
 
 // Kernels is the boot files built from images, for root.kernel: image
-// profiles.
-func (s *Service) Kernels() *imagekernel.Builder { return s.kernels }
+// profiles, fetching the image from a peer first when it is not here.
+func (s *Service) Kernels() httpboot.ImageKernels { return fetchingKernels{s.kernels, s} }
 
 // Import stores image content; see rootdisk.Manager.Import.
 func (s *Service) Import(ctx context.Context, r io.Reader) (imagestore.Imported, error) {

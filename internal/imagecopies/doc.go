@@ -15,5 +15,6 @@
 // image on one server removes it everywhere.
 //
 // Nothing here runs on a DHCP or TFTP hot path. Ensure costs a stat when
-// the content is here; Holders reads memory.
+// the content is here. Which server holds what, for script renders, is
+// fleetservers.Holdings, read from the same table.
 package imagecopies

@@ -3,7 +3,6 @@ package imagecopies
 import (
 	"context"
 	"io"
-	"slices"
 
 	"github.com/bootfleet/bootfleet/internal/imagestore"
 	"github.com/bootfleet/bootfleet/internal/inventory"
@@ -33,7 +32,6 @@ func (s *Service) Release(sha string) (bool, error) {
 	s.mu.Lock()
 	delete(s.kept, sha)
 	delete(s.arrived, sha)
-	s.holders[sha] = slices.DeleteFunc(s.holders[sha], func(n string) bool { return n == s.cfg.Self })
 	s.mu.Unlock()
 	ctx, cancel := context.WithTimeout(s.ctx, storeTimeout)
 	defer cancel()
@@ -49,10 +47,6 @@ func (s *Service) arrive(ctx context.Context, sha string) {
 	s.arrived[sha] = s.cfg.Now()
 	s.known[sha] = true
 	delete(s.failed, sha)
-	if !slices.Contains(s.holders[sha], s.cfg.Self) {
-		s.holders[sha] = append(slices.Clone(s.holders[sha]), s.cfg.Self)
-		slices.Sort(s.holders[sha])
-	}
 	s.mu.Unlock()
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), storeTimeout)
 	defer cancel()
@@ -60,25 +54,4 @@ func (s *Service) arrive(ctx context.Context, sha string) {
 		s.log.Warn("image copies: recording a copy in the store failed; peers learn of it at this server's next start",
 			"sha256", sha, "err", err)
 	}
-}
-
-// Holders returns the names of the servers that hold content sha, as the
-// store said at the last check (this server's own imports and fetches
-// since included), sorted. It reads memory only, so a script render may
-// call it; combine it with the live servers of fleetservers.View to pick
-// one.
-func (s *Service) Holders(sha string) []string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return slices.Clone(s.holders[sha])
-}
-
-func (s *Service) setHolders(copies []inventory.ImageCopy) {
-	h := map[string][]string{}
-	for _, c := range copies { // ordered by sha, then server
-		h[c.SHA256] = append(h[c.SHA256], c.Server)
-	}
-	s.mu.Lock()
-	s.holders = h
-	s.mu.Unlock()
 }

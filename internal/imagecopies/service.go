@@ -49,7 +49,7 @@ type Config struct {
 	Local Local  // required
 	Peers Peers  // required
 	// Interval between checks of the store: new images to fetch, removed
-	// ones to delete, holders to remember. Default 10 s.
+	// ones to delete. Default 10 s.
 	Interval time.Duration
 	// Fetches bounds the background fetches at once. Default 2, range 1
 	// to 2: a copy competes with boots for the disk and the link.
@@ -87,8 +87,7 @@ type Service struct {
 	// started. Only known content is deleted when no image names it, so
 	// a server pointed at another store by mistake keeps its images.
 	known    map[string]bool
-	holders  map[string][]string // sha -> servers holding it, as last read
-	recorded bool                // this server's copies are in the store
+	recorded bool // this server's copies are in the store
 }
 
 // New checks cfg and fills its defaults.
@@ -114,7 +113,7 @@ func New(cfg Config) (*Service, error) {
 	}
 	s := &Service{cfg: cfg, log: cfg.Logger, bg: make(chan struct{}, cfg.Fetches),
 		flights: map[string]*flight{}, arrived: map[string]time.Time{}, failed: map[string]time.Time{},
-		kept: map[string]bool{}, known: map[string]bool{}, holders: map[string][]string{}}
+		kept: map[string]bool{}, known: map[string]bool{}}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	return s, nil
 }
@@ -139,7 +138,7 @@ func (s *Service) Run(ctx context.Context) error {
 }
 
 // Check does one round: records this server's copies if it has not yet,
-// reads the images and copies, starts background fetches of named
+// reads the images, starts background fetches of named
 // content missing here and deletes local content no image names.
 func (s *Service) Check(ctx context.Context) {
 	ctx, cancel := context.WithTimeout(ctx, max(s.cfg.Interval, 10*time.Second))
@@ -152,12 +151,6 @@ func (s *Service) Check(ctx context.Context) {
 		s.warn(ctx, "image copies: reading the images failed; checking again later", err)
 		return
 	}
-	copies, err := s.cfg.Store.ListImageCopies(ctx)
-	if err != nil {
-		s.warn(ctx, "image copies: reading the copies failed; checking again later", err)
-		return
-	}
-	s.setHolders(copies)
 	named := map[string]inventory.Image{}
 	s.mu.Lock()
 	for _, img := range imgs {

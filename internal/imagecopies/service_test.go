@@ -82,7 +82,8 @@ func TestCheckGrace(t *testing.T) {
 	if !f.blobs.Has(res.SHA256) {
 		t.Fatal("content deleted within Grace of its import")
 	}
-	if got := s.Holders(res.SHA256); len(got) != 1 || got[0] != "self" {
-		t.Fatalf("Holders after import = %v, want [self]", got)
+	copies, _ := f.store.ListImageCopies(context.Background())
+	if !hasCopy(copies, "self", res.SHA256) {
+		t.Fatalf("copies after import = %+v, want self's recorded", copies)
 	}
 }

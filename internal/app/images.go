@@ -1,0 +1,46 @@
+package app
+
+import (
+	"context"
+	"crypto/rand"
+	"fmt"
+	"log/slog"
+	"net/http"
+
+	"github.com/bootfleet/bootfleet/internal/diskless"
+	"github.com/bootfleet/bootfleet/internal/imagecopies"
+	"github.com/bootfleet/bootfleet/internal/imagepeer"
+	"github.com/bootfleet/bootfleet/internal/inventory"
+)
+
+// peerSecretName is the store secret the servers sign image fetches with.
+const peerSecretName = "image-peers"
+
+// imageCopies makes this server's part of the fleet's images: it records
+// what it holds, fetches what it lacks from peers (dl asks before serving
+// an image), and serves peers through the returned handler.
+func imageCopies(ctx context.Context, store inventory.Store, name string, dl *diskless.Service, log *slog.Logger) (*imagecopies.Service, http.Handler, error) {
+	fresh := make([]byte, 32)
+	rand.Read(fresh)
+	secret, err := store.Secret(ctx, peerSecretName, fresh)
+	if err != nil {
+		return nil, nil, fmt.Errorf("the fleet's key for image fetches between servers: %w", err)
+	}
+	copies, err := imagecopies.New(imagecopies.Config{Self: name, Store: store, Blobs: dl.Blobs(), Local: dl,
+		Peers: &imagepeer.Client{Self: name, Secret: secret}, Logger: log})
+	if err != nil {
+		return nil, nil, err
+	}
+	dl.SetFetcher(copies)
+	return copies, imagepeer.Handler(imagepeer.HandlerConfig{Content: dl.Blobs(), Secret: secret, Logger: log}), nil
+}
+
+// withPeers serves the peer paths (imagepeer.Prefix) with peers and the
+// rest with boot: both go to every listener firmware reaches, which is
+// where peers find each other (their registered http:// address).
+func withPeers(boot, peers http.Handler) http.Handler {
+	mux := http.NewServeMux()
+	mux.Handle(imagepeer.Prefix, peers)
+	mux.Handle("/", boot)
+	return mux
+}
