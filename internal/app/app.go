@@ -93,7 +93,7 @@ func Run(ctx context.Context, c *config.Config, log *slog.Logger) error {
 	}
 	hc := httpboot.Config{
 		Files: roots, Fleet: view, Boots: inv.BootClock(taps.boots),
-		Transfers: taps.transfers, Milestones: taps.milestones, Roots: dl, Kernels: dl.Kernels(),
+		Transfers: taps.transfers, Milestones: taps.milestones, Roots: diskless.WithFailover(dl, fleetservers.SelfFirst(fleetView, nil), name, log), Kernels: dl.Kernels(),
 		BaseURL: baseURL, ServerIP: serverIP.String(), Logger: log,
 		Mirrors: fleetservers.NewSpread(fleetservers.SpreadConfig{View: fleetView, SelfBaseURL: baseURL}),
 	}

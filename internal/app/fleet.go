@@ -3,6 +3,7 @@ package app
 import (
 	"log/slog"
 	"net"
+	"strconv"
 
 	"github.com/bootfleet/bootfleet/internal/config"
 	"github.com/bootfleet/bootfleet/internal/diskless"
@@ -24,7 +25,11 @@ func serverName(c *config.Config) (string, error) {
 // servers count anyway.
 func fleetRegistry(name string, store inventory.Servers, serverIP net.IP, baseURL string,
 	tftpActive func() int, dl *diskless.Service, rec *telemetry.Recorder, log *slog.Logger) (*fleetservers.Registry, error) {
-	return fleetservers.New(fleetservers.Config{Store: store, Name: name, Addrs: []string{serverIP.String(), baseURL},
+	addrs := []string{serverIP.String(), baseURL}
+	if port := dl.NBDPort(); port != 0 { // peers name it in the roots they fail over
+		addrs = append(addrs, fleetservers.NBDAddrEntry(net.JoinHostPort(serverIP.String(), strconv.Itoa(port))))
+	}
+	return fleetservers.New(fleetservers.Config{Store: store, Name: name, Addrs: addrs,
 		Logger: log, Counters: func() fleetservers.Counters {
 			return fleetservers.Counters{TFTPTransfers: tftpActive(), NBDSessions: dl.Sessions(), BytesServed: rec.BytesServed()}
 		}})
