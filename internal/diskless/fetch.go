@@ -3,11 +3,15 @@ package diskless
 import (
 	"context"
 	"fmt"
+	"net"
 	"os"
+	"time"
 
 	"github.com/bootfleet/bootfleet/internal/imagekernel"
 	"github.com/bootfleet/bootfleet/internal/imagestore"
 	"github.com/bootfleet/bootfleet/internal/inventory"
+	"github.com/bootfleet/bootfleet/internal/nbd"
+	"github.com/bootfleet/bootfleet/internal/rootdisk"
 )
 
 // Fetcher brings image content this server lacks from a peer of its
@@ -55,4 +59,28 @@ func (k fetchingKernels) Open(ctx context.Context, sha, file string) (*os.File, 
 		}
 	}
 	return k.Builder.Open(ctx, sha, file)
+}
+
+// exportFetchWait bounds how long an NBD handshake waits for a fetch; the
+// fetch goes on, and the client's retry finds the content.
+const exportFetchWait = time.Minute
+
+// fetchingExports is the NBD exports, fetching the content of a read-only
+// base export first when it is not here: a script another server
+// rendered may name this server among a machine's roots. The name's tag
+// is checked after the fetch, by rootdisk; a forged name can at most
+// bring an image the store names, which the background fetch brings
+// anyway.
+type fetchingExports struct{ s *Service }
+
+func (e fetchingExports) Lookup(name string, remote net.Addr) (nbd.Export, error) {
+	if _, sha, _, err := rootdisk.ParseBaseExportName(name); err == nil && e.s.fetcher != nil && !e.s.blobs.Has(sha) {
+		ctx, cancel := context.WithTimeout(context.Background(), exportFetchWait)
+		err := e.s.fetcher.Ensure(ctx, sha)
+		cancel()
+		if err != nil {
+			e.s.log.Warn("nbd export's image is not on this server and fetching it failed", "remote", remote.String(), "sha256", sha, "err", err)
+		}
+	}
+	return e.s.disks.Lookup(name, remote)
 }

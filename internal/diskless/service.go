@@ -102,7 +102,7 @@ func (s *Service) Serve(ctx context.Context, onSession func(net.HardwareAddr, nb
 	if onSession != nil {
 		cfg.Hook = sessionHook(onSession)
 	}
-	return nbd.NewServer(s.disks, cfg).Serve(ctx, s.ln)
+	return nbd.NewServer(fetchingExports{s}, cfg).Serve(ctx, s.ln)
 }
 
 // sessionHook hands finished NBD sessions on with the machine the export
