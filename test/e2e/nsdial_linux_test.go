@@ -182,3 +182,18 @@ func resetPeakRSS(t *testing.T, pid int) {
 		t.Fatalf("reset the peak RSS of %d: %v", pid, err)
 	}
 }
+
+// cpuSeconds is the user and system CPU time pid has used (proc(5),
+// stat fields 14 and 15, in clock ticks of 1/100 s on Linux).
+func cpuSeconds(t *testing.T, pid int) float64 {
+	t.Helper()
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The command name (field 2) may hold spaces; fields count from after it.
+	f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+1:]))
+	utime, _ := strconv.ParseFloat(f[11], 64)
+	stime, _ := strconv.ParseFloat(f[12], 64)
+	return (utime + stime) / 100
+}
