@@ -47,6 +47,15 @@ type Image struct {
 	// (less than Size: stored sparse).
 	Format    string `json:"format,omitempty"`
 	Allocated int64  `json:"allocated,omitempty"`
+	// Servers are the servers of the fleet that hold the content, in
+	// lists and gets; none yet when no server has recorded it.
+	Servers []ImageServer `json:"servers,omitempty"`
+}
+
+// ImageServer is a server holding an image's content.
+type ImageServer struct {
+	Name   string `json:"name"`
+	Status string `json:"status"` // live, stale, stopped, or unknown (not registered)
 }
 
 // ImageList is the answer of GET /images.
@@ -71,9 +80,15 @@ func (s *server) listImages(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	holders, err := s.imageHolders(r.Context())
+	if err != nil {
+		return err
+	}
 	out := ImageList{Images: make([]Image, 0, len(imgs))}
 	for _, img := range imgs {
-		out.Images = append(out.Images, imageOut(img))
+		v := imageOut(img)
+		v.Servers = holders[img.SHA256]
+		out.Images = append(out.Images, v)
 	}
 	writeJSON(w, http.StatusOK, out)
 	return nil
@@ -84,8 +99,41 @@ func (s *server) getImage(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, imageOut(img))
+	holders, err := s.imageHolders(r.Context())
+	if err != nil {
+		return err
+	}
+	v := imageOut(img)
+	v.Servers = holders[img.SHA256]
+	writeJSON(w, http.StatusOK, v)
 	return nil
+}
+
+// imageHolders maps each content to the servers holding it, with their
+// status now.
+func (s *server) imageHolders(ctx context.Context) (map[string][]ImageServer, error) {
+	copies, err := s.cfg.Store.ListImageCopies(ctx)
+	if err != nil {
+		return nil, err
+	}
+	servers, err := s.cfg.Store.ListServers(ctx)
+	if err != nil {
+		return nil, err
+	}
+	now := s.cfg.Now()
+	status := make(map[string]string, len(servers))
+	for _, si := range servers {
+		status[si.Name] = si.Status(now)
+	}
+	out := map[string][]ImageServer{}
+	for _, c := range copies { // ordered by content, then server
+		st := status[c.Server]
+		if st == "" {
+			st = "unknown"
+		}
+		out[c.SHA256] = append(out[c.SHA256], ImageServer{Name: c.Server, Status: st})
+	}
+	return out, nil
 }
 
 // putImage stores the request body as the image's new content. The body

@@ -13,11 +13,13 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/bootfleet/bootfleet/internal/imagestore"
+	"github.com/bootfleet/bootfleet/internal/inventory"
 	"github.com/bootfleet/bootfleet/internal/inventory/sqlite"
 )
 
@@ -176,5 +178,40 @@ func TestPutImageRefused(t *testing.T) {
 			}
 			tt.e.mustDo(t, "GET", "/images/debian", "", http.StatusNotFound, nil)
 		})
+	}
+}
+
+// TestImageServers: lists and gets name the servers holding each image's
+// content, with their status.
+func TestImageServers(t *testing.T) {
+	s, err := imagestore.Open(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := newImageEnv(t, storeFiles{s})
+	_, img, _ := e.put(t, "debian", []byte("a tiny raw root"))
+	_, other, _ := e.put(t, "alpine", []byte("another tiny raw root"))
+	ctx := context.Background()
+	now := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC) // the env's clock
+	for _, si := range []inventory.ServerInfo{{Name: "boot-a", Started: now}, {Name: "boot-b", Started: now.Add(-time.Hour)}} {
+		if err := e.store.RegisterServer(ctx, si); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, c := range []inventory.ImageCopy{{Server: "boot-b", SHA256: img.SHA256}, {Server: "boot-a", SHA256: img.SHA256}, {Server: "boot-gone", SHA256: img.SHA256}} {
+		if err := e.store.AddImageCopy(ctx, c); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want := []ImageServer{{Name: "boot-a", Status: "live"}, {Name: "boot-b", Status: "stale"}, {Name: "boot-gone", Status: "unknown"}}
+	var got Image
+	e.mustDo(t, "GET", "/images/debian", "", http.StatusOK, &got)
+	if !reflect.DeepEqual(got.Servers, want) {
+		t.Fatalf("GET servers = %+v, want %+v", got.Servers, want)
+	}
+	var list ImageList
+	e.mustDo(t, "GET", "/images", "", http.StatusOK, &list)
+	if len(list.Images) != 2 || list.Images[0].Name != other.Name || len(list.Images[0].Servers) != 0 || !reflect.DeepEqual(list.Images[1].Servers, want) {
+		t.Fatalf("GET /images = %+v, want alpine held by none, debian by %+v", list.Images, want)
 	}
 }

@@ -135,7 +135,7 @@ func printImage(w io.Writer, img api.Image) error {
 func imageListCmd(o *clientOpts) *cobra.Command {
 	return &cobra.Command{
 		Use:   "list",
-		Short: "List images",
+		Short: "List images and the servers of the fleet that hold each",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			c, err := o.client()
@@ -151,17 +151,34 @@ func imageListCmd(o *clientOpts) *cobra.Command {
 			}
 			rows := make([][]string, 0, len(il.Images))
 			for _, img := range il.Images {
-				rows = append(rows, []string{img.Name, img.SHA256[:min(12, len(img.SHA256))], sizeString(img.Size), formatTime(&img.Imported)})
+				rows = append(rows, []string{img.Name, img.SHA256[:min(12, len(img.SHA256))], sizeString(img.Size), formatTime(&img.Imported),
+					imageServers(img.Servers)})
 			}
-			return table(cmd.OutOrStdout(), []string{"NAME", "SHA256", "SIZE", "IMPORTED"}, rows)
+			return table(cmd.OutOrStdout(), []string{"NAME", "SHA256", "SIZE", "IMPORTED", "SERVERS"}, rows)
 		},
 	}
+}
+
+// imageServers is the SERVERS column: the servers holding the content,
+// each not live with its status.
+func imageServers(ss []api.ImageServer) string {
+	if len(ss) == 0 {
+		return "-"
+	}
+	names := make([]string, len(ss))
+	for i, s := range ss {
+		names[i] = s.Name
+		if s.Status != "live" {
+			names[i] += " (" + s.Status + ")"
+		}
+	}
+	return strings.Join(names, ", ")
 }
 
 func imageRmCmd(o *clientOpts) *cobra.Command {
 	return &cobra.Command{
 		Use:   "rm NAME",
-		Short: "Remove an image no profile uses; machines booted from it keep it until they reboot",
+		Short: "Remove an image no profile uses, from every server of the fleet; machines booted from it keep it until they reboot",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			c, err := o.client()

@@ -76,7 +76,7 @@ func TestImageGolden(t *testing.T) {
 		{"image-import-bad-name", []string{"image", "import", "deb/ian", file}, nil},
 		{"image-import-vmdk-descriptor", []string{"image", "import", "debian", descriptor}, nil},
 		{"image-import-qcow2-backing", []string{"image", "import", "debian", withBacking}, nil},
-		{"image-list", []string{"image", "list"}, nil},
+		{"image-list", []string{"image", "list"}, func(t *testing.T) { holdImage(t, st, "debian") }},
 		{"image-list-json", []string{"image", "list", "-o", "json"}, nil},
 		{"profile-add-root", []string{"profile", "add", "lab", "--kernel", "/srv/vmlinuz", "--root-image", "debian", "--overlay", "persistent"}, nil},
 		{"profile-add-bad-overlay", []string{"profile", "add", "lab2", "--kernel", "/srv/vmlinuz", "--root-image", "debian", "--overlay", "ram"}, nil},
@@ -174,5 +174,29 @@ func TestImageImportConverted(t *testing.T) {
 	var img api.Image
 	if err := json.Unmarshal([]byte(out[strings.Index(out, "{"):]), &img); err != nil || img.Allocated <= 0 || img.Allocated > 1<<20 {
 		t.Fatalf("allocated %d bytes (%v), want the 256 KiB of data and little more", img.Allocated, err)
+	}
+}
+
+// holdImage records the content of image name as held by a live server
+// boot-a and a stopped one, boot-b.
+func holdImage(t *testing.T, st inventory.Store, name string) {
+	t.Helper()
+	ctx := context.Background()
+	img, err := st.GetImage(ctx, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	started := time.Now()
+	for _, n := range []string{"boot-a", "boot-b"} {
+		err := st.RegisterServer(ctx, inventory.ServerInfo{Name: n, Started: started})
+		if err == nil {
+			err = st.AddImageCopy(ctx, inventory.ImageCopy{Server: n, SHA256: img.SHA256})
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := st.StopServer(ctx, "boot-b", started, started); err != nil {
+		t.Fatal(err)
 	}
 }
