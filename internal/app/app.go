@@ -85,7 +85,7 @@ func Run(ctx context.Context, c *config.Config, log *slog.Logger) error {
 		return err
 	}
 
-	rec, history := newHistory(c, store, log)
+	rec, history := newHistory(c, store, name, log)
 	taps := telemetryTaps(c, rec, boots.NewTracker(nil), log)
 	apiHandler, err := newAPI(c, store, inv.Changed, copies, dl, history, log)
 	if err != nil {

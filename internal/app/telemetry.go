@@ -12,6 +12,7 @@ import (
 	"github.com/bootfleet/bootfleet/internal/dhcp"
 	"github.com/bootfleet/bootfleet/internal/httpboot"
 	"github.com/bootfleet/bootfleet/internal/inventory"
+	"github.com/bootfleet/bootfleet/internal/inventorysvc"
 	"github.com/bootfleet/bootfleet/internal/nbd"
 	"github.com/bootfleet/bootfleet/internal/pxe"
 	"github.com/bootfleet/bootfleet/internal/telemetry"
@@ -23,9 +24,15 @@ import (
 const endedQueue = 4096
 
 // newHistory returns the boot recorder and the history that stores its
-// ended boots in the inventory, with the retention of c.Boots.
-func newHistory(c *config.Config, store inventory.BootRecords, log *slog.Logger) (*telemetry.Recorder, *telemetry.History) {
-	rec := telemetry.New(telemetry.Config{Ended: endedQueue})
+// ended boots in the inventory, with the retention of c.Boots. On a
+// shared store the recorder is the fleet member name, so the boots that
+// several servers serve read as one.
+func newHistory(c *config.Config, store inventory.BootRecords, name string, log *slog.Logger) (*telemetry.Recorder, *telemetry.History) {
+	cfg := telemetry.Config{Ended: endedQueue}
+	if inventorysvc.Shared(c.Store) {
+		cfg.Server = name
+	}
+	rec := telemetry.New(cfg)
 	return rec, telemetry.NewHistory(rec, telemetry.HistoryConfig{Store: store,
 		MaxAge: time.Duration(c.Boots.MaxAge), MaxCount: c.Boots.MaxCount, Logger: log})
 }

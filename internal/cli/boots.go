@@ -86,6 +86,9 @@ func bootsCmd() *cobra.Command {
 			if b.Reason != "" {
 				kv = append(kv, [2]string{"reason", b.Reason})
 			}
+			if len(b.Servers) > 0 { // served by several servers of a fleet
+				kv = append(kv, [2]string{"servers", strings.Join(b.Servers, ", ")})
+			}
 			if err := keyValues(w, kv); err != nil {
 				return err
 			}
@@ -96,9 +99,17 @@ func bootsCmd() *cobra.Command {
 				if p.Kind == "milestone" || p.Kind == "complete" {
 					took = "-"
 				}
-				rows = append(rows, []string{fmt.Sprintf("+%.2fs", p.Offset), p.Name, took, bytes, rate, orDash(p.Detail)})
+				row := []string{fmt.Sprintf("+%.2fs", p.Offset), p.Name, took, bytes, rate, orDash(p.Detail)}
+				if len(b.Servers) > 0 {
+					row = append(row, orDash(p.Server))
+				}
+				rows = append(rows, row)
 			}
-			return table(w, []string{"AT", "PHASE", "TOOK", "BYTES", "MB/S", "DETAIL"}, rows)
+			head := []string{"AT", "PHASE", "TOOK", "BYTES", "MB/S", "DETAIL"}
+			if len(b.Servers) > 0 {
+				head = append(head, "SERVER")
+			}
+			return table(w, head, rows)
 		},
 	})
 	return cmd

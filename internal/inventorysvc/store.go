@@ -25,6 +25,10 @@ func OpenStore(ctx context.Context, spec, data string) (inventory.Store, error) 
 	return sqlite.Open(ctx, spec)
 }
 
+// Shared says whether spec names a store several servers can share
+// (PostgreSQL): servers on one such store are one fleet.
+func Shared(spec string) bool { return backend(spec) == "postgres" }
+
 // backend names the kind of store spec opens, for logs.
 func backend(spec string) string {
 	if strings.Contains(spec, "://") {

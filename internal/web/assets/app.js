@@ -174,7 +174,8 @@ function renderTimeline(b) {
   const box = $("#timeline");
   box.dataset.boot = b.id;
   box.dataset.mac = b.mac;
-  $("#tl-title").textContent = b.mac + ", " + fmtTime(b.start) + ", " + b.state + (b.reason ? " (" + b.reason + ")" : "");
+  $("#tl-title").textContent = b.mac + ", " + fmtTime(b.start) + ", " + b.state + (b.reason ? " (" + b.reason + ")" : "") +
+    (b.servers ? ", served by " + b.servers.join(", ") : "");
   const end = b.phases.reduce((m, p) => Math.max(m, p.offset_seconds + p.seconds), 0) || 1;
   box.replaceChildren();
   for (const p of b.phases) {
@@ -193,6 +194,8 @@ function renderTimeline(b) {
     row.append(track);
     let info = p.kind === "milestone" || p.kind === "complete" ? "" : p.seconds.toFixed(2) + " s";
     if (p.bytes) info += ", " + bytes(p.bytes) + ", " + p.mbps.toFixed(2) + " MB/s";
+    // A boot several servers served says which served each phase.
+    if (b.servers && p.server) info += (info ? ", " : "") + "from " + p.server;
     row.append(el("div", info, "info"));
     box.append(row);
   }
