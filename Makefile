@@ -6,7 +6,7 @@ LDFLAGS := -s -w -X github.com/bootfleet/bootfleet/internal/buildinfo.version=$(
 PKGS    := ./...
 export CGO_ENABLED := 0
 
-.PHONY: all build deb deps test unit e2e demo bench bench-tools bench-transfer bench-dhcp bench-telemetry bench-nbd bench-storm bench-boot fuzz fuzz-long vet clean
+.PHONY: all build deb deps test unit e2e demo bench bench-tools bench-transfer bench-dhcp bench-dhcp-fleet bench-telemetry bench-nbd bench-storm bench-boot fuzz fuzz-long vet clean
 
 all: build
 
@@ -63,7 +63,7 @@ bench: bench-tools
 bench-tools: deps build
 	scripts/bench-deps.sh
 
-bench-transfer bench-dhcp bench-telemetry: bench-tools
+bench-transfer bench-dhcp bench-dhcp-fleet bench-telemetry: bench-tools
 	bin/bench $(@:bench-%=%) $(ARGS)
 
 bench-nbd: bench-tools

@@ -150,7 +150,7 @@ func selectTargets(ctx context.Context, o options, env *hostInfo) ([]*target, fu
 			ts = append(ts, bootfleetSQLite(o.bootfleet))
 		case "bootfleet-postgres":
 			var err error
-			if db, err = startPG(ctx, o.pgtest); err != nil {
+			if db, err = startPG(ctx, o.pgtest, nsServer, nil, ""); err != nil {
 				return nil, cleanup, err
 			}
 			env.Postgres = db.settings(ctx)

@@ -71,8 +71,11 @@ type pg struct {
 
 var exportRE = regexp.MustCompile(`(?m)^export (\w+)='([^']*)'$`)
 
-func startPG(ctx context.Context, script string) (*pg, error) {
-	out, err := harness.Output(ctx, "ip", "netns", "exec", nsServer, script, "start")
+// startPG starts the cluster in namespace ns. It listens on 127.0.0.1
+// and on extra (addresses of ns), where clients of network hba may log
+// in with the password too.
+func startPG(ctx context.Context, script, ns string, extra []string, hba string) (*pg, error) {
+	out, err := harness.Output(ctx, "ip", "netns", "exec", ns, script, "start")
 	if err != nil {
 		return nil, fmt.Errorf("start PostgreSQL with %s: %w", script, err)
 	}
@@ -95,17 +98,33 @@ func startPG(ctx context.Context, script string) (*pg, error) {
 	// mean something only with commits on disk: restart the cluster with
 	// the same options minus those two (fsync and full_page_writes default on).
 	bin, err := pgBin()
+	if err == nil && hba != "" {
+		err = appendLine(filepath.Join(p.dir, "data", "pg_hba.conf"), "host all all "+hba+" scram-sha-256")
+	}
 	if err == nil {
-		err = harness.Sh(ctx, "ip", "netns", "exec", nsServer, "runuser", "-u", "postgres", "--",
+		listen := strings.Join(append([]string{"127.0.0.1"}, extra...), ",")
+		err = harness.Sh(ctx, "ip", "netns", "exec", ns, "runuser", "-u", "postgres", "--",
 			filepath.Join(bin, "pg_ctl"), "-D", filepath.Join(p.dir, "data"), "-l", filepath.Join(p.dir, "server.log"),
 			"-w", "-t", "60", "-m", "fast", "restart",
-			"-o", fmt.Sprintf("-c listen_addresses=127.0.0.1 -p %s -k %s -c max_connections=50", p.port, p.dir))
+			"-o", fmt.Sprintf("-c listen_addresses=%s -p %s -k %s -c max_connections=50", listen, p.port, p.dir))
 	}
 	if err != nil {
 		p.stop()
 		return nil, fmt.Errorf("restart PostgreSQL with fsync on: %w", err)
 	}
 	return p, nil
+}
+
+func appendLine(path, line string) error {
+	f, err := os.OpenFile(path, os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		return err
+	}
+	if _, err := f.WriteString(line + "\n"); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
 }
 
 // pgBin is the newest installed PostgreSQL's bin directory, as pg-test.sh

@@ -5,6 +5,7 @@
 //	bench all                 every bench below, then the index
 //	bench transfer [flags]    TFTP and HTTP against dnsmasq, tftp-hpa, atftpd, nginx
 //	bench dhcp [flags]        DHCP DORA/s against Kea and dnsmasq
+//	bench dhcp-fleet [flags]  DHCP DORA/s of three servers on one store against one
 //	bench telemetry [flags]   telemetry on against off
 //	bench nbd [flags]         NBD against qemu-nbd, nbdkit, nbd-server
 //	bench storm [flags]       boot storms against dnsmasq + nginx + nbdkit (not in all)
@@ -42,6 +43,8 @@ var benches = []bench{
 		What: "TFTP (every option) and HTTP, one client to 200, lossy links, against dnsmasq, tftp-hpa, atftpd and nginx", Command: "make bench-transfer"}},
 	{"dhcp", func(ctx context.Context, _ *slog.Logger, args []string) error { return dhcp.Main(ctx, args) },
 		harness.Report{File: "BENCHMARKS-dhcp.md", What: "DHCP DORA/s and latency (SQLite and PostgreSQL stores) against Kea and dnsmasq", Command: "make bench-dhcp"}},
+	{"dhcp-fleet", func(ctx context.Context, _ *slog.Logger, args []string) error { return dhcp.FleetMain(ctx, args) },
+		harness.Report{File: "BENCHMARKS-dhcp-fleet.md", What: "DHCP DORA/s of three servers sharing one PostgreSQL on one LAN against one", Command: "make bench-dhcp-fleet"}},
 	{"telemetry", telemetry.Main, harness.Report{File: "BENCHMARKS-telemetry.md",
 		What: "what boot telemetry costs: the same downloads with it on and off", Command: "make bench-telemetry"}},
 	{"nbd", nbd.Main, harness.Report{File: "BENCHMARKS-nbd.md",
