@@ -49,6 +49,10 @@ func (a *Agent) mark(format string, args ...any) {
 // failure it prints BOOTFLEET-FAIL and powers off (or runs a shell with
 // bootfleet.shell), so a broken boot ends in seconds, not in a hung VM.
 func (a *Agent) Main(args []string) {
+	if len(args) > 1 && args[1] == cacheWatchArg {
+		a.cacheWatchMain(args[2:])
+		os.Exit(1)
+	}
 	if len(args) > 1 && args[1] == watchArg {
 		a.watchMain(args[2:])
 		os.Exit(1)
@@ -118,6 +122,9 @@ func (a *Agent) Boot(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	if rootDev, err = a.setupCache(opts, rootDev); err != nil {
+		return err
+	}
 	init, err := a.mountRoot(rootDev, fstype, opts)
 	if err != nil {
 		return err
@@ -173,6 +180,9 @@ func (a *Agent) loadModules() error {
 		name := strings.TrimSpace(sc.Text())
 		if name == "" || strings.HasPrefix(name, "#") {
 			continue
+		}
+		if name == "brd" {
+			continue // a client-ram cache loads it with its size (ramDisk)
 		}
 		path := filepath.Join(ModulesDir, name+".ko")
 		mf, err := os.Open(path)

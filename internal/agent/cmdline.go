@@ -88,6 +88,9 @@ type Options struct {
 	// Milestones is bootfleet.milestones=URL: the agent GETs URL/NAME at
 	// each step, so the server's boot record shows them. Empty: none sent.
 	Milestones string
+	// Cache is bootfleet.overlay=, bootfleet.cache= and
+	// bootfleet.cache.size=: a copy-on-write cache over a read-only root.
+	Cache CacheOptions
 }
 
 // ErrNoRoot means the command line has no bootfleet.root=.
@@ -123,6 +126,10 @@ func ParseCmdline(cmdline string) (Options, error) {
 				return o, fmt.Errorf("bootfleet.milestones=%q: want an http:// URL", v)
 			}
 			o.Milestones = strings.TrimSuffix(v, "/")
+		case "bootfleet.overlay", "bootfleet.cache", "bootfleet.cache.size":
+			if err := o.Cache.set(k, v); err != nil {
+				return o, err
+			}
 		case "bootfleet.shell":
 			o.Shell = !hasValue || v == "1" || v == "true"
 		case "bootfleet.nbd.dead":
@@ -138,6 +145,9 @@ func ParseCmdline(cmdline string) (Options, error) {
 			}
 			o.IOTimeout = time.Duration(n) * time.Second
 		}
+	}
+	if err := o.Cache.check(); err != nil {
+		return o, err
 	}
 	if root == "" {
 		return o, ErrNoRoot

@@ -42,6 +42,28 @@
 // default 30) expires; that timeout also turns a silent server (no RST,
 // e.g. a pulled cable on its side) into a dead link.
 //
+// Client-side write caches: with bootfleet.overlay=client-ram or
+// client-disk the server exports the image read-only, and between steps 6
+// and 7 the agent builds a device-mapper snapshot (dm-snapshot, with a
+// transient exception store) over the root's NBD device and mounts that.
+// The cache is a brd RAM disk (client-ram; bootfleet.cache.size=, default
+// 25% of RAM) or the local disk bootfleet.cache= names, whose blocks are
+// discarded at every boot (client-disk). A snapshot, not an overlayfs with
+// a tmpfs upper layer, because it works under the file system: an ext4
+// whose journal needs replay mounts (replay needs a writable device), the
+// root's own fstab and remounts behave as on any disk, a write to a large
+// file copies one 4 KiB chunk instead of the whole file, and it needs only
+// modules the Debian kernel ships (dm_mod, dm_bufio, dm_snapshot, brd),
+// driven by ioctls from the agent, no dmsetup. The price is how it fills:
+// a full cache makes the kernel invalidate the snapshot and every I/O on
+// the root fails, where a full tmpfs would give ENOSPC. So the agent
+// starts a cache watcher (like the reconnect watcher, it survives
+// switch_root) that reports the fill level at 50, 80 and 95% and, on
+// overflow, says so on the console, in the kernel log at emergency level
+// and to the server (milestone agent-cache-full). A cache device that is
+// missing or smaller than 64 MiB stops the boot (BOOTFLEET-FAIL and the
+// milestone agent-cache-refused); the writes never go elsewhere.
+//
 // The network configuration is left in place for the new root, and the
 // hand-off files tell systemd-networkd, udev and NetworkManager to leave it
 // alone: the root disk lives on that NIC until the machine is off.
@@ -57,6 +79,10 @@
 //	BOOTFLEET-NBD-RECONNECTED: <dev> server=<addr> from=<addr> after=<s> ...
 //	                                    the watcher replaced a dead socket
 //	BOOTFLEET-WATCHER-STOPPED: <signal> the watcher was killed (it should never be)
+//	BOOTFLEET-CACHE: <mode> <dev> on <cache> cache=<MiB> over <root>
+//	                                    the write cache is built
+//	BOOTFLEET-CACHE-FILL: <n>% ...      the write cache is filling
+//	BOOTFLEET-CACHE-FULL: ...           the write cache overflowed; the root fails
 //	BOOTFLEET-FAIL: <why>               the agent gave up; it powers off
 //
 // The pure parts (command line parsing, the NBD client handshake, the

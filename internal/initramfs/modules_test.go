@@ -68,6 +68,7 @@ func TestResolveDebianKernel(t *testing.T) {
 	for _, pair := range [][2]string{
 		{"virtio", "virtio_net"}, {"virtio_ring", "virtio_pci"}, {"jbd2", "ext4"}, {"mbcache", "ext4"},
 		{"crc32c_generic", "jbd2"}, // softdep pre: crypto-crc32c, generic over crc32c_intel
+		{"dm_mod", "dm_snapshot"}, {"dm_bufio", "dm_snapshot"}, {"nvme_core", "nvme"},
 	} {
 		before, after := pair[0], pair[1]
 		pb, okb := pos[before]
