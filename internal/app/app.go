@@ -133,12 +133,15 @@ func Run(ctx context.Context, c *config.Config, log *slog.Logger) error {
 			runs = append(runs, func(ctx context.Context) error { return srv.Serve(ctx, conn6) })
 		}
 	}
+	var dhcpScope string // registered beside the addresses, so DHCP servers on one LAN find each other
 	if c.DHCP.Mode != "off" {
-		d, err := newDHCP(c, serverIP, baseURL, view, leases, inv.Observer(taps.dhcp), taps.dhcpReply, log)
+		scope, balance := dhcpFleet(c, serverIP, name, fleetView, log)
+		d, err := newDHCP(c, serverIP, baseURL, view, leases, inv.Observer(taps.dhcp), taps.dhcpReply, balance, log)
 		if err != nil {
 			return err
 		}
-		runs = append(runs, d.Run)
+		dhcpScope = scope
+		runs = append(runs, d.Run, balance.Run)
 	}
 	if c.DHCP6.Mode != "off" {
 		ip6, ifc, err := serverIP6(c, serverIP)
@@ -158,7 +161,7 @@ func Run(ctx context.Context, c *config.Config, log *slog.Logger) error {
 		}
 		runs = append(runs, ra.Run) // never fails: warns and returns if IPv6 is missing
 	}
-	reg, err := fleetRegistry(name, store, serverIP, baseURL, tftpActive, dl, rec, log)
+	reg, err := fleetRegistry(name, store, serverIP, baseURL, dhcpScope, tftpActive, dl, rec, log)
 	if err != nil {
 		return err
 	}
@@ -248,7 +251,7 @@ func tftpFS(c *config.Config, roots *safefs.Roots, hc httpboot.Config) tftp.File
 }
 
 func newDHCP(c *config.Config, serverIP net.IP, baseURL string, view *fleet.View, leases dhcp.LeaseStore, obs dhcp.Observer,
-	onReply func(dhcp.Reply), log *slog.Logger) (*dhcp.Server, error) {
+	onReply func(dhcp.Reply), peers dhcp.Peers, log *slog.Logger) (*dhcp.Server, error) {
 	dc := dhcp.Config{
 		Mode:       dhcp.ModeFull,
 		Interface:  c.Interface,
@@ -269,6 +272,7 @@ func newDHCP(c *config.Config, serverIP net.IP, baseURL string, view *fleet.View
 		Machines: view,
 		Observer: obs,
 		OnReply:  onReply,
+		Peers:    peers,
 		Logger:   log,
 	}
 	if c.DHCP.Mode == "proxy" {

@@ -21,11 +21,14 @@ func serverName(c *config.Config) (string, error) {
 }
 
 // fleetRegistry registers this server in the store's servers table under
-// its name, with its address and HTTP base, and reports the load the
-// servers count anyway.
-func fleetRegistry(name string, store inventory.Servers, serverIP net.IP, baseURL string,
+// its name, with its address, HTTP base and DHCP scope (dhcpFleet; empty
+// without DHCP), and reports the load the servers count anyway.
+func fleetRegistry(name string, store inventory.Servers, serverIP net.IP, baseURL, dhcpScope string,
 	tftpActive func() int, dl *diskless.Service, rec *telemetry.Recorder, log *slog.Logger) (*fleetservers.Registry, error) {
 	addrs := []string{serverIP.String(), baseURL}
+	if dhcpScope != "" {
+		addrs = append(addrs, dhcpScope)
+	}
 	if port := dl.NBDPort(); port != 0 { // peers name it in the roots they fail over
 		addrs = append(addrs, fleetservers.NBDAddrEntry(net.JoinHostPort(serverIP.String(), strconv.Itoa(port))))
 	}

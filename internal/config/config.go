@@ -91,6 +91,11 @@ type DHCP struct {
 	// may take, so a flood of DISCOVERs from random MACs cannot leave the
 	// lab's machines without one. Default 0: a tenth of the range; -1: none.
 	Reserve int `yaml:"reserve"`
+	// CoverAfter matters when several servers answer DHCP on one LAN
+	// from one PostgreSQL store: each answers only its share of the
+	// clients, and a client whose secs field shows it has tried this
+	// long gets an answer from another server too. Default 3s; 1s to 1m.
+	CoverAfter Duration `yaml:"cover_after"`
 }
 
 // TFTP configures the TFTP server.
@@ -383,6 +388,9 @@ func (c *Config) Validate() error {
 	}
 	if c.DHCP.Reserve < -1 {
 		bad("dhcp.reserve", "want -1 (none), 0 (a tenth of the range) or a number of addresses, got %d", c.DHCP.Reserve)
+	}
+	if d := time.Duration(c.DHCP.CoverAfter); d != 0 && (d < time.Second || d > time.Minute) {
+		bad("dhcp.cover_after", "want 1s to 1m (default 3s), got %v", d)
 	}
 	if c.ServerIP != "" {
 		switch ip := net.ParseIP(c.ServerIP); {

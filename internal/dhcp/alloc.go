@@ -60,6 +60,14 @@ type allocator struct {
 
 	committing map[uint32]macKey // addresses being written to the store, for whom
 	busy       map[macKey]bool   // MACs whose lease is being written or deleted
+
+	// Other servers write the same store (shared.go): gen counts this
+	// server's changes to byIP, touched says which change last touched
+	// each address while shared, and kick asks for a refresh.
+	shared  bool
+	gen     uint64
+	touched map[uint32]uint64
+	kick    chan struct{}
 }
 
 type heldOffer struct {
@@ -101,7 +109,9 @@ func newAllocator(cfg *Config, store LeaseStore) *allocator {
 		leaseTime:  cfg.LeaseTime,
 		machines:   cfg.Machines,
 		store:      store,
-		pool:       pool{next: uint64(ip2u(cfg.RangeStart))},
+		pool:       newPool(ip2u(cfg.RangeStart), ip2u(cfg.RangeEnd)),
+		touched:    map[uint32]uint64{},
+		kick:       make(chan struct{}, 1),
 		byIP:       map[uint32]Lease{},
 		byMAC:      map[macKey]uint32{},
 		offers:     map[uint32]heldOffer{},
@@ -266,16 +276,14 @@ func (a *allocator) offer(mac net.HardwareAddr, requested net.IP, now time.Time)
 // expired longest ago.
 func (a *allocator) offerScan(mac net.HardwareAddr, k macKey, now time.Time) (uint32, error) {
 	var expired []Lease
-	for u := a.start; ; u++ {
+	for n := range a.pool.size() {
+		u := a.pool.addr(n)
 		if l, ok := a.byIP[u]; !ok {
 			if a.usable(mac, k, nil, u, now) {
 				return u, nil
 			}
 		} else if !now.Before(l.Expiry) {
 			expired = append(expired, l)
-		}
-		if u == a.end { // also stops at 255.255.255.255 without overflow
-			break
 		}
 	}
 	sort.Slice(expired, func(i, j int) bool { return expired[i].Expiry.Before(expired[j].Expiry) })
@@ -317,8 +325,9 @@ func (a *allocator) commit(ctx context.Context, mac net.HardwareAddr, ip net.IP,
 		a.mu.Unlock()
 		return Lease{}, errBusy
 	}
-	// An expired lease of another machine on this address goes first, so the
-	// store never holds one address twice.
+	// An expired lease of another machine on this address is replaced in
+	// the same write (Lease.Replaces), so the store never holds one
+	// address twice.
 	old, replace := a.byIP[u]
 	replace = replace && !bytes.Equal(old.MAC, mac)
 	oldKey, oldKeyed := keyOf(old.MAC)
@@ -333,18 +342,15 @@ func (a *allocator) commit(ctx context.Context, mac net.HardwareAddr, ip net.IP,
 	a.committing[u] = k
 	a.mu.Unlock()
 
-	var err error
-	deleted := false
+	w := l
 	if replace {
-		if err = a.store.Delete(ctx, old.MAC); err != nil {
-			err = fmt.Errorf("drop expired lease of %v: %w", old.MAC, err)
-		}
-		deleted = err == nil
+		was := old
+		w.Replaces = &was
 	}
-	if err == nil {
-		if err = a.put(ctx, l); err != nil {
-			err = fmt.Errorf("persist lease %v for %v: %w", ip, mac, err)
-		}
+	err := a.put(ctx, w)
+	var taken *TakenError
+	if err != nil && !errors.As(err, &taken) {
+		err = fmt.Errorf("persist lease %v for %v: %w", ip, mac, err)
 	}
 
 	a.mu.Lock()
@@ -354,13 +360,15 @@ func (a *allocator) commit(ctx context.Context, mac net.HardwareAddr, ip net.IP,
 	if replace && oldKeyed {
 		delete(a.busy, oldKey)
 	}
-	if deleted {
-		if cur, ok := a.byIP[u]; ok && bytes.Equal(cur.MAC, old.MAC) {
-			delete(a.byIP, u)
-		}
-		if a.byMAC[oldKey] == u {
-			a.dropMAC(old.MAC)
-		}
+	if taken != nil {
+		// Another server leased the address since this one last read the
+		// store. A NAK (RFC 2131 section 4.3.2) sends the client back to
+		// DISCOVER, where it gets an address this server now knows is
+		// free; staying silent would leave it repeating this REQUEST for
+		// up to a minute first.
+		a.learn(taken.Holder)
+		a.kickRefresh()
+		return Lease{}, fmt.Errorf("%w: %v", errUnavailable, taken)
 	}
 	if err != nil {
 		if _, leased := a.byIP[u]; !leased {
@@ -368,12 +376,18 @@ func (a *allocator) commit(ctx context.Context, mac net.HardwareAddr, ip net.IP,
 		}
 		return Lease{}, err
 	}
+	// The store dropped the expired lease this one replaced.
+	if replace && oldKeyed && a.byMAC[oldKey] == u {
+		delete(a.byMAC, oldKey)
+	}
 	if prev, ok := a.byMAC[k]; ok && prev != u {
 		delete(a.byIP, prev)
+		a.touch(prev)
 		a.pool.pushFreed(prev)
 	}
 	a.byIP[u] = l
 	a.byMAC[k] = u
+	a.touch(u)
 	delete(a.offers, u) // first, so that dropHold does not free u
 	a.dropHold(k)
 	return l, nil
@@ -401,65 +415,6 @@ func (a *allocator) leaseOf(mac net.HardwareAddr, now time.Time) (Lease, bool) {
 	}
 	l := a.byIP[u]
 	return l, now.Before(l.Expiry)
-}
-
-// release ends mac's lease on ip early (RFC 2131 section 4.4.6). The entry is
-// kept, expired, so the machine gets the same address next time.
-func (a *allocator) release(ctx context.Context, mac net.HardwareAddr, ip net.IP, now time.Time) error {
-	k, ok := keyOf(mac)
-	if !ok {
-		return nil
-	}
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	u, ok := a.byMAC[k]
-	if !ok || ip.To4() == nil || ip2u(ip) != u || a.busy[k] {
-		return nil // not its lease, or a REQUEST of it is being committed
-	}
-	l := a.byIP[u]
-	l.Expiry = now
-	if err := a.store.Put(ctx, l); err != nil {
-		return fmt.Errorf("persist release of %v by %v: %w", ip, mac, err)
-	}
-	a.byIP[u] = l
-	return nil
-}
-
-// decline marks ip as in use by some unknown host (the client saw it answer
-// ARP) and drops mac's lease on it (RFC 2131 section 4.3.3). The hold is
-// saved to Config.HoldFile, outside the lock, so it outlives a restart.
-func (a *allocator) decline(ctx context.Context, mac net.HardwareAddr, ip net.IP, now time.Time) error {
-	if ip.To4() == nil {
-		return nil
-	}
-	gen, holds, err := a.declineLocked(ctx, mac, ip2u(ip), now)
-	if holds != nil {
-		err = errors.Join(err, a.holds.write(gen, holds))
-	}
-	return err
-}
-
-func (a *allocator) declineLocked(ctx context.Context, mac net.HardwareAddr, u uint32, now time.Time) (uint64, map[uint32]time.Time, error) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	until := now.Add(declineHold)
-	old := a.declined[u]
-	a.declined[u] = until
-	heap.Push(&a.pool.timers, timer{at: until, u: u})
-	gen, holds := a.snapshotHolds(u, old, until)
-	ip := u2ip(u)
-	delete(a.offers, u)
-	if k, _ := keyOf(mac); a.busy[k] {
-		return gen, holds, nil // a REQUEST of it is being committed; the client declines again
-	}
-	if l, ok := a.byIP[u]; ok && bytes.Equal(l.MAC, mac) {
-		if err := a.store.Delete(ctx, mac); err != nil {
-			return gen, holds, fmt.Errorf("drop declined lease %v of %v: %w", ip, mac, err)
-		}
-		delete(a.byIP, u)
-		a.dropMAC(mac)
-	}
-	return gen, holds, nil
 }
 
 // forgetOffer releases the hold on whatever was offered to mac: the client

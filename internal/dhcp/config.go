@@ -105,6 +105,13 @@ type Config struct {
 	// in memory only. Full mode only.
 	HoldFile string
 
+	// Peers, when set, names the other servers answering DHCP on this LAN
+	// from the same lease store. The server then answers only the
+	// clients RFC 3074 load balancing gives it (balance.go), and in full
+	// mode rereads the store's leases and starts its search for free
+	// addresses in its own part of the range. Nil: it answers everyone.
+	Peers Peers
+
 	Plan     pxe.PlanConfig // boot files; Plan.HTTPBase is needed for iPXE and HTTP boot
 	Machines Machines       // default: no reservations, every machine boots
 	Observer Observer       // optional

@@ -1,8 +1,10 @@
 package dhcp
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"slices"
 	"sync"
 )
 
@@ -60,6 +62,9 @@ func (g *groupCommit) put(ctx context.Context, l Lease) error {
 	g.pending = g.pending[n:]
 	g.mu.Unlock()
 
+	// By address: servers sharing a PostgreSQL store then take their row
+	// locks in the same order, and two batches cannot deadlock.
+	slices.SortStableFunc(batch, func(a, b *putReq) int { return bytes.Compare(a.l.IP.To4(), b.l.IP.To4()) })
 	ls := make([]Lease, len(batch))
 	for i, b := range batch {
 		ls[i] = b.l

@@ -20,6 +20,20 @@ type Lease struct {
 	MAC    net.HardwareAddr
 	IP     net.IP
 	Expiry time.Time
+	// Replaces, on a Put, is the expired lease of another MAC on IP that
+	// this one takes over, as the allocator last saw it; nil otherwise.
+	Replaces *Lease
+}
+
+// TakenError is what a LeaseStore shared by several servers returns from
+// Put when another MAC holds the address: another server leased it.
+// Holder is that lease, so the allocator learns it at once.
+type TakenError struct {
+	Holder Lease
+}
+
+func (e *TakenError) Error() string {
+	return fmt.Sprintf("address %v is leased to %v until %s (by another server)", e.Holder.IP, e.Holder.MAC, e.Holder.Expiry.UTC().Format(time.RFC3339))
 }
 
 // LeaseStore persists leases. The allocator calls Put before it sends an ACK,
@@ -30,7 +44,14 @@ type LeaseStore interface {
 	// Load returns every stored lease, expired ones included (so a returning
 	// machine can get its old address back).
 	Load(ctx context.Context) ([]Lease, error)
-	// Put inserts or replaces the lease for l.MAC, durably, before returning.
+	// Put inserts or replaces the lease for l.MAC, durably, before
+	// returning, and drops l.Replaces. A store that several servers
+	// share must refuse, with a *TakenError, a lease whose address
+	// another MAC holds unless l.Replaces names that lease as it still
+	// is, and do the check and the write as one step. The file and
+	// memory stores serve one server, whose allocator never asks for a
+	// taken address: they drop l.Replaces's MAC's lease if it is still
+	// on l.IP, and check nothing more.
 	Put(ctx context.Context, l Lease) error
 	// Delete removes the lease for mac; deleting a missing lease is not an error.
 	Delete(ctx context.Context, mac net.HardwareAddr) error
@@ -102,6 +123,8 @@ func (s *fileStore) Put(_ context.Context, l Lease) error {
 		return errors.New("lease store used before Load")
 	}
 	old, had := s.leases[l.MAC.String()]
+	gone, replaced := takeOver(s.leases, l)
+	l.Replaces = nil
 	s.leases[l.MAC.String()] = l
 	if err := s.write(); err != nil {
 		if had {
@@ -109,9 +132,27 @@ func (s *fileStore) Put(_ context.Context, l Lease) error {
 		} else {
 			delete(s.leases, l.MAC.String())
 		}
+		if replaced {
+			s.leases[gone.MAC.String()] = gone
+		}
 		return err
 	}
 	return nil
+}
+
+// takeOver drops from leases (by MAC string) the lease l.Replaces names
+// if it is still on l.IP, and returns what it dropped.
+func takeOver(leases map[string]Lease, l Lease) (Lease, bool) {
+	if l.Replaces == nil {
+		return Lease{}, false
+	}
+	key := l.Replaces.MAC.String()
+	old, ok := leases[key]
+	if !ok || !old.IP.Equal(l.IP) || key == l.MAC.String() {
+		return Lease{}, false
+	}
+	delete(leases, key)
+	return old, true
 }
 
 func (s *fileStore) Delete(_ context.Context, mac net.HardwareAddr) error {
@@ -170,6 +211,8 @@ func (m *memStore) Load(context.Context) ([]Lease, error) {
 func (m *memStore) Put(_ context.Context, l Lease) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	takeOver(m.leases, l)
+	l.Replaces = nil
 	m.leases[l.MAC.String()] = l
 	return nil
 }

@@ -21,6 +21,8 @@ type request struct {
 	client pxe.Client
 	peer   *net.UDPAddr // source address; nil in pure policy tests
 	bsPort bool         // arrived on the PXE boot server port (4011)
+	// unicast: sent to this server's address, not broadcast or relayed.
+	unicast bool
 }
 
 // reply is what the policy decided: a packet and its destination, or nothing.
@@ -69,6 +71,9 @@ func isZero(b []byte) bool {
 // handle is the policy entry point: it never touches sockets. A nil msg in
 // the result means "send nothing"; why then says why, for the Debug log.
 func (s *Server) handle(ctx context.Context, r request) (out reply, why string) {
+	if ok, why := s.answers(r); !ok {
+		return reply{}, why
+	}
 	var m *dhcpv4.DHCPv4
 	if s.cfg.Mode == ModeProxy {
 		m, why = s.handleProxy(r)

@@ -24,19 +24,61 @@ import (
 // Anything the heap misses, the full scan in offerScan still finds: it runs
 // when the fast path has nothing, before the pool is reported exhausted.
 
+// The cursor starts at origin and wraps from the end of the range to its
+// start. A server alone starts at the start of the range. Servers sharing
+// a LAN and a lease store start at their own share of it (setOrigin), so
+// that in a boot storm each offers addresses the others are not offering
+// too, instead of all racing for the lowest free one and all but one
+// losing its commit.
+
 // pool is the allocator's free-address state; guarded by allocator.mu.
+// Positions count addresses from origin, wrapping at the range's end.
 type pool struct {
-	next   uint64    // next address the cursor looks at; > end when done
-	freed  addrHeap  // addresses below next that may be free again
-	timers timerHeap // when holds and declines run out
-	parked []uint32  // behind the cursor, reserved for another machine
+	start, end, origin uint32
+	next               uint64    // position of the next address the cursor looks at
+	freed              addrHeap  // positions below next whose address may be free again
+	timers             timerHeap // when holds and declines run out
+	parked             []uint32  // behind the cursor, reserved for another machine
+}
+
+func newPool(start, end uint32) pool { return pool{start: start, end: end, origin: start} }
+
+// size is how many addresses the range holds.
+func (p *pool) size() uint64 { return uint64(p.end-p.start) + 1 }
+
+// pos is u's position; u is inside the range.
+func (p *pool) pos(u uint32) uint64 {
+	if u >= p.origin {
+		return uint64(u - p.origin)
+	}
+	return uint64(p.end-p.origin) + 1 + uint64(u-p.start)
+}
+
+// addr is the address at position n < size.
+func (p *pool) addr(n uint64) uint32 {
+	if span := uint64(p.end-p.origin) + 1; n >= span {
+		return p.start + uint32(n-span)
+	}
+	return p.origin + uint32(n)
+}
+
+// setOrigin moves the cursor's start to u and walks the range again from
+// there; the full scan finds anything the new walk has not reached.
+func (p *pool) setOrigin(u uint32) {
+	if u == p.origin || u < p.start || u > p.end {
+		return
+	}
+	p.origin, p.next, p.freed = u, 0, nil
 }
 
 // pushFreed offers u to the fast path again. Addresses at or past the cursor
 // are skipped: the cursor gets to them anyway.
 func (p *pool) pushFreed(u uint32) {
-	if uint64(u) < p.next {
-		heap.Push(&p.freed, u)
+	if u < p.start || u > p.end {
+		return
+	}
+	if n := p.pos(u); n < p.next {
+		heap.Push(&p.freed, uint32(n))
 	}
 }
 
@@ -48,20 +90,20 @@ func (p *pool) expire(now time.Time) {
 	}
 }
 
-// fastFree returns the lowest address that was never leased (has no lease
+// fastFree returns the first address from the origin that was never leased (has no lease
 // record) and that mac may have now, or false when the fast path knows of
 // none. mac has no reservation (the caller handles those).
 func (a *allocator) fastFree(mac net.HardwareAddr, k macKey, now time.Time) (uint32, bool) {
 	p := &a.pool
 	p.expire(now)
 	for len(p.freed) > 0 {
-		u := heap.Pop(&p.freed).(uint32)
+		u := p.addr(uint64(heap.Pop(&p.freed).(uint32)))
 		if a.neverLeasedFor(mac, k, u, now) {
 			return u, true
 		}
 	}
-	for p.next <= uint64(a.end) {
-		u := uint32(p.next)
+	for p.next < p.size() {
+		u := p.addr(p.next)
 		p.next++
 		if a.neverLeasedFor(mac, k, u, now) {
 			return u, true
@@ -96,7 +138,7 @@ func (p *pool) unpark() {
 	p.parked = p.parked[:0]
 }
 
-// addrHeap is a min-heap of addresses.
+// addrHeap is a min-heap of positions.
 type addrHeap []uint32
 
 func (h addrHeap) Len() int           { return len(h) }

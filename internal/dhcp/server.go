@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/insomniacslk/dhcp/dhcpv4"
+	"golang.org/x/net/ipv4"
 
 	"github.com/bootfleet/bootfleet/internal/pxe"
 )
@@ -100,6 +101,13 @@ func (s *Server) Run(ctx context.Context) error {
 			errc <- s.serve(ctx, c, i > 0)
 		}()
 	}
+	if s.alloc != nil && s.cfg.Peers != nil {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			s.runShared(ctx)
+		}()
+	}
 	if s.alloc != nil {
 		wg.Add(1)
 		go func() {
@@ -137,18 +145,14 @@ const workers = 256
 // of workers. When all are busy it stops reading, and the socket buffer
 // absorbs (or the kernel drops) the excess: clients retransmit.
 func (s *Server) serve(ctx context.Context, c *net.UDPConn, bs bool) error {
-	type packet struct {
-		b    []byte
-		peer *net.UDPAddr
-	}
-	ch := make(chan packet, workers)
+	ch := make(chan datagram, workers)
 	var wg sync.WaitGroup
 	for range workers {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			for p := range ch {
-				s.handlePacket(ctx, c, p.b, p.peer, bs)
+				s.handlePacket(ctx, c, p.b, p.peer, p.dst, bs)
 			}
 		}()
 	}
@@ -156,22 +160,59 @@ func (s *Server) serve(ctx context.Context, c *net.UDPConn, bs bool) error {
 		close(ch)
 		wg.Wait()
 	}()
+	// Where each packet was sent tells a RENEW to this server from a
+	// broadcast REBIND, which load balancing treats differently.
+	pc := ipv4.NewPacketConn(c)
+	if pc.SetControlMessage(ipv4.FlagDst, true) != nil {
+		pc = nil
+	}
 	buf := make([]byte, 4096)
 	for {
-		n, peer, err := c.ReadFromUDP(buf)
+		p, err := readPacket(c, pc, buf)
 		if err != nil {
 			if ctx.Err() != nil || errors.Is(err, net.ErrClosed) {
 				return nil
 			}
 			return fmt.Errorf("dhcp: read on %s: %w", s.cfg.Interface, err)
 		}
-		ch <- packet{b: append([]byte(nil), buf[:n]...), peer: peer}
+		ch <- p
 	}
+}
+
+// datagram is one packet read from a socket.
+type datagram struct {
+	b    []byte
+	peer *net.UDPAddr
+	dst  net.IP // where it was sent; nil when unknown
+}
+
+// readPacket reads one datagram, with its destination address when pc
+// (c with IP_PKTINFO on) is set.
+func readPacket(c *net.UDPConn, pc *ipv4.PacketConn, buf []byte) (datagram, error) {
+	var out datagram
+	if pc == nil {
+		n, peer, err := c.ReadFromUDP(buf)
+		if err != nil {
+			return out, err
+		}
+		out.b, out.peer = append([]byte(nil), buf[:n]...), peer
+		return out, nil
+	}
+	n, cm, src, err := pc.ReadFrom(buf)
+	if err != nil {
+		return out, err
+	}
+	out.b = append([]byte(nil), buf[:n]...)
+	out.peer, _ = src.(*net.UDPAddr)
+	if cm != nil {
+		out.dst = cm.Dst
+	}
+	return out, nil
 }
 
 // handlePacket is the per-packet boundary: whatever happens inside, the
 // server survives to read the next packet.
-func (s *Server) handlePacket(ctx context.Context, c *net.UDPConn, b []byte, peer *net.UDPAddr, bs bool) {
+func (s *Server) handlePacket(ctx context.Context, c *net.UDPConn, b []byte, peer *net.UDPAddr, dst net.IP, bs bool) {
 	defer func() {
 		if v := recover(); v != nil {
 			s.log.Error("dhcp packet handler panicked; packet dropped", "peer", peer, "len", len(b),
@@ -179,7 +220,7 @@ func (s *Server) handlePacket(ctx context.Context, c *net.UDPConn, b []byte, pee
 		}
 	}()
 	start := time.Now()
-	out, why := s.process(ctx, b, peer, bs)
+	out, why := s.processTo(ctx, b, peer, dst, bs)
 	if out.msg == nil {
 		s.log.Debug("dhcp packet dropped", "peer", peer, "len", len(b), "reason", why)
 		return
@@ -199,6 +240,12 @@ func (s *Server) handlePacket(ctx context.Context, c *net.UDPConn, b []byte, pee
 // process decodes, validates and answers one packet; it is the whole server
 // minus the socket, which is what the golden and fuzz tests drive.
 func (s *Server) process(ctx context.Context, b []byte, peer *net.UDPAddr, bs bool) (reply, string) {
+	return s.processTo(ctx, b, peer, nil, bs)
+}
+
+// processTo is process for a packet sent to dst (nil: unknown, taken as
+// broadcast).
+func (s *Server) processTo(ctx context.Context, b []byte, peer *net.UDPAddr, dst net.IP, bs bool) (reply, string) {
 	m, err := dhcpv4.FromBytes(b)
 	if err != nil {
 		return reply{}, "undecodable: " + err.Error()
@@ -218,7 +265,8 @@ func (s *Server) process(ctx context.Context, b []byte, peer *net.UDPAddr, bs bo
 	if s.cfg.Observer != nil {
 		s.cfg.Observer.DHCPPacket(m.ClientHWAddr, t, c)
 	}
-	r, why := s.handle(ctx, request{msg: m, typ: t, client: c, peer: peer, bsPort: bs})
+	unicast := dst != nil && dst.Equal(s.cfg.ServerIP) && m.GatewayIPAddr.IsUnspecified()
+	r, why := s.handle(ctx, request{msg: m, typ: t, client: c, peer: peer, bsPort: bs, unicast: unicast})
 	r.reqType = t
 	return r, why
 }

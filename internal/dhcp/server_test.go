@@ -282,7 +282,7 @@ func TestHandlePacketRecoversFromPanic(t *testing.T) {
 		c.Machines = panickyMachines{}
 		c.Logger = slog.New(slog.NewTextHandler(&logs, nil))
 	})
-	ts.handlePacket(context.Background(), nil, discover(t, macA, fwOVMF).ToBytes(), &net.UDPAddr{}, false)
+	ts.handlePacket(context.Background(), nil, discover(t, macA, fwOVMF).ToBytes(), &net.UDPAddr{}, nil, false)
 	if !strings.Contains(logs.String(), "panicked") || !strings.Contains(logs.String(), "inventory bug") {
 		t.Errorf("panic not logged:\n%s", logs.String())
 	}

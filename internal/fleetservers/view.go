@@ -143,3 +143,12 @@ func BaseURL(s inventory.ServerInfo) string {
 	}
 	return ""
 }
+
+// Servers returns every server as last read, ordered by name, stale and
+// stopped ones too, for callers that judge each row themselves (DHCP
+// load balancing covers for stale servers).
+func (v *View) Servers() []inventory.ServerInfo {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	return slices.Clone(v.servers)
+}

@@ -2,6 +2,7 @@ package inventorysvc
 
 import (
 	"context"
+	"errors"
 	"net"
 	"time"
 
@@ -35,7 +36,27 @@ func (l *Leases) Load(ctx context.Context) ([]dhcp.Lease, error) {
 // Put writes one lease. It returns once the store has committed (for
 // SQLite, fsynced), so no ACK goes out for a lease that is not durable.
 func (l *Leases) Put(ctx context.Context, le dhcp.Lease) error {
-	return l.s.PutLease(ctx, inventory.Lease{MAC: le.MAC, IP: le.IP, Expiry: le.Expiry})
+	return taken(l.s.PutLease(ctx, toInventory(le)))
+}
+
+// toInventory is le as the inventory writes it.
+func toInventory(le dhcp.Lease) inventory.Lease {
+	out := inventory.Lease{MAC: le.MAC, IP: le.IP, Expiry: le.Expiry}
+	if r := le.Replaces; r != nil {
+		out.Replaces = &inventory.Lease{MAC: r.MAC, IP: r.IP, Expiry: r.Expiry}
+	}
+	return out
+}
+
+// taken turns the inventory's refusal of a taken address into the
+// dhcp.TakenError its allocator learns the holder from.
+func taken(err error) error {
+	var lt *inventory.LeaseTaken
+	if errors.As(err, &lt) {
+		h := lt.Holder
+		return &dhcp.TakenError{Holder: dhcp.Lease{MAC: h.MAC, IP: h.IP, Expiry: h.Expiry}}
+	}
+	return err
 }
 
 // PutBatch implements dhcp.BatchStore: one transaction for all, when the
@@ -52,14 +73,14 @@ func (l *Leases) PutBatch(ctx context.Context, ls []dhcp.Lease) []error {
 	}
 	in := make([]inventory.Lease, len(ls))
 	for i, le := range ls {
-		in[i] = inventory.Lease{MAC: le.MAC, IP: le.IP, Expiry: le.Expiry}
+		in[i] = toInventory(le)
 	}
 	each, err := b.PutLeases(ctx, in)
 	for i := range errs {
 		if err != nil {
 			errs[i] = err
 		} else {
-			errs[i] = each[i]
+			errs[i] = taken(each[i])
 		}
 	}
 	return errs
