@@ -164,3 +164,24 @@ func TestIPv6Only(t *testing.T) {
 		t.Fatalf("dhcp6 %+v: range %v-%v (%v)", c.DHCP6, first, last, err)
 	}
 }
+
+// TestClientOverlays: the client-side caches are accepted, client-disk
+// with its cache device on the cmdline.
+func TestClientOverlays(t *testing.T) {
+	for _, tt := range []struct{ overlay, cmdline string }{
+		{"client-ram", "quiet"},
+		{"client-ram", "quiet bootfleet.cache.size=1G"},
+		{"client-disk", "quiet bootfleet.cache=/dev/vda"},
+		{"client-disk", "bootfleet.cache=LABEL=bfcache"},
+	} {
+		t.Run(tt.overlay+" "+tt.cmdline, func(t *testing.T) {
+			c, err := Parse(strings.NewReader("interface: br0\ndhcp: {mode: proxy}\nprofiles: {a: {kernel: k, cmdline: \"" + tt.cmdline + "\", root: {image: d, overlay: " + tt.overlay + "}}}"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := c.Profiles["a"].Root.Overlay; got != tt.overlay || !ClientOverlay(got) {
+				t.Fatalf("overlay = %q, want %q, a client overlay", got, tt.overlay)
+			}
+		})
+	}
+}
