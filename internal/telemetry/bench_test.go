@@ -100,3 +100,27 @@ func BenchmarkTFTPHook(b *testing.B) {
 		r.TFTPTransfer(st)
 	}
 }
+
+// BenchmarkMergeBoots: what a fleet's read of the default listing costs
+// in merging: 1016 records (GET /boots reads 2 limit + 16), half of them
+// DHCP records of one server and half the file servers' partial records.
+func BenchmarkMergeBoots(b *testing.B) {
+	tf := newTestFleet(Config{MaxBoots: 1 << 12}, "a", "b")
+	for i := range 508 {
+		mac := net.HardwareAddr{0x52, 0x54, 0, 0, byte(i >> 8), byte(i)}
+		for _, s := range []fleetStep{heard("a", mac, ipxe), answered("a", mac), sent("b", mac, "vmlinuz"),
+			sent("b", mac, "initrd"), doneOn("a", mac)} {
+			s(tf)
+		}
+	}
+	recs := tf.records()
+	if len(recs) != 1016 {
+		b.Fatalf("%d records, want 1016", len(recs))
+	}
+	b.ResetTimer()
+	for range b.N {
+		if got := mergeBoots(recs, time.Hour); len(got) != 508 {
+			b.Fatalf("%d boots, want 508", len(got))
+		}
+	}
+}
