@@ -31,10 +31,13 @@ import (
 //     before it.
 //   - A partial record is read event by event: each event (DHCP packet,
 //     transfer, milestone, NBD session, DoneURL) goes to the latest boot
-//     that started before it, if it came before that boot's limit (an NBD
-//     session, which outlives its boot, whatever its time). Events that
-//     fit no boot stay with their record, and such leftovers of several
-//     servers that overlap in time read as one boot.
+//     that started before it, if it came before that boot's limit. A
+//     milestone or NBD session goes there whatever its time: the machine
+//     runs that boot until the next starts, and reports from it (an NBD
+//     root moving to another server when its server died) or holds its
+//     root long after the DoneURL. Events that fit no boot stay with
+//     their record, and such leftovers of several servers that overlap in
+//     time read as one boot.
 //   - A DHCP request heard by several servers is one packet: the copy of
 //     the server that answered is kept.
 //   - The boot's ID is its first anchor's, its start the earliest event,
@@ -200,9 +203,9 @@ func clientStageOf(firmware string) int {
 func spread(groups []*group, p Boot) (Boot, bool) {
 	rest := Boot{ID: p.ID, MAC: p.MAC, Server: p.Server, Partial: true, State: StateBooting, Path: p.Path}
 	given := map[*group]*Boot{}
-	to := func(t time.Time, nbd bool) *Boot {
+	to := func(t time.Time, running bool) *Boot {
 		i := sort.Search(len(groups), func(i int) bool { return groups[i].start.Add(-mergeSkew).After(t) }) - 1
-		if i < 0 || !nbd && !t.Before(groups[i].limit.Add(mergeSkew)) {
+		if i < 0 || !running && !t.Before(groups[i].limit.Add(mergeSkew)) {
 			return &rest
 		}
 		g := groups[i]
@@ -224,7 +227,7 @@ func spread(groups []*group, p Boot) (Boot, bool) {
 		b.Transfers = append(b.Transfers, x)
 	}
 	for _, x := range p.Milestones {
-		b := to(x.Time, false)
+		b := to(x.Time, true)
 		b.Milestones = append(b.Milestones, x)
 	}
 	for _, x := range p.NBD {

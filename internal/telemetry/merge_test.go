@@ -69,6 +69,11 @@ func sent(s string, mac net.HardwareAddr, file string) fleetStep {
 	}
 }
 
+// reported: the machine reported milestone name to server s.
+func reported(s string, mac net.HardwareAddr, name string) fleetStep {
+	return func(tf *testFleet) { tf.recs[s].Milestone(mac, name, "10.0.0.9:40000") }
+}
+
 func doneOn(s string, mac net.HardwareAddr) fleetStep {
 	return func(tf *testFleet) { tf.recs[s].BootClock(nil).Complete(mac) }
 }
@@ -95,8 +100,12 @@ func (tf *testFleet) records() []Boot {
 func describe(bs []Boot) string {
 	var out []string
 	for _, b := range bs {
-		out = append(out, fmt.Sprintf("%s by=%s servers=%s dhcp=%d files=%d nbd=%d done=%s", b.State, b.Server,
-			strings.Join(b.Servers, ","), len(b.DHCP), len(b.Transfers), len(b.NBD), b.DoneServer))
+		d := fmt.Sprintf("%s by=%s servers=%s dhcp=%d files=%d nbd=%d done=%s", b.State, b.Server,
+			strings.Join(b.Servers, ","), len(b.DHCP), len(b.Transfers), len(b.NBD), b.DoneServer)
+		if len(b.Milestones) > 0 {
+			d += fmt.Sprintf(" milestones=%d", len(b.Milestones))
+		}
+		out = append(out, d)
 	}
 	return strings.Join(out, " | ")
 }
@@ -133,6 +142,13 @@ func TestMerge(t *testing.T) {
 			heard("a", macA, ipxe), sent("b", macA, "vmlinuz"), sent("c", macA, "initrd"), wait(5 * time.Second),
 			doneOn("b", macA), wait(time.Hour), served("c", macA, time.Hour)},
 			"complete by=a servers=a,b,c dhcp=2 files=2 nbd=1 done=b"},
+		{"a milestone from the running OS, long after done, on another server", []fleetStep{
+			heard("a", macA, ipxe), sent("a", macA, "vmlinuz"), doneOn("a", macA), wait(3 * time.Hour),
+			reported("b", macA, "nbd-reconnected-800ms")},
+			"complete by=a servers=a,b dhcp=2 files=1 nbd=0 done=a milestones=1"},
+		{"but not on the machine's next boot", []fleetStep{
+			heard("a", macA, ipxe), doneOn("a", macA), wait(time.Hour), heard("a", macA, ipxe), reported("b", macA, "kernel-up")},
+			"booting by=a servers=a,b dhcp=2 files=0 nbd=0 done= milestones=1 | complete by=a servers= dhcp=2 files=0 nbd=0 done=a"},
 		{"every server hears the DHCP, a answers", []fleetStep{
 			func(tf *testFleet) {
 				for _, s := range []string{"a", "b", "c"} {
