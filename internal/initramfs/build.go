@@ -129,6 +129,17 @@ func Build(out io.Writer, o Options) (Result, error) {
 	if err != nil {
 		return Result{}, err
 	}
+	for _, m := range CacheModules {
+		if slices.Contains(o.Modules, m) {
+			continue
+		}
+		more, err := tree.Resolve(append(slices.Clip(o.Modules), m))
+		if err != nil {
+			log.Warn("module for client-side write caches left out; client-ram and client-disk boots of this kernel will fail", "module", m, "err", err)
+			continue
+		}
+		o.Modules, mods = append(slices.Clip(o.Modules), m), more
+	}
 	for _, m := range mods {
 		res.Modules = append(res.Modules, m.Name)
 	}

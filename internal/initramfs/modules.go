@@ -14,12 +14,18 @@ import (
 )
 
 // DefaultModules are what the agent needs on a QEMU/KVM guest: the virtio
-// NIC, the NBD client and ext4; and for client-side write caches,
-// device-mapper snapshots, the RAM disk (brd) and the local disks a
-// client-disk cache lives on (virtio_blk, nvme). Real hardware adds its
-// NIC driver (e1000e, igb, r8169, ...) and, for a SATA cache disk, ahci
-// and sd_mod, with Options.ExtraModules.
-var DefaultModules = []string{"virtio_pci", "virtio_net", "nbd", "ext4", "dm_snapshot", "brd", "virtio_blk", "nvme"}
+// NIC, the NBD client and ext4. Real hardware adds its NIC driver (e1000e,
+// igb, r8169, ...) with Options.ExtraModules.
+var DefaultModules = []string{"virtio_pci", "virtio_net", "nbd", "ext4"}
+
+// CacheModules are what client-side write caches need: device-mapper
+// snapshots, the RAM disk (brd) and the local disks a client-disk cache
+// lives on (virtio_blk, nvme; a SATA disk adds ahci and sd_mod with
+// Options.ExtraModules). Build adds each one the kernel has, and leaves
+// out, with a warning, one it lacks: a kernel without them still boots
+// every other kind of root, and the agent says which module a cache
+// wanted.
+var CacheModules = []string{"dm_snapshot", "brd", "virtio_blk", "nvme"}
 
 // Module is one module to load.
 type Module struct {

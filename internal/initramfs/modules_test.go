@@ -54,7 +54,7 @@ func TestResolveDebianKernel(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	mods, err := tree.Resolve(DefaultModules)
+	mods, err := tree.Resolve(append(DefaultModules, CacheModules...))
 	if err != nil {
 		t.Fatal(err)
 	}
