@@ -22,7 +22,8 @@
 //     requests.go is the request loop of each connection, which answers
 //     what needs no wait on the spot and hands the rest to a few workers;
 //     replies.go queues replies and batches them onto the socket, which
-//     wire_linux.go writes with sendmsg and sendfile.
+//     wire_linux.go writes with sendmsg and sendfile; budget.go bounds the
+//     buffers a connection and a client address hold until replies leave.
 //
 // A READ is answered in requests.go through the export's Store (store.go),
 // the one contract with storage: the request loop asks ReadNow, a worker
