@@ -33,7 +33,7 @@ func (r *Recorder) Sweep() {
 	defer r.mu.Unlock()
 	for _, b := range r.order[r.head:] {
 		if !b.gone && b.State == StateBooting && now.Sub(b.Start) > r.cfg.StaleAfter {
-			r.fail(b, "no boot complete within "+r.cfg.StaleAfter.String())
+			r.fail(b, "no boot complete within "+r.cfg.StaleAfter.String(), false)
 		}
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -202,5 +203,45 @@ func TestServerTag(t *testing.T) {
 	}
 	if serverTag("a") != serverTag("a") {
 		t.Fatal("serverTag is not stable")
+	}
+}
+
+// TestFleetMetrics: a fleet member counts in /metrics the boots its DHCP
+// started and the DoneURLs it took, but not a boot it saw go stale or
+// start over (its DoneURL may have gone to another server), nor the
+// partial records it opened.
+func TestFleetMetrics(t *testing.T) {
+	tests := []struct {
+		name                       string
+		server                     string
+		steps                      []fleetStep
+		started, completed, failed float64
+		durations                  float64
+	}{
+		{"lone server: a stale boot failed", "", []fleetStep{heard("a", macA, ipxe), wait(2 * time.Hour),
+			func(tf *testFleet) { tf.recs["a"].Sweep() }}, 1, 0, 1, 0},
+		{"fleet: a stale boot is not counted", "a", []fleetStep{heard("a", macA, ipxe), wait(2 * time.Hour),
+			func(tf *testFleet) { tf.recs["a"].Sweep() }}, 1, 0, 0, 0},
+		{"fleet: a restart is not counted", "a", []fleetStep{heard("a", macA, ipxe), sent("a", macA, "k"),
+			heard("a", macA, ipxe)}, 2, 0, 0, 0},
+		{"fleet: a reported failure is", "a", []fleetStep{sent("a", macA, "k"), reported("a", macA, "failed-kernel")}, 0, 0, 1, 0},
+		{"fleet: a DoneURL without DHCP here counts, its duration does not", "a", []fleetStep{sent("a", macA, "k"),
+			doneOn("a", macA)}, 0, 1, 0, 0},
+		{"fleet: a whole boot here", "a", []fleetStep{heard("a", macA, ipxe), doneOn("a", macA)}, 1, 1, 0, 1},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			tf := newTestFleet(Config{}, "a")
+			tf.recs["a"] = New(Config{Server: tt.server, Now: tf.time})
+			for _, s := range tt.steps {
+				s(tf)
+			}
+			m := scrape(t, tf.recs["a"])
+			got := []float64{m["bootfleet_boots_started_total"], m["bootfleet_boots_completed_total"],
+				m["bootfleet_boots_failed_total"], m["bootfleet_boot_duration_seconds,count"]}
+			if want := []float64{tt.started, tt.completed, tt.failed, tt.durations}; !slices.Equal(got, want) {
+				t.Fatalf("started, completed, failed, durations = %v, want %v", got, want)
+			}
+		})
 	}
 }

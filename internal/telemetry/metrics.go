@@ -70,7 +70,7 @@ func newMetrics() *metrics {
 	m.bootsCompleted = prometheus.NewCounter(prometheus.CounterOpts{Name: "bootfleet_boots_completed_total",
 		Help: "Boots whose OS called the DoneURL."})
 	m.bootsFailed = prometheus.NewCounter(prometheus.CounterOpts{Name: "bootfleet_boots_failed_total",
-		Help: "Boots that started over or went stale before boot complete."})
+		Help: "Boots that started over or went stale before boot complete, or whose client reported a failure; in a fleet only the reported ones, since the DoneURL may go to another server."})
 	m.bootDuration = prometheus.NewHistogram(prometheus.HistogramOpts{Name: "bootfleet_boot_duration_seconds",
 		Help:    "First DHCP packet to boot complete.",
 		Buckets: []float64{5, 10, 15, 20, 30, 45, 60, 90, 120, 180, 300, 600, 1200}})

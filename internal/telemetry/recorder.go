@@ -164,7 +164,7 @@ func (r *Recorder) DHCPPacket(mac net.HardwareAddr, t dhcpv4.MessageType, c pxe.
 		case b != nil && b.Partial:
 			r.closePartial(b)
 		case b != nil:
-			r.fail(b, "the machine started its network boot over before boot complete (reset, or the boot failed)")
+			r.fail(b, "the machine started its network boot over before boot complete (reset, or the boot failed)", false)
 		}
 		b = r.start(key, now)
 		r.m.bootsStarted.Inc()
@@ -195,15 +195,21 @@ func (r *Recorder) open(key string, now time.Time) *boot {
 		return nil
 	}
 	if now.Sub(b.Start) > r.cfg.StaleAfter {
-		r.fail(b, "no boot complete within "+r.cfg.StaleAfter.String())
+		r.fail(b, "no boot complete within "+r.cfg.StaleAfter.String(), false)
 		return nil
 	}
 	return b
 }
 
-func (r *Recorder) fail(b *boot, reason string) {
+// fail ends b as failed. reported is a failure the client reported. In a
+// fleet only those count in /metrics: a boot this server saw start over
+// or go stale may have called its DoneURL on another server. Call with mu
+// held.
+func (r *Recorder) fail(b *boot, reason string, reported bool) {
 	b.State, b.Reason = StateFailed, reason
-	r.m.bootsFailed.Inc()
+	if reported || r.cfg.Server == "" {
+		r.m.bootsFailed.Inc()
+	}
 	r.publish(b)
 }
 
@@ -301,7 +307,7 @@ func (r *Recorder) Milestone(mac net.HardwareAddr, name, remote string) {
 		b.Path = append(b.Path, p)
 	}
 	if reason, ok := milestoneFailure(name); ok {
-		r.fail(b, reason)
+		r.fail(b, reason, true)
 	}
 }
 
