@@ -91,11 +91,14 @@ func Run(ctx context.Context, c *config.Config, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
+	// Scripts name the least-loaded live server holding what the machine
+	// boots, for its files and its NBD root, and the others as fallbacks.
+	holdings := fleetservers.NewHoldings(store, 0, log)
+	spread := fleetservers.NewSpread(fleetservers.SpreadConfig{View: fleetView, SelfBaseURL: baseURL, Holders: holdings.Holders})
 	hc := httpboot.Config{
 		Files: roots, Fleet: view, Boots: inv.BootClock(taps.boots),
-		Transfers: taps.transfers, Milestones: taps.milestones, Roots: diskless.WithFailover(dl, fleetservers.SelfFirst(fleetView, nil), name, log), Kernels: dl.Kernels(),
-		BaseURL: baseURL, ServerIP: serverIP.String(), Logger: log,
-		Mirrors: fleetservers.NewSpread(fleetservers.SpreadConfig{View: fleetView, SelfBaseURL: baseURL}),
+		Transfers: taps.transfers, Milestones: taps.milestones, Roots: diskless.WithFailover(dl, spread.Root, name, log), Kernels: dl.Kernels(),
+		BaseURL: baseURL, ServerIP: serverIP.String(), Logger: log, Mirrors: spread,
 	}
 	boot := withPeers(httpboot.New(hc), peers)
 	front := frontHandler(rec, apiHandler, boot)
@@ -165,7 +168,7 @@ func Run(ctx context.Context, c *config.Config, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
-	runs = append(runs, reg.Run, fleetView.Run) // this server in the servers table, until it stops; the others
+	runs = append(runs, reg.Run, fleetView.Run, holdings.Run) // this server in the servers table, until it stops; the others
 	g, gctx := errgroup.WithContext(ctx)
 	for _, run := range runs {
 		g.Go(func() error { return run(gctx) })

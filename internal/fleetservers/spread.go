@@ -33,16 +33,20 @@ type SpreadConfig struct {
 
 // Spread orders the fleet's servers for one machine's boot: the least
 // loaded live server that holds the content first, the others after it
-// as fallbacks, this server last among equals only by chance.
+// as fallbacks.
 //
 // A server's load is its reported bytes/s over one heartbeat, plus the
 // bytes this server has already sent other machines to it since the
 // view was last read: the reported figure is up to 15 s old, and without
 // counting its own choices a server would send a whole boot storm to
-// whichever peer looked idle at the last read. Servers of equal load are
-// ordered by a hash of the machine's MAC and the server's name
-// (rendezvous hashing), so an idle fleet spreads machines evenly and each
-// machine goes to the same server boot after boot.
+// whichever peer looked idle at the last read. This server counts one
+// boot lighter than it is: sending a machine elsewhere is worth it only
+// when a peer is lighter by more than the boot itself, and DHCP load
+// balancing already spreads machines over the servers that render their
+// scripts, so an idle fleet keeps each machine on the server it asked.
+// Other servers of equal load are ordered by a hash of the machine's MAC
+// and the server's name (rendezvous hashing), so machines sent away
+// spread evenly and each goes to the same server boot after boot.
 type Spread struct {
 	cfg SpreadConfig
 
@@ -85,6 +89,9 @@ func (s *Spread) Order(mac net.HardwareAddr, sha string, bytes int64) []inventor
 	load := make(map[string]int64, len(cands))
 	for _, sv := range cands {
 		load[sv.Name] = sv.Load.BytesPerSec*int64(s.cfg.Heartbeat/time.Second) + s.assigned[sv.Name]
+		if sv.Name == self {
+			load[sv.Name] -= bytes
+		}
 	}
 	order := slices.Clone(cands)
 	slices.SortFunc(order, func(a, b inventory.ServerInfo) int {
@@ -93,6 +100,9 @@ func (s *Spread) Order(mac net.HardwareAddr, sha string, bytes int64) []inventor
 				return -1
 			}
 			return 1
+		}
+		if a.Name == self || b.Name == self {
+			return boolCmp(b.Name == self, a.Name == self)
 		}
 		ha, hb := rendezvous(mac, a.Name), rendezvous(mac, b.Name)
 		switch {
@@ -141,4 +151,15 @@ func rendezvous(mac net.HardwareAddr, name string) uint64 {
 // default boot's bytes: it fits the Order the diskless roots take.
 func (s *Spread) Root(mac net.HardwareAddr, sha string) []inventory.ServerInfo {
 	return s.Order(mac, sha, 0)
+}
+
+// boolCmp orders true before false.
+func boolCmp(a, b bool) int {
+	switch {
+	case a == b:
+		return 0
+	case b:
+		return -1
+	}
+	return 1
 }

@@ -39,21 +39,31 @@ func firsts(s *Spread, n int, sha string) map[string]int {
 }
 
 func TestSpreadOrder(t *testing.T) {
-	t.Run("an idle fleet gets a storm in equal shares", func(t *testing.T) {
+	t.Run("an idle fleet keeps a machine on this server", func(t *testing.T) {
+		v, _, _ := fleetOf(t, "a", nil, "a", "b", "c")
+		for i := range 20 {
+			v.Refresh(context.Background()) // each machine on a fresh read: nothing counted yet
+			if got := NewSpread(SpreadConfig{View: v}).Order(macN(i), "", 0); got[0].Name != "a" || len(got) != 3 {
+				t.Errorf("machine %d: order %s, want a first and all three", i, names(got))
+			}
+		}
+	})
+	t.Run("a storm on one server spreads in equal shares", func(t *testing.T) {
 		v, _, _ := fleetOf(t, "a", nil, "a", "b", "c")
 		got := firsts(NewSpread(SpreadConfig{View: v}), 300, "")
-		if want := map[string]int{"a": 100, "b": 100, "c": 100}; fmt.Sprint(got) != fmt.Sprint(want) {
-			t.Errorf("first servers of 300 machines = %v, want %v", got, want)
+		if want := map[string]int{"a": 101, "b": 100, "c": 99}; fmt.Sprint(got) != fmt.Sprint(want) {
+			t.Errorf("first servers of 300 machines = %v, want %v (this server one boot ahead)", got, want)
 		}
 	})
 	t.Run("a busy server comes last until the others catch up", func(t *testing.T) {
 		// b serves 100 MB/s: one heartbeat of it is 1000 MB, about 15
-		// default boots, so the first 30 machines go to a and c.
+		// default boots, so the first 30 machines go to a (one boot
+		// ahead, being this server) and c.
 		v, _, _ := fleetOf(t, "a", map[string]int64{"b": 100e6}, "a", "b", "c")
 		s := NewSpread(SpreadConfig{View: v})
 		got := firsts(s, 30, "")
-		if got["b"] != 0 || got["a"] != 15 || got["c"] != 15 {
-			t.Errorf("first servers of 30 machines = %v, want a and c 15 each, b none", got)
+		if got["b"] != 0 || got["a"] != 16 || got["c"] != 14 {
+			t.Errorf("first servers of 30 machines = %v, want a 16, c 14, b none", got)
 		}
 		o := s.Order(macN(1000), "", 0)
 		if len(o) != 3 {
@@ -82,8 +92,8 @@ func TestSpreadOrder(t *testing.T) {
 			}
 		}
 	})
-	t.Run("a machine keeps its server from read to read", func(t *testing.T) {
-		v, _, _ := fleetOf(t, "a", nil, "a", "b", "c")
+	t.Run("a machine sent away keeps its server from read to read", func(t *testing.T) {
+		v, _, _ := fleetOf(t, "a", map[string]int64{"a": 1e9}, "a", "b", "c")
 		s := NewSpread(SpreadConfig{View: v})
 		for i := range 20 {
 			first := s.Order(macN(i), "", 0)[0].Name
