@@ -16,6 +16,9 @@ func (s *Service) Import(ctx context.Context, r io.Reader) (imagestore.Imported,
 	if err != nil {
 		return res, err
 	}
+	s.mu.Lock()
+	s.arrived[res.SHA256] = s.cfg.Now()
+	s.mu.Unlock()
 	s.arrive(ctx, res.SHA256)
 	return res, nil
 }
@@ -44,7 +47,6 @@ func (s *Service) Release(sha string) (bool, error) {
 // arrive records that content sha is now here.
 func (s *Service) arrive(ctx context.Context, sha string) {
 	s.mu.Lock()
-	s.arrived[sha] = s.cfg.Now()
 	s.known[sha] = true
 	delete(s.failed, sha)
 	s.mu.Unlock()

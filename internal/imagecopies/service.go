@@ -54,9 +54,9 @@ type Config struct {
 	// Fetches bounds the background fetches at once. Default 2, range 1
 	// to 2: a copy competes with boots for the disk and the link.
 	Fetches int
-	// Grace is how long content that arrived (imported or fetched) is
-	// kept even though no image names it yet: an import stores the
-	// content before it records the name. Default 1 min.
+	// Grace is how long content imported here is kept even though no
+	// image names it yet: an import stores the content before it records
+	// the name. (A fetch is always of named content.) Default 1 min.
 	Grace time.Duration
 	// Retry is how long a background fetch that failed waits before it
 	// is tried again. Default 1 min.
@@ -79,7 +79,7 @@ type Service struct {
 
 	mu      sync.Mutex
 	flights map[string]*flight   // fetches in progress, by sha
-	arrived map[string]time.Time // content imported or fetched lately, for Grace
+	arrived map[string]time.Time // content imported lately, for Grace
 	failed  map[string]time.Time // background fetches that failed: when to try again
 	kept    map[string]bool      // content logged as kept while machines use it
 	// known is content this store's fleet has had: named by an image at a
@@ -242,7 +242,7 @@ func (s *Service) releaseUnnamed(ctx context.Context, sha string) {
 	}
 }
 
-// fresh reports whether sha arrived within Grace.
+// fresh reports whether sha was imported within Grace.
 func (s *Service) fresh(sha string) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()

@@ -49,7 +49,6 @@ func TestCheck(t *testing.T) {
 		t.Fatal(err)
 	}
 	f.local.inUse[f.img.SHA256] = true
-	s.cfg.Grace = time.Nanosecond // the fetch was just now
 	s.Check(ctx)
 	if !f.blobs.Has(f.img.SHA256) {
 		t.Fatal("content deleted while a machine boots from it")
