@@ -38,14 +38,14 @@ func enrolled(prefixes ...string) string {
 	return b.String()
 }
 
-// floodCase is one flood: how to start it, which log line proves the
+// floodCase is one flood: how to start it, which log lines prove the
 // server turned it away, and how much the server's peak RSS may grow
 // over its quiet peak while it lasts.
 type floodCase struct {
 	name    string
 	prefix  string // the legitimate machines booted during the flood
 	start   func(ctx context.Context, t *testing.T, f *floodRig) (*floodCounts, error)
-	refused string
+	refused []string
 	// growth bounds the peak RSS over the quiet peak, derived from the
 	// limits in force (see each case).
 	growth int64
@@ -53,15 +53,19 @@ type floodCase struct {
 	ready func(c *floodCounts) bool
 }
 
-// floodRig is what the floods need: the flooding host's namespace, the
-// API token and the NBD export an abuser got the honest way (its script).
+// floodRig is what the floods need: the flooding host's namespace and
+// the API token.
 type floodRig struct {
 	ns    *netns
 	token string
-	s     *stormLAN
 }
 
 const mib = 1 << 20
+
+// floodRuns is how many times the machines boot quiet and during each
+// flood; the medians are compared. The machine is shared and its load
+// swings threefold within a minute, so one run says little.
+const floodRuns = 5
 
 // floodCases: each flood comes from one host, so its per-client bounds
 // are the ones that apply; the growth each allows is what those bounds
@@ -70,17 +74,19 @@ const mib = 1 << 20
 // slack (goroutine stacks, fragmentation) on a shared, noisy machine.
 var floodCases = []floodCase{
 	{
-		// Up to 6000 DISCOVERs at 100/s from random MACs, each OFFER REQUESTed:
-		// the pool outside the reserve is taken, the legitimate machines
-		// (fresh leases) get theirs from the reserve. The server holds
-		// no per-client state beyond leases (the range: 101) and the
-		// discovery backlog (sightings written at a steady pace, at most
-		// 65536 of about 200 bytes: 13 MiB).
+		// Up to 6000 DISCOVERs at 50/s from random MACs, each OFFER
+		// REQUESTed: the pool outside the reserve is taken, the
+		// legitimate machines (fresh leases) get theirs from the reserve.
+		// The server holds no per-client state beyond leases (the range:
+		// 101) and the discovery backlog (at most 65536 sightings of about
+		// 200 bytes: 13 MiB). 50/s is the pace the backlog is written at:
+		// faster, the backlog grows and its writes go on long after the
+		// flood, which is the backlog working, not what this test times.
 		name: "dhcp starvation", prefix: legitFresh,
 		start: func(ctx context.Context, t *testing.T, f *floodRig) (*floodCounts, error) {
-			return floodDHCP(ctx, f.ns, 10*time.Millisecond, 6000)
+			return floodDHCP(ctx, f.ns, 20*time.Millisecond, 6000)
 		},
-		refused: "DISCOVERs from others dropped",
+		refused: []string{"DISCOVERs from others dropped"},
 		growth:  2*13*mib + 16*mib,
 		// The pool outside the reserve (91 addresses, 3 held by the
 		// quiet runs' machines) taken, and a thousand DISCOVERs.
@@ -95,7 +101,7 @@ var floodCases = []floodCase{
 		start: func(ctx context.Context, t *testing.T, f *floodRig) (*floodCounts, error) {
 			return floodTFTP(ctx, f.ns, "ipxe.efi", 400, 6000, 10*time.Millisecond)
 		},
-		refused: "tftp requests dropped",
+		refused: []string{"tftp requests dropped"},
 		growth:  2*8*128<<10 + 16*mib,
 		ready:   func(c *floodCounts) bool { return c.get("RRQ sent") >= 1000 },
 	},
@@ -109,7 +115,7 @@ var floodCases = []floodCase{
 		start: func(ctx context.Context, t *testing.T, f *floodRig) (*floodCounts, error) {
 			return floodHTTP(ctx, f.ns, 300, f.token)
 		},
-		refused: "http connections closed unserved",
+		refused: []string{"http connections closed unserved"},
 		growth:  2*(256*72<<10+mib) + 16*mib,
 		// Every slow connection tried, some refused, and oversize
 		// requests of both kinds refused as they must be.
@@ -129,7 +135,7 @@ var floodCases = []floodCase{
 		start: func(ctx context.Context, t *testing.T, f *floodRig) (*floodCounts, error) {
 			return floodNBD(ctx, f.ns, 600, 10*time.Millisecond, rootTarget(t, f.ns, abuserMAC), 4)
 		},
-		refused: "nbd connections closed unserved",
+		refused: []string{"nbd connections closed unserved", "nbd requests held back"},
 		growth:  2*(64*72<<10+128*mib+4*(64<<10+16*8<<10)) + 16*mib,
 		ready:   func(c *floodCounts) bool { return c.get("connected") >= 500 && c.get("WRITE sent") >= 4 },
 	},
@@ -142,12 +148,11 @@ var floodCases = []floodCase{
 // and its peak RSS (VmHWM) must stay within the flood's stated growth
 // over the quiet peak.
 //
-// The quiet time is the median of three runs' slowest machine: the
-// machine is shared with other tests and engineers, so one run alone
-// says little.
+// The quiet time is the median of floodRuns runs' slowest machine, made
+// just before the flood, against the same median during it.
 func TestFloodsWhileBooting(t *testing.T) {
 	s := newStormLANConfig(t, floodConfig)
-	rig := &floodRig{s: s, ns: s.lan.addPeer(t, floodIP+prefix)}
+	rig := &floodRig{ns: s.lan.addPeer(t, floodIP+prefix)}
 	// Broadcasts (DHCP) need a route out of the flooding namespace.
 	rig.ns.must(t, "route", "add", "default", "dev", "eth0")
 	tok, err := os.ReadFile(filepath.Join(s.data, "api-token"))
@@ -157,12 +162,12 @@ func TestFloodsWhileBooting(t *testing.T) {
 	rig.token = strings.TrimSpace(string(tok))
 	pid := s.server.cmd.Process.Pid
 
-	// median boots the machines three times and returns the median of
+	// median boots the machines floodRuns times and returns the median of
 	// each run's slowest machine.
 	median := func(t *testing.T, macPrefix string) (float64, []float64) {
 		t.Helper()
 		var runs []float64
-		for range 3 {
+		for range floodRuns {
 			rep, err := s.run(t, "--firmware", "uefi", "-n", fmt.Sprint(legitMachines), "--mac-prefix", macPrefix)
 			if err != nil || rep.Summary.Booted != legitMachines {
 				t.Fatalf("%d of %d machines booted (%v): %+v", rep.Summary.Booted, legitMachines, err, rep.Summary.Failures)
@@ -171,7 +176,7 @@ func TestFloodsWhileBooting(t *testing.T) {
 		}
 		sorted := append([]float64(nil), runs...)
 		sort.Float64s(sorted)
-		return sorted[1], runs
+		return sorted[len(sorted)/2], runs
 	}
 	median(t, legitPrefix) // leases and caches made, so every quiet run is alike
 	// The machine is shared: other tests' VMs come and go. Each flood is
@@ -233,8 +238,10 @@ func TestFloodsWhileBooting(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if !strings.Contains(string(logged[logStart:]), fc.refused) {
-				t.Errorf("the server never logged %q: the flood was not turned away", fc.refused)
+			for _, line := range fc.refused {
+				if !strings.Contains(string(logged[logStart:]), line) {
+					t.Errorf("the server never logged %q: the flood was not turned away", line)
+				}
 			}
 		})
 	}

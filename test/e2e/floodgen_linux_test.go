@@ -22,8 +22,8 @@ import (
 // The flood generators of TestFloodsWhileBooting. Each runs from its own
 // namespace (one host, floodIP) until ctx ends or its count is spent, at
 // a bounded rate: the test is about the server's behaviour, so the
-// generator must not simply take the two CPUs from everyone. Each returns
-// a line saying what it sent and what came back.
+// generator must not simply take the two CPUs from everyone. Each counts
+// what it sent and what came back in a floodCounts, live.
 
 // floodCounts tallies a flood's outcomes by name.
 type floodCounts struct {
@@ -182,9 +182,10 @@ func floodHTTP(ctx context.Context, ns *netns, slow int, token string) (*floodCo
 	addr := serverIP + ":8080"
 	for i := range slow {
 		go func() {
-			// Spread the connects over the first second.
+			// Spread the connects, and so the cuts 10 s after them, over
+			// 5 s: the generator must not burst.
 			select {
-			case <-time.After(time.Duration(i) * time.Second / time.Duration(slow)):
+			case <-time.After(time.Duration(i) * 5 * time.Second / time.Duration(slow)):
 			case <-ctx.Done():
 				return
 			}
@@ -205,6 +206,7 @@ func floodHTTP(ctx context.Context, ns *netns, slow int, token string) (*floodCo
 				stop()
 				c.Close()
 				got.add("slow cut")
+				sleepCtx(ctx, time.Second)
 			}
 		}()
 	}

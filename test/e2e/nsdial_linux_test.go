@@ -12,6 +12,7 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -24,26 +25,77 @@ import (
 
 // inNetns runs f on an OS thread moved into ns's network namespace, so
 // the sockets f makes live there: a socket keeps the namespace it was made
-// in, whichever thread uses it later. The thread is never handed back to
-// the scheduler (no UnlockOSThread), so it exits with f's goroutine and
-// nothing else ever runs in the namespace by accident.
+// in, whichever thread uses it later. One thread per namespace does this
+// work, one call at a time, and exits once idle for a while; it is never
+// handed back to the scheduler (no UnlockOSThread), so nothing else ever
+// runs in the namespace by accident, and a flood's thousands of dials do
+// not cost a thread each.
 func inNetns(ns *netns, f func() error) error {
-	errc := make(chan error, 1)
+	for {
+		w, err := nsWorkerFor(ns)
+		if err != nil {
+			return err
+		}
+		done := make(chan error, 1)
+		select {
+		case w.jobs <- func() { done <- f() }:
+			return <-done
+		case <-w.gone: // it went idle meanwhile; start another
+		}
+	}
+}
+
+// nsWorker is the thread that makes sockets in one namespace.
+type nsWorker struct {
+	jobs chan func()
+	gone chan struct{}
+}
+
+var (
+	nsWorkersMu sync.Mutex
+	nsWorkers   = map[string]*nsWorker{}
+)
+
+const nsWorkerIdle = 2 * time.Second
+
+func nsWorkerFor(ns *netns) (*nsWorker, error) {
+	nsWorkersMu.Lock()
+	defer nsWorkersMu.Unlock()
+	if w := nsWorkers[ns.name]; w != nil {
+		return w, nil
+	}
+	w := &nsWorker{jobs: make(chan func()), gone: make(chan struct{})}
+	started := make(chan error, 1)
 	go func() {
 		runtime.LockOSThread()
 		fd, err := unix.Open("/var/run/netns/"+ns.name, unix.O_RDONLY|unix.O_CLOEXEC, 0)
+		if err == nil {
+			err = unix.Setns(fd, unix.CLONE_NEWNET)
+			unix.Close(fd)
+		}
 		if err != nil {
-			errc <- fmt.Errorf("open namespace %s: %w", ns.name, err)
+			started <- fmt.Errorf("enter namespace %s: %w", ns.name, err)
 			return
 		}
-		defer unix.Close(fd)
-		if err := unix.Setns(fd, unix.CLONE_NEWNET); err != nil {
-			errc <- fmt.Errorf("enter namespace %s: %w", ns.name, err)
-			return
+		started <- nil
+		for {
+			select {
+			case j := <-w.jobs:
+				j()
+			case <-time.After(nsWorkerIdle):
+				nsWorkersMu.Lock()
+				delete(nsWorkers, ns.name)
+				nsWorkersMu.Unlock()
+				close(w.gone)
+				return
+			}
 		}
-		errc <- f()
 	}()
-	return <-errc
+	if err := <-started; err != nil {
+		return nil, err
+	}
+	nsWorkers[ns.name] = w
+	return w, nil
 }
 
 // dial connects to addr from inside ns.
