@@ -187,6 +187,20 @@ func ParseSnapshotStatus(s string) (SnapshotUsage, error) {
 	return SnapshotUsage{Used: u, Total: t}, nil
 }
 
+// cacheWarnAt are the fill levels, in percent, the cache watcher reports,
+// each once.
+var cacheWarnAt = []int{50, 80, 95}
+
+// crossedLevels is how many of cacheWarnAt a cache percent full has
+// reached; warned of them were reported already. One report covers
+// several levels crossed between two looks.
+func crossedLevels(percent, warned int) int {
+	for warned < len(cacheWarnAt) && percent >= cacheWarnAt[warned] {
+		warned++
+	}
+	return warned
+}
+
 // findLabeled is the partition named label among disks (a table by disk
 // name, e.g. "vda"), as the disk's name and the partition's number. More
 // than one is an error: wiping the wrong disk is not a guess to make.

@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 
@@ -171,6 +172,25 @@ func TestFindLabeled(t *testing.T) {
 			}
 			if err != nil || disk != tt.disk || num != tt.num {
 				t.Fatalf("got %s %d, %v; want %s %d", disk, num, err, tt.disk, tt.num)
+			}
+		})
+	}
+}
+
+func TestCrossedLevels(t *testing.T) {
+	tests := []struct{ percent, warned, want int }{
+		{0, 0, 0},
+		{49, 0, 0},
+		{50, 0, 1},
+		{79, 1, 1}, // 50% reported already: nothing new
+		{96, 1, 3}, // 80 and 95 crossed between two looks: one report
+		{100, 3, 3},
+		{60, 2, 2}, // levels are never reported twice, even if the cache shrank
+	}
+	for _, tt := range tests {
+		t.Run(fmt.Sprintf("%d%% after %d", tt.percent, tt.warned), func(t *testing.T) {
+			if got := crossedLevels(tt.percent, tt.warned); got != tt.want {
+				t.Errorf("crossedLevels(%d%%, %d) = %d, want %d", tt.percent, tt.warned, got, tt.want)
 			}
 		})
 	}

@@ -16,9 +16,6 @@ const cacheWatchArg = "cachewatch"
 // cache is filling before it is full.
 const cacheWatchEvery = 2 * time.Second
 
-// cacheWarnAt are the fill levels, in percent, the watcher reports once.
-var cacheWarnAt = []int{50, 80, 95}
-
 // startCacheWatcher starts a copy of the agent that reports the cache's
 // fill level and, loudly, its overflow: once the snapshot's cache is full
 // the kernel invalidates it and every I/O on the root fails. Like the
@@ -89,10 +86,10 @@ func (a *Agent) cacheWatchMain(args []string) {
 			a.milestone(opts, "agent-cache-full")
 			return
 		}
-		for warned < len(cacheWarnAt) && u.Percent() >= cacheWarnAt[warned] {
+		if next := crossedLevels(u.Percent(), warned); next > warned {
 			a.mark("BOOTFLEET-CACHE-FILL: %d%% of the %s write cache used (%d of %d MiB); at 100%% the root fails", u.Percent(), mode, u.Used>>11, u.Total>>11)
 			fmt.Fprintf(kmsg, "<4>bootfleet-agent: %d%% of the %s write cache used\n", u.Percent(), mode)
-			warned++
+			warned = next
 		}
 	}
 }
