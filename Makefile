@@ -6,7 +6,7 @@ LDFLAGS := -s -w -X github.com/bootfleet/bootfleet/internal/buildinfo.version=$(
 PKGS    := ./...
 export CGO_ENABLED := 0
 
-.PHONY: all build deb deps test unit e2e demo bench bench-tools bench-transfer bench-dhcp bench-dhcp-fleet bench-telemetry bench-nbd bench-storm bench-boot fuzz fuzz-long vet clean
+.PHONY: all build deb deps test unit e2e e2e-failover demo bench bench-tools bench-transfer bench-dhcp bench-dhcp-fleet bench-telemetry bench-nbd bench-storm bench-boot fuzz fuzz-long vet clean
 
 all: build
 
@@ -47,6 +47,11 @@ unit:
 
 e2e: deps build
 	cd test/e2e && $(GO) test -count=1 -v -timeout 70m .
+
+# Only the failover proof (servers killed under a diskless VM); its figures
+# go to test/e2e/artifacts/TestNBDFailover/failover-runs.txt.
+e2e-failover: deps build
+	cd test/e2e && $(GO) test -count=1 -v -run 'TestNBDFailover$$' -timeout 30m .
 
 demo: deps build
 	scripts/demo.sh

@@ -66,7 +66,11 @@ poweroff -f
 
 // makeRootImage writes an ext4 image holding static busybox and rootInit,
 // with mkfs.ext4 -d (e2fsprogs), no loop mount needed.
-func makeRootImage(t *testing.T, path string) {
+func makeRootImage(t *testing.T, path string) { makeRootImageInit(t, path, rootInit, nil) }
+
+// makeRootImageInit is makeRootImage with init as /sbin/init; extra, if
+// set, adds files to the image's tree before mkfs.
+func makeRootImageInit(t *testing.T, path, init string, extra func(dir string)) {
 	t.Helper()
 	dir := t.TempDir()
 	for _, d := range []string{"bin", "sbin", "dev", "proc", "sys", "tmp", "var", "etc"} {
@@ -81,8 +85,11 @@ func makeRootImage(t *testing.T, path string) {
 			t.Fatal(err)
 		}
 	}
-	if err := os.WriteFile(filepath.Join(dir, "sbin/init"), []byte(rootInit), 0o755); err != nil {
+	if err := os.WriteFile(filepath.Join(dir, "sbin/init"), []byte(init), 0o755); err != nil {
 		t.Fatal(err)
+	}
+	if extra != nil {
+		extra(dir)
 	}
 	if out, err := exec.Command("mkfs.ext4", "-q", "-F", "-L", "bfroot", "-d", dir, path, "64M").CombinedOutput(); err != nil {
 		t.Fatalf("mkfs.ext4 -d: %v\n%s", err, out)
