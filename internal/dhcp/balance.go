@@ -65,7 +65,7 @@ func (s *Server) answers(r request) (bool, string) {
 		s.log.Info("dhcp answering a client that waited for its server", "mac", mac.String(), "type", r.typ.String(),
 			"bucket", d.Bucket, "owner", d.Owner, "secs", secs)
 	default:
-		return false, fmt.Sprintf("client's bucket %d is server %s's (RFC 3074 load balancing, secs %d)", d.Bucket, d.Owner, secs)
+		return false, fmt.Sprintf("client %v's bucket %d is server %s's (RFC 3074 load balancing, secs %d)", mac, d.Bucket, d.Owner, secs)
 	}
 	return true, ""
 }

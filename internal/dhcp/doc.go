@@ -16,6 +16,10 @@
 //     leases of concurrent REQUESTs share one commit when the store is a
 //     [BatchStore]. Addresses clients DECLINEd are held back, and kept in
 //     Config.HoldFile so a restart does not offer them again (holds.go).
+//   - several servers on one LAN (balance.go, shared.go): with Config.Peers
+//     each answers only the clients RFC 3074 load balancing gives it
+//     (package dhcplb), and its allocator keeps in step with the leases
+//     the others write to the shared store.
 //
 // Bad or foreign packets are dropped with a Debug log line; a panic while
 // handling one packet is recovered and logged, and the server keeps serving.
