@@ -246,10 +246,9 @@ func sleepCtx(ctx context.Context, d time.Duration) {
 	}
 }
 
-// floodNBD opens count connections, one every interval, that never say a
-// word after the greeting, and attaches unread sessions to target that
-// send requests and never read a reply: READs and then WRITEs of
-// nbd.MaxPayload each, as many as the server takes.
+// floodNBD attaches unread sessions to target, which send requests and
+// never read a reply (floodUnread), then opens count connections, one
+// every interval, that never say a word after the greeting.
 func floodNBD(ctx context.Context, ns *netns, count int, interval time.Duration, target agent.Target, unread int) (*floodCounts, error) {
 	var got floodCounts
 	var mu sync.Mutex
