@@ -21,24 +21,40 @@ func serverTag(name string) string {
 	return strconv.FormatUint(uint64(h.Sum32()), 36)
 }
 
+// partialGap ends a partial record: an event after this long without one
+// opens a new record. What a server serves of one boot comes in a burst
+// (the kernel, then the initrd), so its records stay one per boot; a
+// record that spanned boots would start long before the boots it holds
+// events of, and a read bounded by Since or a limit would miss it.
+const partialGap = 2 * time.Minute
+
 // active returns the machine's open boot, or in a fleet opens a partial
 // record starting at start: the machine's DHCP went to another server
 // (or none of ours). Outside a fleet it is open. Call with mu held.
 func (r *Recorder) active(key string, now, start time.Time) *boot {
-	if b := r.open(key, now); b != nil || r.cfg.Server == "" {
+	b := r.open(key, now)
+	if r.cfg.Server == "" {
 		return b
 	}
-	b := r.start(key, start)
+	if b != nil && b.Partial && now.Sub(b.touched) > partialGap {
+		r.closePartial(b)
+		b = nil
+	}
+	if b != nil {
+		return b
+	}
+	b = r.start(key, start)
 	b.Partial = true
 	return b
 }
 
 // closePartial ends a partial record where this server's own DHCP starts
-// a boot: the events from there on are that boot's. It is no failure of
+// a boot, or after partialGap: the events from there on are another
+// boot's, or may be. It is no failure of
 // the machine's, so it is not counted as one; reads ignore the state of
 // a partial record (merge.go). Call with mu held.
 func (r *Recorder) closePartial(b *boot) {
-	b.State, b.Reason = StateFailed, "closed: this server's DHCP started the next boot"
+	b.State, b.Reason = StateFailed, "closed: this server's DHCP started the next boot, or it served nothing for a while"
 	r.publish(b)
 }
 

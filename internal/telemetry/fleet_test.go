@@ -34,6 +34,9 @@ func TestPartialRecords(t *testing.T) {
 		{"fleet: the DoneURL alone", "a", []fleetStep{doneOn("a", macA)}, "complete by=a servers= dhcp=0 files=0 nbd=0 done=a"},
 		{"fleet: an NBD session alone", "a", []fleetStep{served("a", macA, time.Minute)},
 			"booting by=a servers= dhcp=0 files=0 nbd=1 done="},
+		{"fleet: a file after a quiet gap opens a new partial record", "a", []fleetStep{sent("a", macA, "vmlinuz"),
+			wait(3 * time.Minute), sent("a", macA, "vmlinuz")},
+			"booting by=a servers= dhcp=0 files=1 nbd=0 done= | failed by=a servers= dhcp=0 files=1 nbd=0 done="},
 		{"fleet: this server's DHCP closes the partial record", "a", []fleetStep{sent("a", macA, "vmlinuz"), wait(time.Minute),
 			heard("a", macA, uefi)},
 			"booting by=a servers= dhcp=2 files=0 nbd=0 done= | failed by=a servers= dhcp=0 files=1 nbd=0 done="},
@@ -241,6 +244,62 @@ func TestFleetMetrics(t *testing.T) {
 				m["bootfleet_boots_failed_total"], m["bootfleet_boot_duration_seconds,count"]}
 			if want := []float64{tt.started, tt.completed, tt.failed, tt.durations}; !slices.Equal(got, want) {
 				t.Fatalf("started, completed, failed, durations = %v, want %v", got, want)
+			}
+		})
+	}
+}
+
+// TestHistoryLimitInAStorm: a listing with a limit, while many machines
+// boot within the same second, returns the newest boots up to the limit,
+// each whole, from one server's records or a fleet's.
+func TestHistoryLimitInAStorm(t *testing.T) {
+	tests := []struct {
+		name    string
+		servers []string
+		parts   int // records per boot
+	}{
+		{"one server", []string{""}, 1},
+		{"dhcp on a, files on b", []string{"a", "b"}, 2},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			store := openStore(t, filepath.Join(t.TempDir(), sqlite.FileName))
+			tf := newTestFleet(Config{MaxBoots: 1 << 10}, "a", "b")
+			for _, s := range tt.servers {
+				tf.recs[s] = New(Config{Server: s, Now: tf.time, MaxBoots: 1 << 10})
+			}
+			file := tt.servers[len(tt.servers)-1]
+			for i := range 200 { // 200 machines within 0.2 s
+				mac := append(macA[:4:4], byte(i>>8), byte(i))
+				heard(tt.servers[0], mac, ipxe)(tf)
+				sent(file, mac, "vmlinuz")(tf)
+				tf.add(-3*time.Second + time.Millisecond)
+			}
+			var recs []inventory.BootRecord
+			for _, b := range tf.records() {
+				rec, err := encodeBoot(b)
+				if err != nil {
+					t.Fatal(err)
+				}
+				recs = append(recs, rec)
+			}
+			if err := store.PutBoots(context.Background(), recs); err != nil {
+				t.Fatal(err)
+			}
+			h := NewHistory(New(Config{Now: tf.time}), HistoryConfig{Store: store})
+			for _, limit := range []int{1, 10, 150} {
+				got, err := h.Boots(context.Background(), Filter{Limit: limit})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if len(got) != limit {
+					t.Fatalf("limit %d: %d boots", limit, len(got))
+				}
+				for i, b := range got {
+					if max(len(b.Parts), 1) != tt.parts || i > 0 && b.Start.After(got[i-1].Start) {
+						t.Fatalf("limit %d: boot %d of %d parts, start %v; want %d parts, newest first", limit, i, len(b.Parts), b.Start, tt.parts)
+					}
+				}
 			}
 		})
 	}

@@ -207,49 +207,88 @@ func (h *History) Boots(ctx context.Context, f Filter) ([]Boot, error) {
 	if h.store == nil {
 		return h.rec.Boots(f), nil // one server's records never merge
 	}
-	// Read more than asked: a boot's parts are several records, and one
-	// that started just before Since may have parts after it.
-	look := f
-	if !f.Since.IsZero() {
-		look.Since = f.Since.Add(-mergeLookback)
+	// A boot that started just before Since may have parts after it.
+	since := f.Since
+	if !since.IsZero() {
+		since = since.Add(-mergeLookback)
 	}
+	// A boot's parts are several records: read more than asked.
+	lim := 0
 	if f.Limit > 0 {
-		look.Limit = 2*f.Limit + 16
+		lim = 2*f.Limit + 16
 	}
-	mem := h.rec.Boots(look)
-	recs, err := h.store.ListBoots(ctx, inventory.BootFilter{MAC: f.MAC, Since: look.Since, Limit: look.Limit})
+	mem := h.rec.Boots(Filter{MAC: f.MAC, Since: since, Limit: lim})
+	recs, err := h.store.ListBoots(ctx, inventory.BootFilter{MAC: f.MAC, Since: since, Limit: lim})
 	if err != nil {
 		return nil, err
 	}
-	// A source cut short by the limit holds every record since its
-	// oldest; a boot that starts before that may miss parts, so it is
-	// left out.
-	var cut time.Time
-	if look.Limit > 0 && len(mem) == look.Limit {
-		cut = mem[len(mem)-1].Start
-	}
-	if look.Limit > 0 && len(recs) == look.Limit && recs[len(recs)-1].Start.After(cut) {
-		cut = recs[len(recs)-1].Start
+	out := pick(mergeBoots(h.withStored(mem, recs), h.rec.cfg.StaleAfter), f)
+	if lim > 0 && (len(mem) == lim || len(recs) == lim) && slices.ContainsFunc(out, merged) {
+		// A source the limit cut short may hold the files of a boot but
+		// not its DHCP record, which starts earlier (in a storm, before
+		// the files of every newer boot), nor the records of a boot that
+		// started between them: read everything again from mergeLookback
+		// before the oldest record read, up to a bound.
+		from := oldest(out, mem, recs).Add(-mergeLookback)
+		if from.Before(since) {
+			from = since
+		}
+		mem = h.rec.Boots(Filter{MAC: f.MAC, Since: from})
+		if recs, err = h.store.ListBoots(ctx, inventory.BootFilter{MAC: f.MAC, Since: from, Limit: 8*lim + 4096}); err != nil {
+			return nil, err
+		}
+		out = pick(mergeBoots(h.withStored(mem, recs), h.rec.cfg.StaleAfter), f)
 	}
 	now := h.rec.cfg.Now().UTC()
-	var out []Boot
-	for _, b := range mergeBoots(h.withStored(mem, recs), h.rec.cfg.StaleAfter) {
-		if b.Start.Before(f.Since) || !cut.IsZero() && b.Start.Before(cut.Add(mergeSkew)) {
-			continue
-		}
-		h.rec.settle(&b, now)
-		b.derive()
-		if out = append(out, b); f.Limit > 0 && len(out) == f.Limit {
-			break
-		}
-	}
-	if out == nil {
-		out = []Boot{}
+	for i := range out {
+		h.rec.settle(&out[i], now)
+		out[i].derive()
 	}
 	return out, nil
 }
 
-// withStored adds to mem the stored records it does not hold.
+// merged says whether b is, or may be, one part of a boot several
+// servers served: then its other parts may be older than the records a
+// limited read returned. A lone server's boots never are.
+func merged(b Boot) bool { return b.Partial || len(b.Parts) > 0 }
+
+// pick returns the newest boots of merged (newest first) that started
+// since f.Since, at most f.Limit.
+func pick(merged []Boot, f Filter) []Boot {
+	out := []Boot{}
+	for _, b := range merged {
+		if b.Start.Before(f.Since) {
+			continue
+		}
+		if out = append(out, b); f.Limit > 0 && len(out) == f.Limit {
+			break
+		}
+	}
+	return out
+}
+
+// oldest is the earliest start among the boots picked and the oldest
+// record each source returned (all are newest first).
+func oldest(out, mem []Boot, recs []inventory.BootRecord) time.Time {
+	var t time.Time
+	see := func(x time.Time) {
+		if t.IsZero() || x.Before(t) {
+			t = x
+		}
+	}
+	if len(out) > 0 {
+		see(out[len(out)-1].Start)
+	}
+	if len(mem) > 0 {
+		see(mem[len(mem)-1].Start)
+	}
+	if len(recs) > 0 {
+		see(recs[len(recs)-1].Start)
+	}
+	return t
+}
+
+// withStored adds to mem the stored records it does not hold, each once.
 func (h *History) withStored(mem []Boot, recs []inventory.BootRecord) []Boot {
 	seen := make(map[string]bool, len(mem))
 	for _, b := range mem {
@@ -260,6 +299,7 @@ func (h *History) withStored(mem []Boot, recs []inventory.BootRecord) []Boot {
 		if seen[rec.ID] {
 			continue
 		}
+		seen[rec.ID] = true
 		b, err := decodeBoot(rec)
 		if err != nil {
 			h.log.Warn("stored boot record skipped", "err", err)
