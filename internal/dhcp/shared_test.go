@@ -357,3 +357,38 @@ func TestSlotOrigin(t *testing.T) {
 		})
 	}
 }
+
+// TestProxyFleetOneOffer: in proxy mode too, each boot client's DISCOVER
+// gets one proxy offer from the servers of the LAN, and the boot server
+// port answers whoever the client asks.
+func TestProxyFleetOneOffer(t *testing.T) {
+	var servers []*testServer
+	for i, name := range []string{"boot-a", "boot-b"} {
+		other := []dhcplb.Member{{Name: "boot-b", Live: true}}
+		if i == 1 {
+			other = []dhcplb.Member{{Name: "boot-a", Live: true}}
+		}
+		servers = append(servers, newTestServer(t, ModeProxy, func(c *Config) {
+			c.ServerIP = net.IPv4(10, 0, 0, byte(1+i)).To4()
+			c.Peers = fixedPeers{dhcplb.NewFleet(name, other, 3)}
+		}))
+	}
+	for c := range 40 {
+		mac := net.HardwareAddr{0x52, 0x54, 0x00, 0x50, 0, byte(c)}
+		offers := 0
+		for _, ts := range servers {
+			if r, _ := ts.send(t, discover(t, mac, fwOVMF), false); r.msg != nil {
+				offers++
+			}
+		}
+		if offers != 1 {
+			t.Fatalf("client %v got %d proxy offers, want 1", mac, offers)
+		}
+		for _, ts := range servers {
+			m := msg(t, dhcpv4.MessageTypeRequest, mac, fwOVMF, dhcpv4.WithClientIP(ip4("10.0.0.77")))
+			if r, why := ts.send(t, m, true); r.msg == nil {
+				t.Fatalf("client %v on the boot server port of %v: no answer: %s", mac, ts.cfg.ServerIP, why)
+			}
+		}
+	}
+}
