@@ -49,6 +49,9 @@ if [ -n "$pause" ]; then
 fi
 if [ -n "$write" ]; then
   echo "$write" >/var/bf-marker && sync && echo "BOOTFLEET-WROTE: $write"
+  # Read it back from the disk, not from the page cache.
+  echo 3 >/proc/sys/vm/drop_caches
+  echo "BOOTFLEET-READBACK: $(cat /var/bf-marker)"
 fi
 if [ -n "$url" ]; then
   n=0

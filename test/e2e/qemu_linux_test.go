@@ -51,6 +51,10 @@ type vm struct {
 	// timeout bounds the boot instead of bootTimeout: VMs booting
 	// together share the CPUs.
 	timeout time.Duration
+	// initrd, with cmdline, replaces the test image's initrd.
+	initrd string
+	// extra are more QEMU arguments, e.g. a local disk.
+	extra []string
 }
 
 // waitFor is how long to wait for v's boot.
@@ -99,7 +103,11 @@ func startVM(t testing.TB, e *env, ns *netns, dir string, v vm) *proc {
 	}
 	switch {
 	case v.cmdline != "":
-		args = append(args, "-kernel", e.vmlinuz, "-initrd", e.initrd, "-append", v.cmdline,
+		initrd := e.initrd
+		if v.initrd != "" {
+			initrd = v.initrd
+		}
+		args = append(args, "-kernel", e.vmlinuz, "-initrd", initrd, "-append", v.cmdline,
 			"-device", nic+",romfile=")
 	case v.fw == uefi || v.fw == uefiHTTP || v.fw == uefiSecure || v.fw == uefiPXE6:
 		// bootindex puts the NIC first in OVMF's boot order, ahead of the
@@ -108,6 +116,7 @@ func startVM(t testing.TB, e *env, ns *netns, dir string, v vm) *proc {
 	default:
 		args = append(args, "-boot", "n", "-device", nic)
 	}
+	args = append(args, v.extra...)
 	name := "qemu-" + string(v.fw) + "-" + v.mac
 	os.WriteFile(filepath.Join(dir, name+".cmd"), []byte("qemu-system-x86_64 "+strings.Join(args, " ")+"\n"), 0o644)
 	cmd := ns.command("qemu-system-x86_64", args...)
