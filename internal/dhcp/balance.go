@@ -26,7 +26,7 @@ const (
 )
 
 // balanced reports whether every server on the LAN hears r and load
-// balancing picks the one that answers (RFC 3074 section 5): a DISCOVER,
+// balancing picks the one that answers (RFC 3074): a DISCOVER,
 // a REQUEST naming no server (INIT-REBOOT, or REBINDING when broadcast),
 // a broadcast INFORM. A REQUEST naming a server (SELECTING), a RELEASE or
 // DECLINE is for the server named; a RENEW or INFORM sent to this
