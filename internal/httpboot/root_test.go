@@ -22,8 +22,12 @@ func (f *fakeRoots) IssueRoot(_ context.Context, mac net.HardwareAddr, root conf
 	if root.Image == "gone" {
 		return RootBoot{}, errors.New("no image named gone")
 	}
-	return RootBoot{Arg: "nbd:10.0.0.1:10809:m-" + strings.ReplaceAll(mac.String(), ":", "-") + "-secret" + root.Overlay,
-		Image: root.Image, SHA256: strings.Repeat(root.Image[:1], 64)}, nil
+	b := RootBoot{Arg: "nbd:10.0.0.1:10809:m-" + strings.ReplaceAll(mac.String(), ":", "-") + "-secret" + root.Overlay,
+		Image: root.Image, SHA256: strings.Repeat(root.Image[:1], 64)}
+	if config.ClientOverlay(root.Overlay) {
+		b.Args = "bootfleet.overlay=" + root.Overlay
+	}
+	return b, nil
 }
 
 type noClock struct{}
@@ -41,11 +45,13 @@ profiles:
   templ: {kernel: /k, cmdline: "root=/dev/nbd0 agent={{ .Root }}", root: {image: debian}}
   plain: {kernel: /k, cmdline: "quiet"}
   gone: {kernel: /k, root: {image: gone}}
+  ram: {kernel: /k, cmdline: "quiet", root: {image: debian, overlay: client-ram}}
 machines:
   - {mac: "52:54:00:00:00:01", profile: auto}
   - {mac: "52:54:00:00:00:02", profile: templ}
   - {mac: "52:54:00:00:00:03", profile: plain}
   - {mac: "52:54:00:00:00:04", profile: gone}
+  - {mac: "52:54:00:00:00:05", profile: ram}
 `))
 	if err != nil {
 		t.Fatal(err)
@@ -65,6 +71,7 @@ machines:
 		{"52-54-00-00-00-02", " root=/dev/nbd0 agent=nbd:10.0.0.1:10809:m-52-54-00-00-00-02-secretephemeral || goto failed\n", 200},
 		{"52-54-00-00-00-03", "?mac=52-54-00-00-00-03 quiet || goto failed\n", 200},
 		{"52-54-00-00-00-04", "no image named gone", 500},
+		{"52-54-00-00-00-05", " quiet bootfleet.root=nbd:10.0.0.1:10809:m-52-54-00-00-00-05-secretclient-ram bootfleet.overlay=client-ram || goto failed\n", 200},
 	}
 	for _, tt := range tests {
 		t.Run(tt.mac, func(t *testing.T) {
@@ -82,8 +89,8 @@ machines:
 	if resp, err := http.Head(srv.URL + "/ipxe/52-54-00-00-00-01"); err != nil || resp.StatusCode != 200 {
 		t.Fatalf("HEAD of a root script: %v %v", resp, err)
 	}
-	if roots.calls != 3 {
-		t.Fatalf("IssueRoot called %d times, want 3 (once per GET of a script of a profile with a root, never for HEAD)", roots.calls)
+	if roots.calls != 4 {
+		t.Fatalf("IssueRoot called %d times, want 4 (once per GET of a script of a profile with a root, never for HEAD)", roots.calls)
 	}
 }
 
