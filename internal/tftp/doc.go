@@ -8,9 +8,12 @@
 // The package has three layers, each in its own files:
 //
 //   - codec (packet.go): bytes to packets and back; pure, fuzzed.
-//   - transport (server.go, socket.go): reads requests from a
-//     net.PacketConn and runs each transfer on its own goroutine and its own
-//     UDP socket bound to the local address the request arrived on.
+//   - transport (server.go, socket.go, batch_linux.go, lockstep_linux.go):
+//     reads requests from a net.PacketConn and runs each transfer on its own
+//     goroutine and its own UDP socket bound to the local address the request
+//     arrived on. Windows go out with sendmmsg and UDP GSO; a lockstep
+//     transfer, once under way, leaves the runtime's poller for blocking
+//     system calls on a thread of its own (a bounded number of them).
 //   - transfer policy (options.go, sender.go, rtt.go): option negotiation,
 //     the windowed go-back-N sender and its adaptive retransmission timer.
 //

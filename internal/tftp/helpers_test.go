@@ -170,3 +170,59 @@ func setClientWait(d time.Duration) func() {
 	minClientWait = d
 	return func() { minClientWait = old }
 }
+
+// checkShutdown serves cfg, starts a client that drops the DATA blocks drop
+// says, and once ready reports true (nil: after 200 ms) cancels the server:
+// Serve must return nil within a second and the transfer report the
+// cancellation.
+func checkShutdown(t *testing.T, cfg Config, drop func(idx uint64, seen int) bool, ready func() bool) {
+	t.Helper()
+	conn, err := net.ListenPacket("udp4", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := newStatsRecorder()
+	cfg.OnTransfer = rec.hook
+	s := NewServer(cfg)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- s.Serve(ctx, conn) }()
+	c := newTestClient(conn.LocalAddr())
+	c.timeout = 30 * time.Second
+	c.drop = drop
+	cctx, ccancel := context.WithCancel(context.Background())
+	defer ccancel()
+	go c.get(cctx, "f")
+	if ready == nil {
+		time.Sleep(200 * time.Millisecond)
+	} else {
+		waitFor(t, ready)
+	}
+	start := time.Now()
+	cancel()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("Serve = %v, want nil on cancel", err)
+		}
+	case <-time.After(3 * time.Second):
+		t.Fatal("Serve still running 3s after cancel")
+	}
+	if d := time.Since(start); d > time.Second {
+		t.Errorf("shutdown took %v", d)
+	}
+	if st := rec.next(t); !errors.Is(st.Err, context.Canceled) {
+		t.Fatalf("transfer report %+v, want a shutdown error", st)
+	}
+}
+
+// waitFor polls cond for up to 5 s.
+func waitFor(t *testing.T, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+		if cond() {
+			return
+		}
+	}
+	t.Fatal("condition not met within 5 s")
+}

@@ -53,6 +53,15 @@ type dataWriter interface {
 	writeData(pkts []dataPacket) error
 }
 
+// lockstepIO is a transfer socket that also sends DATA itself, and that
+// another goroutine can shut down.
+type lockstepIO interface {
+	transferConn
+	dataWriter
+	shutdown()
+	Close() error
+}
+
 // errGiveUp marks a transfer abandoned after too many timeouts.
 var errGiveUp = errors.New("no acknowledgement from client")
 
@@ -95,8 +104,13 @@ func (e clientError) Error() string {
 //     fast timeout on a packet atftp ignores after a lost gap ACK.)
 //   - Give up after more than retries consecutive timeouts.
 type sender struct {
-	conn       transferConn
-	out        dataWriter
+	conn     transferConn
+	out      dataWriter
+	pollConn transferConn // conn as first given, for kick; never reassigned
+	// promote, if set, is called once the first block is acknowledged, in
+	// a lockstep transfer, and may return a socket to carry on with (see
+	// blockingConn); the kick of a repeated RRQ is no longer needed then.
+	promote    func() lockstepIO
 	file       io.ReaderAt
 	mem        []byte // the whole file, when it is in memory; else nil
 	size       int64
@@ -115,6 +129,7 @@ type sender struct {
 	buf  []byte // payloads read from a file not in memory
 	pkts []dataPacket
 	rbuf []byte
+	ack  Ack // the last ACK read, reused: one allocation less per block
 }
 
 // fastTimeouts is how many consecutive timeouts use the adaptive RTO
@@ -125,7 +140,7 @@ const fastTimeouts = 2
 // batchPackets(blk, window) packets.
 func newSender(conn transferConn, out dataWriter, file io.ReaderAt, size int64, blk, window, retries int, clientWait time.Duration, rtt *rttEstimator) *sender {
 	s := &sender{
-		conn: conn, out: out, file: file, size: size, blk: blk, window: window,
+		conn: conn, pollConn: conn, out: out, file: file, size: size, blk: blk, window: window,
 		rtt: rtt, retries: retries, clientWait: clientWait,
 		total: uint64(size)/uint64(blk) + 1,
 		rbuf:  make([]byte, 1024),
@@ -209,7 +224,7 @@ func (s *sender) handshake(oack []byte, backstop time.Duration) error {
 // DATA 1 was lost. It is safe to call from another goroutine.
 func (s *sender) kick() {
 	s.kicked.Store(true)
-	s.conn.SetReadDeadline(time.Unix(1, 0))
+	s.pollConn.SetReadDeadline(time.Unix(1, 0))
 }
 
 // run sends every block and returns when the last one is acknowledged.
@@ -266,6 +281,12 @@ func (s *sender) run() error {
 			s.acked = n
 			timeouts = 0
 			progress = time.Now()
+			if s.promote != nil {
+				if c := s.promote(); c != nil {
+					s.conn, s.out = c, c
+				}
+				s.promote = nil
+			}
 			break
 		}
 	}
@@ -288,6 +309,10 @@ func (s *sender) read(deadline time.Time) (Packet, error) {
 				return nil, fmt.Errorf("client port unreachable (client gave up or exited): %w", err)
 			}
 			return nil, err
+		}
+		if n == 4 && s.rbuf[0] == 0 && s.rbuf[1] == byte(OpACK) {
+			s.ack.Block = uint16(s.rbuf[2])<<8 | uint16(s.rbuf[3])
+			return &s.ack, nil
 		}
 		p, err := ParsePacket(s.rbuf[:n])
 		if err != nil {

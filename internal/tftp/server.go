@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"log/slog"
 	"net"
+	"runtime"
 	"strings"
 	"sync"
 	"time"
@@ -76,6 +77,15 @@ type Config struct {
 	MaxTransfers int
 	MaxPerClient int
 
+	// LockstepThreads bounds the lockstep transfers (windowsize 1) served
+	// by blocking system calls on an OS thread of their own, which cuts the
+	// server's turnaround per block (see blockingConn, Linux only). Beyond
+	// it, and on other systems, they share the runtime's network poller
+	// like windowed ones. Default GOMAXPROCS: a blocked thread keeps its
+	// processor, so more would wait for the runtime to take one back;
+	// range 1..1024, or -1 for none.
+	LockstepThreads int
+
 	// OnTransfer, if set, is called once per read request after it ends:
 	// completed, failed, or refused (then Err says why and Bytes is 0). It
 	// runs on the transfer's goroutine and must not block for long.
@@ -112,9 +122,10 @@ type Server struct {
 	// mtuFor overrides the interface MTU lookup in tests.
 	mtuFor func(net.IP) int
 
-	mu     sync.Mutex
-	active map[string]*activeTransfer // by client address
-	admit  *admission.Limiter         // MaxTransfers, MaxPerClient
+	mu       sync.Mutex
+	active   map[string]*activeTransfer // by client address
+	admit    *admission.Limiter         // MaxTransfers, MaxPerClient
+	lockstep chan struct{}              // a token per LockstepThreads slot
 }
 
 // NewServer returns a server for cfg, with defaults filled in and
@@ -136,9 +147,15 @@ func NewServer(cfg Config) *Server {
 		cfg.MinTimeout = 50 * time.Millisecond
 	}
 	cfg.MinTimeout = clampDur(cfg.MinTimeout, time.Millisecond, cfg.Timeout)
+	if cfg.LockstepThreads >= 0 {
+		cfg.LockstepThreads = clampDefault(cfg.LockstepThreads, runtime.GOMAXPROCS(0), 1, 1024)
+	} else {
+		cfg.LockstepThreads = 0
+	}
 	return &Server{cfg: cfg, log: cfg.Logger, active: map[string]*activeTransfer{},
 		admit: admission.New(cfg.MaxTransfers, cfg.MaxPerClient, cfg.Logger,
-			"tftp requests dropped, too many transfers; clients repeat them")}
+			"tftp requests dropped, too many transfers; clients repeat them"),
+		lockstep: make(chan struct{}, cfg.LockstepThreads)}
 }
 
 func clampDefault(v, def, lo, hi int) int {
@@ -377,6 +394,17 @@ func (s *Server) transfer(ctx context.Context, req *Request, local net.IP, remot
 		return
 	}
 	snd := newSender(conn, out, data, data.Size(), p.blockSize, p.windowSize, s.cfg.Retries, oackBackstop(initial), rtt)
+	release := func() {}
+	defer func() { release() }()
+	if p.windowSize == 1 {
+		snd.promote = func() lockstepIO {
+			c, done := s.blockingSocket(ctx, conn, remote)
+			if c != nil {
+				release = done
+			}
+			return c
+		}
+	}
 	at.set(snd)
 	if p.oack != nil {
 		err = snd.handshake((&OAck{Options: p.oack}).Append(nil), oackBackstop(initial))
@@ -403,9 +431,35 @@ func (s *Server) transfer(ctx context.Context, req *Request, local net.IP, remot
 		s.log.Info("tftp: transfer aborted by client", "remote", remote, "file", req.Filename, "err", err)
 	case errors.Is(err, errGiveUp):
 		s.log.Warn("tftp: transfer abandoned", "remote", remote, "file", req.Filename, "err", err)
-		conn.Write((&Error{Code: ErrCodeNotDefined, Message: "timed out waiting for ACK"}).Append(nil))
+		snd.conn.Write((&Error{Code: ErrCodeNotDefined, Message: "timed out waiting for ACK"}).Append(nil))
 	default:
 		s.log.Warn("tftp: transfer failed", "remote", remote, "file", req.Filename, "err", err)
+	}
+}
+
+// blockingSocket moves a lockstep transfer's socket out of the netpoller,
+// onto blocking system calls, if one of the LockstepThreads slots is free.
+// It returns nil when none is, or when the move fails (the transfer then
+// carries on as it was); otherwise done shuts the socket down, closes it
+// and frees the slot, once the transfer is over.
+func (s *Server) blockingSocket(ctx context.Context, conn *net.UDPConn, remote net.Addr) (lockstepIO, func()) {
+	select {
+	case s.lockstep <- struct{}{}:
+	default:
+		return nil, nil
+	}
+	c, err := detachBlocking(conn)
+	if err != nil {
+		<-s.lockstep
+		s.log.Debug("tftp: lockstep transfer stays on the poller", "remote", remote, "err", err)
+		return nil, nil
+	}
+	s.log.Debug("tftp: lockstep transfer on a thread of its own", "remote", remote)
+	stop := context.AfterFunc(ctx, c.shutdown)
+	return c, func() {
+		stop()
+		c.Close()
+		<-s.lockstep
 	}
 }
 

@@ -52,7 +52,7 @@ func TestRefusals(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer roots.Close()
+	t.Cleanup(func() { roots.Close() }) // after the server's cleanup, which stops its transfers
 	addr, rec, logs := startServer(t, Config{FS: RootsFS(roots)})
 	rrq := func(name, mode string, opts ...Option) []byte {
 		return (&Request{Op: OpRRQ, Filename: name, Mode: mode, Options: opts}).Append(nil)
@@ -149,38 +149,7 @@ func TestIgnoredPackets(t *testing.T) {
 func TestShutdown(t *testing.T) {
 	m := newMapFS()
 	m.put("f", randBytes(3, 100000))
-	conn, err := net.ListenPacket("udp4", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	rec := newStatsRecorder()
-	s := NewServer(Config{FS: m, Timeout: 10 * time.Second, OnTransfer: rec.hook})
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- s.Serve(ctx, conn) }()
-	c := newTestClient(conn.LocalAddr())
-	c.timeout = 30 * time.Second
-	c.drop = func(uint64, int) bool { return true } // silent client
-	cctx, ccancel := context.WithCancel(context.Background())
-	defer ccancel()
-	go c.get(cctx, "f")
-	time.Sleep(200 * time.Millisecond)
-	start := time.Now()
-	cancel()
-	select {
-	case err := <-done:
-		if err != nil {
-			t.Fatalf("Serve = %v, want nil on cancel", err)
-		}
-	case <-time.After(3 * time.Second):
-		t.Fatal("Serve still running 3s after cancel")
-	}
-	if d := time.Since(start); d > time.Second {
-		t.Errorf("shutdown took %v", d)
-	}
-	if st := rec.next(t); !errors.Is(st.Err, context.Canceled) {
-		t.Fatalf("transfer report %+v, want a shutdown error", st)
-	}
+	checkShutdown(t, Config{FS: m, Timeout: 10 * time.Second}, func(uint64, int) bool { return true }, nil)
 }
 
 func TestServeWithoutFS(t *testing.T) {

@@ -265,9 +265,9 @@ func TestOACKRetransmitAndRefusal(t *testing.T) {
 func TestGiveUp(t *testing.T) {
 	fsys := newMapFS()
 	fsys.put("f", randBytes(13, 100000))
-	addr, rec, logs := startServer(t, Config{FS: fsys, Timeout: 20 * time.Millisecond, MinTimeout: 10 * time.Millisecond, Retries: 3})
-	restore := setClientWait(50 * time.Millisecond)
+	restore := setClientWait(50 * time.Millisecond) // before the server's goroutines start
 	defer restore()
+	addr, rec, logs := startServer(t, Config{FS: fsys, Timeout: 20 * time.Millisecond, MinTimeout: 10 * time.Millisecond, Retries: 3})
 	c := newTestClient(addr).withOpts("windowsize", "4")
 	c.timeout = 2 * time.Second
 	c.drop = func(idx uint64, seen int) bool { return idx > 8 }
