@@ -1,15 +1,11 @@
 package e2e
 
 import (
-	"bufio"
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"net"
-	"net/url"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -35,7 +31,7 @@ import (
 // server once its heartbeat is stale (about 30 s).
 func TestDHCPFleet(t *testing.T) {
 	e := needEnv(t)
-	store := dlbPostgres(t, e)
+	store := startPostgres(t)
 	dir := artifactDir(t)
 	lan := newLAN(t)
 	names := []string{"dlb-a", "dlb-b", "dlb-c"}
@@ -178,34 +174,6 @@ ipxe: {dir: {{ .IPXEDir }}}
 ipv6_ra: off
 log: {level: debug}
 `))
-
-// dlbPostgres starts a throwaway PostgreSQL (scripts/pg-test.sh, stopped
-// in t.Cleanup) and returns a DSN over its Unix socket: the cluster
-// listens on the host's loopback, which the LAN's namespaces cannot reach.
-func dlbPostgres(t *testing.T, e *env) string {
-	t.Helper()
-	script := filepath.Join(e.repo, "scripts", "pg-test.sh")
-	var stderr bytes.Buffer
-	cmd := exec.Command(script, "start")
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("%s start: %v\n%s", script, err, stderr.String())
-	}
-	vars := map[string]string{}
-	for sc := bufio.NewScanner(bytes.NewReader(out)); sc.Scan(); {
-		if k, v, ok := strings.Cut(strings.TrimPrefix(sc.Text(), "export "), "="); ok {
-			vars[k] = strings.Trim(v, "'")
-		}
-	}
-	u, err := url.Parse(vars["BOOTFLEET_TEST_PG"])
-	if err != nil || vars["PGTEST_DIR"] == "" || u.User == nil {
-		t.Fatalf("%s start printed %q; want BOOTFLEET_TEST_PG=postgres://... and PGTEST_DIR=...", script, out)
-	}
-	t.Cleanup(func() { exec.Command(script, "stop", vars["PGTEST_DIR"]).Run() })
-	q := url.Values{"host": {vars["PGTEST_DIR"]}, "port": {u.Port()}, "sslmode": {"disable"}}
-	return (&url.URL{Scheme: "postgres", User: u.User, Path: u.Path, RawQuery: q.Encode()}).String()
-}
 
 // dhcpClient speaks DHCP from port 68 of a namespace's eth0 for many
 // MACs at once, as a lab of machines powering on, and keeps every reply.
