@@ -55,7 +55,7 @@ func Verify(secret []byte, auth, sha string, now time.Time) (string, error) {
 		return "", fmt.Errorf("%w: want NAME:TIME:HMAC after %s, got %d fields", ErrAuth, scheme, len(f))
 	}
 	t, err := strconv.ParseInt(f[1], 10, 64)
-	if err != nil {
+	if err != nil || strconv.FormatInt(t, 10) != f[1] {
 		return f[0], fmt.Errorf("%w: want a time in Unix seconds, got %.20q", ErrAuth, f[1])
 	}
 	if d := now.Sub(time.Unix(t, 0)); d > MaxSkew || d < -MaxSkew {

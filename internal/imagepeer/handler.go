@@ -8,6 +8,7 @@ import (
 	"os"
 	"regexp"
 	"strconv"
+	"sync"
 	"time"
 )
 
@@ -40,7 +41,15 @@ type handler struct {
 	cfg   HandlerConfig
 	slots chan struct{}
 	log   *slog.Logger
+
+	mu        sync.Mutex
+	refusedAt time.Time // of the last refusal logged
+	refused   int       // refusals since, not logged
 }
+
+// refusalLogEvery bounds the refusal log lines, so a host on the LAN
+// probing the path cannot flood the log.
+const refusalLogEvery = 10 * time.Second
 
 var shaRE = regexp.MustCompile(`^[0-9a-f]{64}$`)
 
@@ -71,7 +80,7 @@ func (h *handler) serve(w http.ResponseWriter, r *http.Request) {
 	}
 	peer, err := Verify(h.cfg.Secret, r.Header.Get("Authorization"), sha, h.cfg.Now())
 	if err != nil {
-		h.log.Warn("image peer request refused", "remote", r.RemoteAddr, "peer", peer, "sha256", sha, "err", err)
+		h.logRefusal(r, peer, sha, err)
 		http.Error(w, "image content is for the servers of this fleet only", http.StatusUnauthorized)
 		return
 	}
@@ -108,4 +117,21 @@ func (h *handler) serve(w http.ResponseWriter, r *http.Request) {
 		h.log.Info("image content sent to peer", "peer", peer, "remote", r.RemoteAddr, "sha256", sha, "size", st.Size(),
 			"seconds", h.cfg.Now().Sub(start).Seconds())
 	}
+}
+
+// logRefusal logs a refused request, at most one line per
+// refusalLogEvery, counting those it left out.
+func (h *handler) logRefusal(r *http.Request, peer, sha string, err error) {
+	now := h.cfg.Now()
+	h.mu.Lock()
+	if now.Sub(h.refusedAt) < refusalLogEvery {
+		h.refused++
+		h.mu.Unlock()
+		return
+	}
+	more := h.refused
+	h.refusedAt, h.refused = now, 0
+	h.mu.Unlock()
+	h.log.Warn("image peer request refused", "remote", r.RemoteAddr, "peer", peer, "sha256", sha, "err", err,
+		"refused_unlogged", more)
 }

@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -105,5 +106,30 @@ func TestHandlerBusy(t *testing.T) {
 	_, err = c.Open(context.Background(), srv.URL, sha)
 	if err == nil || !strings.Contains(err.Error(), "503") {
 		t.Fatalf("second transfer at once: %v, want 503", err)
+	}
+}
+
+// TestHandlerRefusalLog: a host probing the path gets 401 every time and
+// costs one log line per 10 s, which counts the others.
+func TestHandlerRefusalLog(t *testing.T) {
+	var log bytes.Buffer
+	now := time.Unix(1_800_000_000, 0)
+	h := Handler(HandlerConfig{Content: dirContent(t.TempDir()), Secret: bytes.Repeat([]byte{1}, 32),
+		Now: func() time.Time { return now }, Logger: slog.New(slog.NewTextHandler(&log, nil))})
+	get := func() int {
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, httptest.NewRequest("GET", Prefix+"images/"+fmt.Sprintf("%064x", 1), nil))
+		return w.Code
+	}
+	for i := range 50 {
+		if code := get(); code != http.StatusUnauthorized {
+			t.Fatalf("request %d: %d, want 401", i, code)
+		}
+	}
+	now = now.Add(11 * time.Second)
+	get()
+	lines := strings.Split(strings.TrimSpace(log.String()), "\n")
+	if len(lines) != 2 || !strings.Contains(lines[1], "refused_unlogged=49") {
+		t.Fatalf("log after 51 refusals over 11 s:\n%s\nwant 2 lines, the second counting 49", log.String())
 	}
 }
