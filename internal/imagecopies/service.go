@@ -86,8 +86,9 @@ type Service struct {
 	// check, arrived here, or recorded as this server's before it
 	// started. Only known content is deleted when no image names it, so
 	// a server pointed at another store by mistake keeps its images.
-	known    map[string]bool
-	recorded bool // this server's copies are in the store
+	known     map[string]bool
+	recorded  bool // this server's copies are in the store
+	storeDown bool // a store read or write failed and was logged
 }
 
 // New checks cfg and fills its defaults.
@@ -148,8 +149,15 @@ func (s *Service) Check(ctx context.Context) {
 	}
 	imgs, err := s.cfg.Store.ListImages(ctx)
 	if err != nil {
-		s.warn(ctx, "image copies: reading the images failed; checking again later", err)
+		s.warn(ctx, "image copies: reading the images failed; checking again every interval, logged again once it works", err)
 		return
+	}
+	s.mu.Lock()
+	back := s.storeDown
+	s.storeDown = false
+	s.mu.Unlock()
+	if back {
+		s.log.Info("image copies: the store answers again")
 	}
 	named := map[string]inventory.Image{}
 	s.mu.Lock()
@@ -254,9 +262,18 @@ func (s *Service) fresh(sha string) bool {
 	return ok
 }
 
+// warn logs a failed store read or write, once until a check reads the
+// store again: an unreachable database would otherwise cost a line every
+// Interval.
 func (s *Service) warn(ctx context.Context, msg string, err error) {
 	if ctx.Err() != nil {
 		return
 	}
-	s.log.Warn(msg, "err", err)
+	s.mu.Lock()
+	first := !s.storeDown
+	s.storeDown = true
+	s.mu.Unlock()
+	if first {
+		s.log.Warn(msg, "err", err)
+	}
 }

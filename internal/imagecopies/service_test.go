@@ -3,9 +3,12 @@ package imagecopies
 import (
 	"bytes"
 	"context"
+	"errors"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/bootfleet/bootfleet/internal/inventory"
 )
 
 // waitFor polls cond for up to 10 s.
@@ -84,5 +87,31 @@ func TestCheckGrace(t *testing.T) {
 	copies, _ := f.store.ListImageCopies(context.Background())
 	if !hasCopy(copies, "self", res.SHA256) {
 		t.Fatalf("copies after import = %+v, want self's recorded", copies)
+	}
+}
+
+// failingStore fails every read of the images.
+type failingStore struct{ Store }
+
+func (failingStore) ListImages(context.Context) ([]inventory.Image, error) {
+	return nil, errors.New("connection refused")
+}
+
+// TestCheckStoreDown: a store that cannot be read is logged once, not at
+// every check, and nothing local is deleted meanwhile.
+func TestCheckStoreDown(t *testing.T) {
+	f := newFleet(t)
+	s := f.service(time.Second)
+	s.cfg.Store = failingStore{f.store}
+	for range 5 {
+		s.Check(context.Background())
+	}
+	if n := strings.Count(f.log.String(), "reading the images failed"); n != 1 {
+		t.Fatalf("%d log lines for 5 failed checks, want 1:\n%s", n, f.log)
+	}
+	s.cfg.Store = f.store
+	s.Check(context.Background())
+	if !strings.Contains(f.log.String(), "the store answers again") {
+		t.Fatalf("no line when the store answered again:\n%s", f.log)
 	}
 }
