@@ -39,13 +39,14 @@
 // to the dead-connection timeout (bootfleet.nbd.dead=SECONDS, default 120)
 // and then fail with EIO. Requests that were in flight when the link died
 // are resent once their per-request timeout (bootfleet.nbd.timeout=SECONDS,
-// default 30) expires; that timeout also turns a silent server (no RST,
+// default 10) expires; that timeout also turns a silent server (no RST,
 // e.g. a pulled cable on its side) into a dead link.
 //
 // Client-side write caches: with bootfleet.overlay=client-ram or
-// client-disk the server exports the image read-only, and between steps 6
-// and 7 the agent builds a device-mapper snapshot (dm-snapshot, with a
-// transient exception store) over the root's NBD device and mounts that.
+// client-disk the server exports the image read-only, and in step 6,
+// between finding the root and mounting it, the agent builds a
+// device-mapper snapshot (dm-snapshot, with a transient exception store)
+// over the root's block device and mounts that.
 // The cache is a brd RAM disk (client-ram; bootfleet.cache.size=, default
 // 25% of RAM) or the local disk bootfleet.cache= names, whose blocks are
 // discarded at every boot (client-disk). A snapshot, not an overlayfs with
