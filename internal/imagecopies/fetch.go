@@ -14,6 +14,12 @@ import (
 // storeTimeout bounds each store read or write a fetch makes.
 const storeTimeout = 10 * time.Second
 
+// retry is when a failed background fetch is tried again.
+type retry struct {
+	next time.Time
+	wait time.Duration // since the previous failure; doubles
+}
+
 // flight is one fetch of one content; every caller wanting it waits on
 // done.
 type flight struct {
@@ -65,9 +71,9 @@ func (s *Service) start(sha string) *flight {
 func (s *Service) background(img inventory.Image) {
 	s.mu.Lock()
 	_, running := s.flights[img.SHA256]
-	next, failed := s.failed[img.SHA256]
+	r, failed := s.failed[img.SHA256]
 	s.mu.Unlock()
-	if running || (failed && s.cfg.Now().Before(next)) {
+	if running || (failed && s.cfg.Now().Before(r.next)) {
 		return
 	}
 	select {
@@ -84,10 +90,13 @@ func (s *Service) background(img inventory.Image) {
 		<-s.bg
 		if f.err != nil && s.ctx.Err() == nil {
 			s.mu.Lock()
-			s.failed[img.SHA256] = s.cfg.Now().Add(s.cfg.Retry)
+			r := s.failed[img.SHA256]
+			r.wait = min(max(2*r.wait, s.cfg.Retry), 16*s.cfg.Retry)
+			r.next = s.cfg.Now().Add(r.wait)
+			s.failed[img.SHA256] = r
 			s.mu.Unlock()
 			s.log.Warn("image copies: background fetch failed; trying again later", "image", img.Name, "sha256", img.SHA256,
-				"retry_in", s.cfg.Retry, "err", f.err)
+				"retry_in", r.wait, "err", f.err)
 		}
 	}()
 }

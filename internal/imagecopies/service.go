@@ -59,7 +59,9 @@ type Config struct {
 	// the name. (A fetch is always of named content.) Default 1 min.
 	Grace time.Duration
 	// Retry is how long a background fetch that failed waits before it
-	// is tried again. Default 1 min.
+	// is tried again, doubled at each failure in a row up to 16 times
+	// Retry, so an image only a dead server holds costs a log line every
+	// quarter hour, not every minute. Default 1 min.
 	Retry  time.Duration
 	Now    func() time.Time // default time.Now
 	Logger *slog.Logger     // default: discard
@@ -80,7 +82,7 @@ type Service struct {
 	mu      sync.Mutex
 	flights map[string]*flight   // fetches in progress, by sha
 	arrived map[string]time.Time // content imported lately, for Grace
-	failed  map[string]time.Time // background fetches that failed: when to try again
+	failed  map[string]retry     // background fetches that failed
 	kept    map[string]bool      // content logged as kept while machines use it
 	// known is content this store's fleet has had: named by an image at a
 	// check, arrived here, or recorded as this server's before it
@@ -113,7 +115,7 @@ func New(cfg Config) (*Service, error) {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
 	s := &Service{cfg: cfg, log: cfg.Logger, bg: make(chan struct{}, cfg.Fetches),
-		flights: map[string]*flight{}, arrived: map[string]time.Time{}, failed: map[string]time.Time{},
+		flights: map[string]*flight{}, arrived: map[string]time.Time{}, failed: map[string]retry{},
 		kept: map[string]bool{}, known: map[string]bool{}}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	return s, nil

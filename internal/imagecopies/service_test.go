@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -113,5 +114,33 @@ func TestCheckStoreDown(t *testing.T) {
 	s.Check(context.Background())
 	if !strings.Contains(f.log.String(), "the store answers again") {
 		t.Fatalf("no line when the store answered again:\n%s", f.log)
+	}
+}
+
+// TestBackgroundRetry: a background fetch that keeps failing is tried
+// again after Retry, then after twice as long, and so on.
+func TestBackgroundRetry(t *testing.T) {
+	f := newFleet(t) // the image, and no peer holds it
+	now := time.Unix(1_800_000_000, 0)
+	s := f.service(time.Second)
+	s.cfg.Now = func() time.Time { return now }
+	attempts := func() int { return strings.Count(f.log.String(), "background fetch failed") }
+	check := func(after time.Duration, want int) {
+		t.Helper()
+		now = now.Add(after)
+		s.Check(context.Background())
+		waitFor(t, fmt.Sprintf("%d failed background fetches", want), func() bool { return attempts() == want })
+		time.Sleep(50 * time.Millisecond) // no attempt beyond want
+		if n := attempts(); n != want {
+			t.Fatalf("%d failed fetches, want %d", n, want)
+		}
+	}
+	check(0, 1)
+	check(59*time.Second, 1) // Retry is 1 min
+	check(2*time.Second, 2)
+	check(time.Minute, 2) // now 2 min
+	check(61*time.Second, 3)
+	if !strings.Contains(f.log.String(), "retry_in=4m0s") {
+		t.Fatalf("third failure does not wait 4 min:\n%s", f.log)
 	}
 }
