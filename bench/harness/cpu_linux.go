@@ -97,19 +97,30 @@ func peakRSS(pid int) int64 {
 // SchedCPU is the CPU time of all of pid's threads from schedstat, in
 // nanoseconds rather than the 10 ms ticks of /proc/PID/stat.
 func SchedCPU(pid int) time.Duration {
+	return time.Duration(schedstat(pid, 0))
+}
+
+// SchedRuns is how many times any of pid's threads was put on a CPU: its
+// wakeups, near enough, which on a virtual machine cost more than the
+// system calls between them.
+func SchedRuns(pid int) int64 { return schedstat(pid, 2) }
+
+// schedstat sums field i of /proc/PID/task/*/schedstat (0: ns on a CPU,
+// 1: ns waiting for one, 2: times run).
+func schedstat(pid, i int) int64 {
 	files, _ := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/schedstat", pid))
-	var ns int64
+	var sum int64
 	for _, f := range files {
 		b, err := os.ReadFile(f)
 		if err != nil {
 			continue
 		}
-		if fs := strings.Fields(string(b)); len(fs) > 0 {
-			v, _ := strconv.ParseInt(fs[0], 10, 64)
-			ns += v
+		if fs := strings.Fields(string(b)); len(fs) > i {
+			v, _ := strconv.ParseInt(fs[i], 10, 64)
+			sum += v
 		}
 	}
-	return time.Duration(ns)
+	return sum
 }
 
 // SelfCPU is the calling process's own CPU seconds (a bench hashing its

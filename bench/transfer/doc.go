@@ -13,4 +13,10 @@
 //
 // Needs root. `bin/bench transfer -h` lists the flags; `-quick` is a smoke
 // run of a few minutes with small files, `-cases 1,4` runs only some cases.
+//
+// `bin/bench transfer ab head=OLD new=NEW` tries a change to the lockstep
+// path first (ab.go): interleaved rounds of one lockstep transfer per build
+// and per peer, a round-by-round sign test, server CPU and thread wakeups
+// per block; -trace adds a perf trace of one transfer each (trace.go) and
+// -report writes it all into the report's A/B section, which full runs keep.
 package transfer

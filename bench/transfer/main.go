@@ -125,6 +125,9 @@ type bench struct {
 // Main measures what args select (see -h) and writes the report; ctx
 // bounds the run, and a cancel still writes what was measured.
 func Main(ctx context.Context, log *slog.Logger, args []string) error {
+	if len(args) > 0 && args[0] == "ab" {
+		return abMain(ctx, log, args[1:])
+	}
 	o, err := parseFlags(args)
 	if err != nil {
 		return err

@@ -31,6 +31,9 @@ func writeReport(r *Results, o *options, log *slog.Logger) error {
 		log.Warn("plots not written", "err", err)
 	}
 	md := render(r, rel, plots)
+	if old, err := os.ReadFile(o.out); err == nil {
+		md = withABSection(md, abSection(string(old))) // the A/B mode's figures survive a full run
+	}
 	if err := os.WriteFile(o.out, []byte(md), 0o644); err != nil {
 		return err
 	}

@@ -10,6 +10,7 @@
 //	bench nbd [flags]         NBD against qemu-nbd, nbdkit, nbd-server
 //	bench storm [flags]       boot storms against dnsmasq + nginx + nbdkit (not in all)
 //	bench nbd ab NAME=BIN...  A/B of bootfleet builds on 4 KiB random I/O
+//	bench transfer ab NAME=BIN...  A/B of bootfleet builds on lockstep TFTP (-trace: perf)
 //	bench index               rewrite BENCHMARKS.md from the reports present
 //
 // scripts/bench-deps.sh installs the peers; `make bench` does both.
