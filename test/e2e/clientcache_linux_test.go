@@ -37,15 +37,37 @@ profiles:
     initrd: [{{ .NBDInitrd }}]
     cmdline: "console=ttyS0 quiet panic=-1 bootfleet.cache=/dev/vda bf.write={{ "{{ .Name }}" }} done={{ "{{ .DoneURL }}" }}"
     root: {image: ` + nbdImageName + `, overlay: client-disk}
+  full:
+    kernel: {{ .Kernel }}
+    initrd: [{{ .NBDInitrd }}]
+    cmdline: "console=ttyS0 quiet panic=-1 bootfleet.cache.size=64M"
+    root: {image: ` + fillImageName + `, overlay: client-ram}
 machines:
   - {mac: "` + cacheRAMMAC + `", name: cacheram-e2e, profile: ram}
   - {mac: "` + cacheDiskMAC + `", name: cachedisk-e2e, profile: disk}
+  - {mac: "` + cacheFullMAC + `", name: cachefull-e2e, profile: full}
 `))
 
 const (
 	cacheRAMMAC  = "52:54:00:e2:c4:01"
 	cacheDiskMAC = "52:54:00:e2:c4:02"
+	cacheFullMAC = "52:54:00:e2:c4:03"
+	// fillImageName is a root whose init writes past its RAM cache.
+	fillImageName = "bffill"
 )
+
+// fillInit is /sbin/init of the fill image: it writes 128 MiB raw to its
+// root device, beyond the end of the 64 MiB file system on it, so the
+// 64 MiB RAM cache overflows while the file system stays intact; then it
+// waits for the test to see the cache watcher's report.
+const fillInit = `#!/bin/sh
+export PATH=/bin:/sbin
+echo "BOOTFLEET-FILLING"
+busybox dd if=/dev/zero of=/dev/dm-0 bs=1M seek=96 count=128 conv=fsync 2>&1 | busybox tail -n 1
+echo "BOOTFLEET-FILLED"
+busybox sleep 60
+busybox poweroff -f
+`
 
 // cacheBoot is what the console of a client-cache boot said.
 type cacheBoot struct {
@@ -81,7 +103,8 @@ func bootCache(t *testing.T, e *env, lan *netns, dir string, v vm) cacheBoot {
 // and reads it back through its cache; the base image on the server is
 // unchanged (its sha256), the server keeps no overlay or boot record for
 // either, the client-disk machine's write sits on its own disk, and after
-// a reboot it is gone. Without its disk, the machine refuses to boot.
+// a reboot it is gone. Without its disk, the machine refuses to boot. A
+// RAM cache filled past its size is reported on the console.
 func TestClientCaches(t *testing.T) {
 	e := needEnv(t)
 	n := needNBD(t, e)
@@ -135,6 +158,27 @@ func TestClientCaches(t *testing.T) {
 	if err != nil || !strings.Contains(fail, "/dev/vda") || !strings.Contains(fail, "refusing to keep the root's writes anywhere else") {
 		t.Errorf("client-disk without its disk: %q, %v; want BOOTFLEET-FAIL naming /dev/vda and refusing\n%s", fail, err, q.out.tail(20))
 	}
+
+	// A RAM cache that overflows is reported on the console.
+	fill := filepath.Join(t.TempDir(), "fill.ext4")
+	makeRootImageInit(t, fill, fillInit, nil)
+	if err := os.Truncate(fill, 256<<20); err != nil {
+		t.Fatal(err)
+	}
+	cli.run("image", "import", fillImageName, fill)
+	full := vm{fw: bios, mac: cacheFullMAC, tap: "tap0", cmdline: scriptCmdline(t, lan, cacheFullMAC), initrd: n.initrd}
+	q = startVM(t, e, lan, dir, full)
+	ctxFull, cancelFull := contextTimeout(full.waitFor(t))
+	defer cancelFull()
+	if _, err := q.waitLine(ctxFull, func(line string) (bool, error) {
+		if strings.HasPrefix(line, "BOOTFLEET-FAIL") {
+			return false, errors.New(line)
+		}
+		return strings.HasPrefix(line, "BOOTFLEET-CACHE-FULL: the client-ram write cache overflowed"), nil
+	}); err != nil {
+		t.Errorf("an overflowing client-ram cache: no BOOTFLEET-CACHE-FULL on the console: %v\n%s", err, q.out.tail(30))
+	}
+	q.stop()
 
 	if got := hashFile(t, blob); got != filepath.Base(blob) {
 		t.Errorf("the base image changed under client caches: sha256 %s, was %s", got, filepath.Base(blob))
