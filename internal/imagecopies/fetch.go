@@ -158,6 +158,7 @@ func (s *Service) fetchFrom(img inventory.Image, peer, base string) error {
 // plan finds an image naming sha (for its size) and the live peers that
 // hold it, least loaded first.
 func (s *Service) plan(ctx context.Context, sha string) (inventory.Image, []inventory.ServerInfo, error) {
+	listed := s.cfg.Now()
 	imgs, err := s.cfg.Store.ListImages(ctx)
 	if err != nil {
 		return inventory.Image{}, nil, fmt.Errorf("imagecopies: content %.12s: reading the images: %w", sha, err)
@@ -166,6 +167,9 @@ func (s *Service) plan(ctx context.Context, sha string) (inventory.Image, []inve
 	if i < 0 {
 		return inventory.Image{}, nil, fmt.Errorf("imagecopies: no image names content %.12s (removed?); import the image again", sha)
 	}
+	s.mu.Lock()
+	s.named[sha] = listed
+	s.mu.Unlock()
 	img := imgs[i]
 	holders, err := s.cfg.Store.ImageHolders(ctx, sha)
 	if err != nil {

@@ -152,7 +152,7 @@ func TestEnsurePeers(t *testing.T) {
 				case <-time.After(10 * time.Second):
 				}
 			}
-		}, "no byte from the peer for 300ms"},
+		}, "no byte from the peer for 2s"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -161,7 +161,7 @@ func TestEnsurePeers(t *testing.T) {
 				f.peer("peer-bad", peerServer(t, tt.bad(f)).URL, 0, now)
 			}
 			f.peer("peer-good", f.goodPeer(nil).URL, 5, now)
-			s := f.service(300 * time.Millisecond)
+			s := f.service(2 * time.Second) // the slow peer stalls for 10 s
 			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 			defer cancel()
 			if err := s.Ensure(ctx, f.img.SHA256); err != nil {

@@ -35,6 +35,7 @@ func (s *Service) Release(sha string) (bool, error) {
 	s.mu.Lock()
 	delete(s.kept, sha)
 	delete(s.arrived, sha)
+	delete(s.named, sha)
 	s.mu.Unlock()
 	ctx, cancel := context.WithTimeout(s.ctx, storeTimeout)
 	defer cancel()

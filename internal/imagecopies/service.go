@@ -82,8 +82,11 @@ type Service struct {
 	mu      sync.Mutex
 	flights map[string]*flight   // fetches in progress, by sha
 	arrived map[string]time.Time // content imported lately, for Grace
-	failed  map[string]retry     // background fetches that failed
-	kept    map[string]bool      // content logged as kept while machines use it
+	// named is when a fetch last read the images and found the content
+	// named: a check whose own read is older must not delete the copy.
+	named  map[string]time.Time
+	failed map[string]retry // background fetches that failed
+	kept   map[string]bool  // content logged as kept while machines use it
 	// known is content this store's fleet has had: named by an image at a
 	// check, arrived here, or recorded as this server's before it
 	// started. Only known content is deleted when no image names it, so
@@ -115,7 +118,7 @@ func New(cfg Config) (*Service, error) {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
 	s := &Service{cfg: cfg, log: cfg.Logger, bg: make(chan struct{}, cfg.Fetches),
-		flights: map[string]*flight{}, arrived: map[string]time.Time{}, failed: map[string]retry{},
+		flights: map[string]*flight{}, arrived: map[string]time.Time{}, named: map[string]time.Time{}, failed: map[string]retry{},
 		kept: map[string]bool{}, known: map[string]bool{}}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	return s, nil
@@ -149,6 +152,7 @@ func (s *Service) Check(ctx context.Context) {
 	if !s.isRecorded() {
 		s.record(ctx)
 	}
+	listed := s.cfg.Now()
 	imgs, err := s.cfg.Store.ListImages(ctx)
 	if err != nil {
 		s.warn(ctx, "image copies: reading the images failed; checking again every interval, logged again once it works", err)
@@ -179,7 +183,7 @@ func (s *Service) Check(ctx context.Context) {
 		return
 	}
 	for _, sha := range local {
-		if _, ok := named[sha]; !ok && s.isKnown(sha) && !s.fresh(sha) {
+		if _, ok := named[sha]; !ok && s.isKnown(sha) && !s.fresh(sha, listed) {
 			s.releaseUnnamed(ctx, sha)
 		}
 	}
@@ -252,10 +256,14 @@ func (s *Service) releaseUnnamed(ctx context.Context, sha string) {
 	}
 }
 
-// fresh reports whether sha was imported within Grace.
-func (s *Service) fresh(sha string) bool {
+// fresh reports whether sha was imported within Grace, or fetched by a
+// fetch that read the images when or after the check did at listed.
+func (s *Service) fresh(sha string, listed time.Time) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if seen, ok := s.named[sha]; ok && !seen.Before(listed) {
+		return true
+	}
 	at, ok := s.arrived[sha]
 	if ok && s.cfg.Now().Sub(at) >= s.cfg.Grace {
 		delete(s.arrived, sha)

@@ -144,3 +144,24 @@ func TestBackgroundRetry(t *testing.T) {
 		t.Fatalf("third failure does not wait 4 min:\n%s", f.log)
 	}
 }
+
+// TestCheckRacesFetch: a check whose read of the images is older than a
+// fetch's keeps the fetched copy, though its list does not name it.
+func TestCheckRacesFetch(t *testing.T) {
+	f := newFleet(t)
+	f.peer("peer-good", f.goodPeer(nil).URL, 0, time.Now())
+	s := f.service(time.Second)
+	s.Check(context.Background()) // fetches in the background
+	waitFor(t, "the background fetch", func() bool { return f.blobs.Has(f.img.SHA256) })
+	// A check that read the images before the fetch did, and saw none.
+	s.mu.Lock()
+	s.known[f.img.SHA256] = true
+	listed := s.named[f.img.SHA256].Add(-time.Millisecond)
+	s.mu.Unlock()
+	if !s.fresh(f.img.SHA256, listed) {
+		t.Fatal("a check older than the fetch may delete the fetched copy")
+	}
+	if s.fresh(f.img.SHA256, time.Now()) {
+		t.Fatal("a check newer than the fetch may not delete the copy of an image since removed")
+	}
+}
