@@ -70,6 +70,23 @@ func (s *Server) answers(r request) (bool, string) {
 	return true, ""
 }
 
+// observes reports whether this server records r (discovered machine,
+// boot telemetry). A packet another server of the LAN answers is that
+// server's to record, or every server would count the boot and write the
+// machine again; a REQUEST naming another server goes to the one whose
+// bucket holds the client, which is the server that saw its DISCOVER.
+func (s *Server) observes(r request) bool {
+	if s.cfg.Peers == nil {
+		return true
+	}
+	sid := r.msg.ServerIdentifier()
+	named := r.typ == dhcpv4.MessageTypeRequest && sid != nil && !sid.Equal(s.cfg.ServerIP)
+	if !balanced(r) && !named {
+		return true
+	}
+	return s.cfg.Peers.Fleet().Decide(r.msg.ClientHWAddr, r.msg.NumSeconds).Answer
+}
+
 // runShared keeps the allocator in step with the fleet until ctx is
 // done: its slot in the range, and rereads of the leases the other
 // servers write.

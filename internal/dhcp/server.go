@@ -262,11 +262,12 @@ func (s *Server) processTo(ctx context.Context, b []byte, peer *net.UDPAddr, dst
 		return reply{}, "client over its rate limit"
 	}
 	c := pxe.Detect(m)
-	if s.cfg.Observer != nil {
+	unicast := dst != nil && dst.Equal(s.cfg.ServerIP) && m.GatewayIPAddr.IsUnspecified()
+	req := request{msg: m, typ: t, client: c, peer: peer, bsPort: bs, unicast: unicast}
+	if s.cfg.Observer != nil && s.observes(req) {
 		s.cfg.Observer.DHCPPacket(m.ClientHWAddr, t, c)
 	}
-	unicast := dst != nil && dst.Equal(s.cfg.ServerIP) && m.GatewayIPAddr.IsUnspecified()
-	r, why := s.handle(ctx, request{msg: m, typ: t, client: c, peer: peer, bsPort: bs, unicast: unicast})
+	r, why := s.handle(ctx, req)
 	r.reqType = t
 	return r, why
 }

@@ -103,6 +103,11 @@ func fleetOfServers(t *testing.T, store LeaseStore, logs *strings.Builder, names
 func TestFleetEveryClientOnce(t *testing.T) {
 	store := newSharedStore()
 	servers := fleetOfServers(t, store, nil, "boot-a", "boot-b", "boot-c")
+	observed := make([]*staticObserver, len(servers))
+	for i, ts := range servers {
+		observed[i] = &staticObserver{}
+		ts.cfg.Observer = observed[i]
+	}
 	answered := map[int]int{}
 	for c := range 60 {
 		mac := net.HardwareAddr{0x52, 0x54, 0x00, 0x20, 0, byte(c)}
@@ -117,6 +122,18 @@ func TestFleetEveryClientOnce(t *testing.T) {
 			t.Fatalf("client %v got %d offers, want exactly 1", mac, len(offers))
 		}
 		answered[from[0]]++
+		// Only the server that answers records the client's packets
+		// (its DISCOVER, then its REQUEST): the others would count the
+		// boot and the machine again.
+		checkObserved := func(what string) {
+			for i, o := range observed {
+				if want := map[bool]int{true: 1}[i == from[0]]; o.n != want {
+					t.Fatalf("client %v %s: server %d observed %d packets, want %d", mac, what, i, o.n, want)
+				}
+				o.n = 0
+			}
+		}
+		checkObserved("DISCOVER")
 		sid := servers[from[0]].cfg.ServerIP
 		acks := 0
 		for _, ts := range servers {
@@ -130,6 +147,7 @@ func TestFleetEveryClientOnce(t *testing.T) {
 		if acks != 1 {
 			t.Fatalf("client %v got %d ACKs, want 1", mac, acks)
 		}
+		checkObserved("REQUEST")
 	}
 	if len(answered) != 3 {
 		t.Fatalf("clients answered by server: %v, want all three to take a share", answered)
