@@ -34,7 +34,9 @@ func initramfsBuildCmd() *cobra.Command {
 		Short: "Build an initramfs that mounts the root file system from bootfleet over NBD",
 		Long: `Build a gzip'd cpio initramfs for diskless clients: the static bootfleet-agent
 as /init, static busybox, and the kernel modules it needs (virtio NIC, nbd,
-ext4 and their dependencies) from a stock Debian kernel package.
+ext4 and their dependencies) from a stock Debian kernel package, with those
+of client-side write caches (dm_snapshot, brd, virtio_blk, nvme) where the
+kernel has them; a SATA cache disk needs --modules ahci,sd_mod.
 
 The agent takes DHCP on the first Ethernet NIC, attaches /dev/nbd0 to the
 export named by bootfleet.root=nbd:HOST:PORT:EXPORT on the kernel command
