@@ -90,8 +90,8 @@ func MachineOf(name string) net.HardwareAddr {
 
 // issueBase starts a boot whose machine keeps its own writes: it names
 // the read-only base export and voids the machine's per-boot export, if
-// it had one. The caller has checked that the content is here. The caller
-// holds m.mu.
+// it had one, so no server-side state of the machine outlives the switch.
+// The caller holds m.mu.
 func (m *Manager) issueBase(mac net.HardwareAddr, img inventory.Image, overlay string) (Issued, error) {
 	if len(m.cfg.BaseKey) < 16 {
 		return Issued{}, fmt.Errorf("rootdisk: root.overlay %s of image %s needs the fleet's base key, which this server did not load", overlay, img.Name)
