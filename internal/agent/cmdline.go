@@ -21,8 +21,13 @@ const DefaultDeadConnTimeout = 120 * time.Second
 // DefaultIOTimeout is the kernel's per-request timeout (NBD_ATTR_TIMEOUT)
 // unless bootfleet.nbd.timeout= says otherwise. It must not be 0: with no
 // timeout the kernel never resends requests that were in flight when a
-// connection died, so they would hang even after a reconnect.
-const DefaultIOTimeout = 30 * time.Second
+// connection died, so they would hang even after a reconnect. It is the
+// longest a machine's I/O stalls when its server dies under a request
+// (the kernel resends such requests only when they time out, even after
+// the watcher has failed over in milliseconds), so it is short; a request
+// that a live but overloaded server takes longer to answer costs a
+// reconnect, never an error.
+const DefaultIOTimeout = 10 * time.Second
 
 // Server is one NBD server's address.
 type Server struct {
