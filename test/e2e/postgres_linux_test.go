@@ -3,7 +3,9 @@ package e2e
 import (
 	"bytes"
 	"fmt"
+	"math/rand/v2"
 	"net/url"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -18,12 +20,23 @@ import (
 func startPostgres(t *testing.T) string {
 	t.Helper()
 	script := filepath.Join(needEnv(t).repo, "scripts", "pg-test.sh")
+	// Other tests start clusters too: begin the script's search for a
+	// free port at a random one, and try again if another cluster took
+	// it between the script's probe and its start.
+	var out []byte
 	var stderr bytes.Buffer
-	cmd := exec.Command(script, "start")
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("%s start: %v\n%s", script, err, stderr.String())
+	for attempt := 1; ; attempt++ {
+		stderr.Reset()
+		cmd := exec.Command(script, "start")
+		cmd.Env = append(os.Environ(), fmt.Sprintf("PGTEST_PORT=%d", 5500+rand.IntN(400)))
+		cmd.Stderr = &stderr
+		var err error
+		if out, err = cmd.Output(); err == nil {
+			break
+		}
+		if attempt == 3 {
+			t.Fatalf("%s start, %d times: %v\n%s", script, attempt, err, stderr.String())
+		}
 	}
 	vars := map[string]string{}
 	for _, line := range strings.Split(string(out), "\n") {
