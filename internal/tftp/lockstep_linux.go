@@ -21,10 +21,10 @@ import (
 // thread polls, a wakeup and a reschedule: 1.4 reads and 0.7 epoll_pwaits
 // per block besides the send, counted with perf stat in
 // BenchmarkLockstepAtftp. A blocking recv on a socket the netpoller does not
-// watch is one system call, and the kernel wakes the very thread that waits;
-// the server's share of each block shrinks by more than half (the lockstep
-// A/B in BENCHMARKS-transfer.md). The cost is an OS thread held for the
-// whole transfer, hence Config.LockstepThreads.
+// watch is one system call, and the kernel wakes the very thread that waits:
+// the time from the ACK's arrival to the DATA send halves (the lockstep A/B
+// in BENCHMARKS-transfer.md). The cost is an OS thread held for the whole
+// transfer, hence Config.LockstepThreads.
 
 // blockingConn is a transfer socket taken out of the netpoller and switched
 // to blocking mode: Read is one recv that sleeps in the kernel until a
