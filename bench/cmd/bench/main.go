@@ -67,7 +67,9 @@ func reports() []harness.Report {
 		rs = append(rs, b.Report)
 	}
 	return append(rs, harness.Report{File: "BENCHMARKS-boot.md",
-		What: "whole VM boots (OVMF, SeaBIOS) against dnsmasq plus a web server and a direct -kernel boot", Command: "make bench-boot"})
+		What: "whole VM boots (OVMF, SeaBIOS) against dnsmasq plus a web server and a direct -kernel boot", Command: "make bench-boot"},
+		harness.Report{File: "BENCHMARKS-failover.md",
+			What: "the pause a diskless VM's I/O sees when its NBD server is killed and the agent fails over to the next", Command: "make e2e-failover"})
 }
 
 func main() {
