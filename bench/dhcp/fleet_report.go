@@ -63,8 +63,12 @@ func (r fleetReport) render() string {
 			w("- offered %d/s: not measured (a run failed; see below)\n", rate)
 			continue
 		}
-		w("- offered %d/s: %d servers %.0f DORA/s against 1 server %.0f DORA/s (%.0f%%); server CPU %.1f s against %.1f s per run\n",
-			rate, fleetServers, three.rate, one.rate, 100*three.rate/one.rate, r.cpu(fleetServers, rate), r.cpu(1, rate))
+		verdict := "the runs' ranges overlap: no difference shown"
+		if three.lo > one.hi || three.hi < one.lo {
+			verdict = "the runs' ranges do not overlap"
+		}
+		w("- offered %d/s: %d servers %.0f DORA/s against 1 server %.0f DORA/s (%.0f%%; %s); server CPU %.1f s against %.1f s per run\n",
+			rate, fleetServers, three.rate, one.rate, 100*three.rate/one.rate, verdict, r.cpu(fleetServers, rate), r.cpu(1, rate))
 	}
 	w("\nOn this machine (%d CPUs) three servers, PostgreSQL and perfdhcp share the same cores, so a fleet cannot be\n", r.host.CPUs)
 	w("faster here than one server: every server still receives and decodes every broadcast, and each exchange\n")
