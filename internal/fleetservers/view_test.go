@@ -57,7 +57,7 @@ func TestViewLive(t *testing.T) {
 		want string
 	}{
 		{"nothing read: only self", nil, errors.New("no database"), "b"},
-		{"stale and stopped left out", []inventory.ServerInfo{row("a", 5 * time.Second), row("c", time.Minute), stopped}, nil, "a,b"},
+		{"stale and stopped left out", []inventory.ServerInfo{row("a", 5*time.Second), row("c", time.Minute), stopped}, nil, "a,b"},
 		{"self stale still in", []inventory.ServerInfo{row("a", 0), row("b", time.Hour), row("c", 0)}, nil, "a,b,c"},
 	}
 	for _, tt := range tests {

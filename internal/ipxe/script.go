@@ -54,8 +54,8 @@ type Initrd struct {
 type Boot struct {
 	Kernel    string   // URL
 	KernelAlt []string // the kernel on other servers, tried in order when Kernel fails
-	Initrds []Initrd
-	Cmdline string // already rendered
+	Initrds   []Initrd
+	Cmdline   string // already rendered
 }
 
 // Script renders an iPXE script that loads the kernel and initrds and boots.
