@@ -125,7 +125,7 @@ func (m Machine) file(s string) (string, error) {
 }
 
 // quote makes s one grub word, taken literally: single quotes, with each
-// ' written as '\'' as in sh.
+// single quote inside written as the sh idiom: close, escaped quote, open.
 func quote(s string) string {
 	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }
