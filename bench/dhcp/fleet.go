@@ -30,42 +30,14 @@ const (
 func fleetServerNS(i int) string { return fmt.Sprintf("bf-dflt-s%d", i) }
 func fleetServerIP(i int) string { return fmt.Sprintf("%s.0.%d", fleetPrefix, i) }
 
-type fleetOptions struct {
-	bootfleet, perfdhcp, pgtest, out, work string
-	rates                                  []int
-	duration                               time.Duration
-	runs, clients                          int
-	keep                                   bool
-}
-
-func parseFleetFlags(args []string) (fleetOptions, error) {
-	var o fleetOptions
-	var rates string
+func parseFleetFlags(args []string) (options, error) {
+	var o options
 	fs := flag.NewFlagSet("dhcp-fleet", flag.ContinueOnError)
-	fs.StringVar(&o.bootfleet, "bootfleet", "bin/bootfleet", "bootfleet binary")
-	fs.StringVar(&o.perfdhcp, "perfdhcp", "/usr/sbin/perfdhcp", "perfdhcp binary (Debian kea-admin)")
-	fs.StringVar(&o.pgtest, "pgtest", "scripts/pg-test.sh", "script that starts a throwaway PostgreSQL")
-	fs.StringVar(&o.out, "out", "BENCHMARKS-dhcp-fleet.md", "report to write")
-	fs.StringVar(&o.work, "work", "/var/tmp", "parent of the run directory")
-	fs.StringVar(&rates, "rates", "1000,4000", "offered DORA rates (perfdhcp -r), comma separated")
-	fs.DurationVar(&o.duration, "duration", 6*time.Second, "perfdhcp test period per run (-p)")
-	fs.IntVar(&o.runs, "runs", 3, "runs per fleet size and rate; the report gives the median")
-	fs.IntVar(&o.clients, "clients", 60000, "distinct client MACs (perfdhcp -R)")
-	fs.BoolVar(&o.keep, "keep", false, "keep the run directory")
+	rates := o.runFlags(fs, "BENCHMARKS-dhcp-fleet.md", "1000,4000", "one a server keeps up with, one it may not", "fleet size")
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}
-	for _, r := range strings.Split(rates, ",") {
-		n, err := strconv.Atoi(strings.TrimSpace(r))
-		if err != nil || n <= 0 {
-			return o, fmt.Errorf("-rates %q: want positive integers like 1000,4000", rates)
-		}
-		o.rates = append(o.rates, n)
-	}
-	if o.runs < 1 || o.duration < time.Second || o.clients < 1 {
-		return o, fmt.Errorf("want -runs >= 1, -duration >= 1s, -clients >= 1")
-	}
-	return o, nil
+	return o, o.check(*rates)
 }
 
 // fleetLAN builds the switch namespace with its bridge and one port per
@@ -195,7 +167,7 @@ func FleetMain(ctx context.Context, args []string) error {
 	return nil
 }
 
-func measureFleet(ctx context.Context, o fleetOptions, db *pg, dir string, n, rate, run int) fleetMeasurement {
+func measureFleet(ctx context.Context, o options, db *pg, dir string, n, rate, run int) fleetMeasurement {
 	m := fleetMeasurement{Measurement: Measurement{Server: fmt.Sprintf("%d server(s)", n), Rate: rate, Run: run}, Servers: n}
 	fail := func(err error) fleetMeasurement { m.Err = err; return m }
 	dsn, err := db.freshDSN(ctx)
@@ -227,7 +199,7 @@ func measureFleet(ctx context.Context, o fleetOptions, db *pg, dir string, n, ra
 		procs = append(procs, p)
 	}
 	for i, p := range procs {
-		if err := p.WaitReady(30*time.Second, listeningOn67In(ctx, fleetServerNS(i+1))); err != nil {
+		if err := p.WaitReady(30*time.Second, listeningOn67(ctx, fleetServerNS(i+1))); err != nil {
 			return fail(err)
 		}
 	}
@@ -277,22 +249,9 @@ func measureFleet(ctx context.Context, o fleetOptions, db *pg, dir string, n, ra
 
 // fleetPerfdhcpArgs: with -l and no server, perfdhcp broadcasts, so every
 // server on the LAN sees every DISCOVER, as from real clients.
-func fleetPerfdhcpArgs(o fleetOptions, rate, run int) []string {
+func fleetPerfdhcpArgs(o options, rate, run int) []string {
 	return []string{o.perfdhcp, "-4", "-l", fleetDev, "-r", strconv.Itoa(rate), "-R", strconv.Itoa(o.clients),
 		"-p", strconv.Itoa(int(o.duration.Seconds())), "-s", strconv.Itoa(run), "-x", "t"}
-}
-
-func listeningOn67In(ctx context.Context, ns string) func() error {
-	return func() error {
-		out, err := harness.Output(ctx, "ip", "netns", "exec", ns, "ss", "-Hlun", "sport", "=", ":67")
-		if err != nil {
-			return err
-		}
-		if strings.TrimSpace(out) == "" {
-			return fmt.Errorf("nothing listens on UDP port 67 in %s yet", ns)
-		}
-		return nil
-	}
 }
 
 // waitLive waits until the servers table of dsn's database shows n live

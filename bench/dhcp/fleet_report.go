@@ -9,7 +9,7 @@ import (
 )
 
 type fleetReport struct {
-	o                     fleetOptions
+	o                     options
 	host                  harness.Host
 	pg                    string
 	topo                  []string

@@ -35,35 +35,46 @@ type Measurement struct {
 
 func parseFlags(args []string) (options, error) {
 	var o options
-	var rates string
-	flag := flag.NewFlagSet("dhcp", flag.ContinueOnError)
-	flag.StringVar(&o.bootfleet, "bootfleet", "bin/bootfleet", "bootfleet binary")
-	flag.StringVar(&o.kea, "kea", "/usr/sbin/kea-dhcp4", "kea-dhcp4 binary (Debian kea-dhcp4-server)")
-	flag.StringVar(&o.dnsmasq, "dnsmasq", "/usr/sbin/dnsmasq", "dnsmasq binary")
-	flag.StringVar(&o.perfdhcp, "perfdhcp", "/usr/sbin/perfdhcp", "perfdhcp binary (Debian kea-admin)")
-	flag.StringVar(&o.pgtest, "pgtest", "scripts/pg-test.sh", "script that starts a throwaway PostgreSQL")
-	flag.StringVar(&o.out, "out", "BENCHMARKS-dhcp.md", "report to write")
-	flag.StringVar(&o.work, "work", "/var/tmp", "parent of the run directory (lease stores live here; put it on the disk you deploy on)")
-	flag.StringVar(&rates, "rates", "500,4000", "offered DORA rates (perfdhcp -r), comma separated: one below every server's capacity, one above")
-	flag.DurationVar(&o.duration, "duration", 6*time.Second, "perfdhcp test period per run (-p)")
-	flag.IntVar(&o.runs, "runs", 3, "runs per server and rate; the report gives the median")
-	flag.IntVar(&o.clients, "clients", 60000, "distinct client MACs (perfdhcp -R)")
-	flag.StringVar(&o.only, "servers", "bootfleet-sqlite,bootfleet-postgres,kea,dnsmasq", "servers to measure")
-	flag.BoolVar(&o.keep, "keep", false, "keep the run directory (logs, lease stores, perfdhcp output)")
-	if err := flag.Parse(args); err != nil {
+	fs := flag.NewFlagSet("dhcp", flag.ContinueOnError)
+	rates := o.runFlags(fs, "BENCHMARKS-dhcp.md", "500,4000", "one below every server's capacity, one above", "server")
+	fs.StringVar(&o.kea, "kea", "/usr/sbin/kea-dhcp4", "kea-dhcp4 binary (Debian kea-dhcp4-server)")
+	fs.StringVar(&o.dnsmasq, "dnsmasq", "/usr/sbin/dnsmasq", "dnsmasq binary")
+	fs.StringVar(&o.only, "servers", "bootfleet-sqlite,bootfleet-postgres,kea,dnsmasq", "servers to measure")
+	if err := fs.Parse(args); err != nil {
 		return o, err
 	}
+	return o, o.check(*rates)
+}
+
+// runFlags defines the flags both DHCP benches take on fs and returns
+// where -rates lands, for check: what the runs offer and where they write.
+func (o *options) runFlags(fs *flag.FlagSet, out, rates, ratesWhy, per string) *string {
+	fs.StringVar(&o.bootfleet, "bootfleet", "bin/bootfleet", "bootfleet binary")
+	fs.StringVar(&o.perfdhcp, "perfdhcp", "/usr/sbin/perfdhcp", "perfdhcp binary (Debian kea-admin)")
+	fs.StringVar(&o.pgtest, "pgtest", "scripts/pg-test.sh", "script that starts a throwaway PostgreSQL")
+	fs.StringVar(&o.out, "out", out, "report to write")
+	fs.StringVar(&o.work, "work", "/var/tmp", "parent of the run directory (lease stores live here; put it on the disk you deploy on)")
+	r := fs.String("rates", rates, "offered DORA rates (perfdhcp -r), comma separated: "+ratesWhy)
+	fs.DurationVar(&o.duration, "duration", 6*time.Second, "perfdhcp test period per run (-p)")
+	fs.IntVar(&o.runs, "runs", 3, "runs per "+per+" and rate; the report gives the median")
+	fs.IntVar(&o.clients, "clients", 60000, "distinct client MACs (perfdhcp -R)")
+	fs.BoolVar(&o.keep, "keep", false, "keep the run directory (logs, lease stores, perfdhcp output)")
+	return r
+}
+
+// check parses rates into o.rates and checks the run flags.
+func (o *options) check(rates string) error {
 	for _, r := range strings.Split(rates, ",") {
 		n, err := strconv.Atoi(strings.TrimSpace(r))
 		if err != nil || n <= 0 {
-			return o, fmt.Errorf("-rates %q: want positive integers like 500,4000", rates)
+			return fmt.Errorf("-rates %q: want positive integers like 500,4000", rates)
 		}
 		o.rates = append(o.rates, n)
 	}
 	if o.runs < 1 || o.duration < time.Second || o.clients < 1 {
-		return o, fmt.Errorf("want -runs >= 1, -duration >= 1s, -clients >= 1")
+		return fmt.Errorf("want -runs >= 1, -duration >= 1s, -clients >= 1")
 	}
-	return o, nil
+	return nil
 }
 
 // Main measures the servers args select (see -h) and writes the report.
@@ -181,7 +192,7 @@ func measure(ctx context.Context, o options, t *target, dir string, rate, run in
 		return Result{}, err
 	}
 	defer p.Stop()
-	if err := p.WaitReady(20*time.Second, listeningOn67(ctx)); err != nil {
+	if err := p.WaitReady(20*time.Second, listeningOn67(ctx, nsServer)); err != nil {
 		return Result{}, err
 	}
 	out := filepath.Join(dir, "perfdhcp.out")

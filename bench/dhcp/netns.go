@@ -35,11 +35,11 @@ func buildTopology(ctx context.Context) (*harness.Net, error) {
 		PrefixLen: prefixLen})
 }
 
-// listeningOn67 is a readiness check: every server here opens UDP port 67
-// only once its lease store is loaded.
-func listeningOn67(ctx context.Context) func() error {
+// listeningOn67 is a readiness check of the server in namespace ns: every
+// server here opens UDP port 67 only once its lease store is loaded.
+func listeningOn67(ctx context.Context, ns string) func() error {
 	return func() error {
-		out, err := harness.Output(ctx, "ip", "netns", "exec", nsServer, "ss", "-Hlun", "sport", "=", ":67")
+		out, err := harness.Output(ctx, "ip", "netns", "exec", ns, "ss", "-Hlun", "sport", "=", ":67")
 		if err != nil {
 			return err
 		}
