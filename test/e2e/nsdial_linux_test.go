@@ -7,7 +7,6 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"net/url"
 	"os"
 	"runtime"
 	"strconv"
@@ -20,7 +19,6 @@ import (
 
 	"github.com/bootfleet/bootfleet/internal/agent"
 	"github.com/bootfleet/bootfleet/internal/nbd"
-	"github.com/bootfleet/bootfleet/internal/storm"
 )
 
 // inNetns runs f on an OS thread moved into ns's network namespace, so
@@ -123,24 +121,10 @@ func (ns *netns) httpClient(timeout time.Duration) *http.Client {
 // fetch makes a new per-boot export and voids the one before.
 func rootTarget(t *testing.T, ns *netns, mac string) agent.Target {
 	t.Helper()
-	u := "http://" + serverIP + ":8080/ipxe/" + mac
-	resp, err := ns.httpClient(10 * time.Second).Get(u)
+	args := scriptCmdline(t, ns, mac)
+	opts, err := agent.ParseCmdline(args)
 	if err != nil {
-		t.Fatalf("GET %s: %v", u, err)
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(resp.Body)
-	if err != nil || resp.StatusCode != http.StatusOK {
-		t.Fatalf("GET %s: %s, %v: %s", u, resp.Status, err, body)
-	}
-	base, _ := url.Parse(u)
-	sc, err := storm.ParseScript(string(body), base, map[string]string{"mac": mac})
-	if err != nil {
-		t.Fatalf("script of %s: %v\n%s", mac, err, body)
-	}
-	opts, err := agent.ParseCmdline(sc.Kernel.Args)
-	if err != nil {
-		t.Fatalf("script of %s: kernel command line %q: %v", mac, sc.Kernel.Args, err)
+		t.Fatalf("script of %s: kernel command line %q: %v", mac, args, err)
 	}
 	return opts.Root
 }
