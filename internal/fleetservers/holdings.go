@@ -38,16 +38,8 @@ func NewHoldings(store inventory.ImageCopies, interval time.Duration, log *slog.
 // Run refreshes the picture every interval until ctx is done; a failed
 // read keeps the last one. It returns nil.
 func (h *Holdings) Run(ctx context.Context) error {
-	t := time.NewTicker(h.interval)
-	defer t.Stop()
-	for {
-		h.Refresh(ctx)
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-t.C:
-		}
-	}
+	every(ctx, h.interval, h.Refresh)
+	return nil
 }
 
 // Refresh reads the image copies once.

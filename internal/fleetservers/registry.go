@@ -95,14 +95,21 @@ func (r *Registry) Run(ctx context.Context) error {
 	r.started = r.cfg.Now()
 	r.lastAt = r.started
 	r.lastBytes = r.cfg.Counters().BytesServed
-	t := time.NewTicker(r.cfg.Interval)
+	every(ctx, r.cfg.Interval, r.beat)
+	r.stop()
+	return nil
+}
+
+// every runs f at once, then every interval until ctx is done: the
+// heartbeat and both pictures of the fleet keep time this way.
+func every(ctx context.Context, interval time.Duration, f func(context.Context)) {
+	t := time.NewTicker(interval)
 	defer t.Stop()
 	for {
-		r.beat(ctx)
+		f(ctx)
 		select {
 		case <-ctx.Done():
-			r.stop()
-			return nil
+			return
 		case <-t.C:
 		}
 	}

@@ -63,16 +63,8 @@ func NewView(cfg ViewConfig) *View {
 // keeps the last picture (logged once until a read succeeds again):
 // losing the store must not make a server think it is alone. Run returns nil.
 func (v *View) Run(ctx context.Context) error {
-	t := time.NewTicker(v.cfg.Interval)
-	defer t.Stop()
-	for {
-		v.Refresh(ctx)
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-t.C:
-		}
-	}
+	every(ctx, v.cfg.Interval, v.Refresh)
+	return nil
 }
 
 // Refresh reads the servers table once.
