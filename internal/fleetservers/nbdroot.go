@@ -2,7 +2,6 @@ package fleetservers
 
 import (
 	"net"
-	"slices"
 	"strings"
 
 	"github.com/bootfleet/bootfleet/internal/inventory"
@@ -33,30 +32,3 @@ func NBDAddr(s inventory.ServerInfo) string {
 // best first. It is called on every script render and must read memory,
 // not the store.
 type Order func(mac net.HardwareAddr, sha string) []inventory.ServerInfo
-
-// SelfFirst is the default Order of a machine's NBD servers: this server,
-// then the other live servers by name, so a fleet whose scripts all come
-// from one server also serves every root from it until it fails. holders
-// is as SpreadConfig.Holders (nil: every live server holds everything);
-// this server is always listed, since it can fetch what it lacks.
-func SelfFirst(v *View, holders func(sha string) (names []string, known bool)) Order {
-	return func(_ net.HardwareAddr, sha string) []inventory.ServerInfo {
-		live := v.Live() // by name
-		self := v.Self()
-		var names []string
-		known := false
-		if holders != nil && sha != "" {
-			names, known = holders(sha)
-		}
-		out := make([]inventory.ServerInfo, 0, len(live))
-		for _, s := range live {
-			switch {
-			case s.Name == self:
-				out = slices.Insert(out, 0, s)
-			case !known || slices.Contains(names, s.Name):
-				out = append(out, s)
-			}
-		}
-		return out
-	}
-}
