@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/bootfleet/bootfleet/internal/fleetservers"
 	"github.com/bootfleet/bootfleet/internal/inventory"
 )
 
@@ -113,7 +114,7 @@ func (s *Service) fetch(sha string) error {
 	}
 	var errs []string
 	for _, p := range peers {
-		base := httpBase(p.Addrs)
+		base := fleetservers.BaseURL(p)
 		if base == "" {
 			errs = append(errs, fmt.Sprintf("%s: registered no http:// address", p.Name))
 			continue
@@ -195,14 +196,4 @@ func (s *Service) plan(ctx context.Context, sha string) (inventory.Image, []inve
 		return cmp.Or(cmp.Compare(a.Load.NBDSessions, b.Load.NBDSessions), cmp.Compare(a.Load.BytesPerSec, b.Load.BytesPerSec))
 	})
 	return img, live, nil
-}
-
-// httpBase is the first http:// or https:// address a server registered.
-func httpBase(addrs []string) string {
-	for _, a := range addrs {
-		if strings.HasPrefix(a, "http://") || strings.HasPrefix(a, "https://") {
-			return a
-		}
-	}
-	return ""
 }
