@@ -1,7 +1,10 @@
 package storm
 
 import (
+	"bytes"
 	"math"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -42,7 +45,7 @@ func TestLimit(t *testing.T) {
 
 func TestRender(t *testing.T) {
 	got := fixture().render()
-	for _, want := range []string{
+	reportHas(t, got,
 		"| 200 uefi machines all booted within 1.15× the link limit | 180.0 s against a limit of 172.8 s (1.04×), 200 booted, 0 failed | met |",
 		"| fairness: p99/p50 of per-machine boot time at most 1.3 at N = 200 | p50 150.0 s, p99 178.0 s: 1.19 | met |",
 		"| server memory bounded and reported at N = 200 | peak RSS 300 MiB | reported |",
@@ -50,14 +53,22 @@ func TestRender(t *testing.T) {
 		"| 200 | 172.8 s | peer | 400.0 s | 2.31× | 199 | 1 |",
 		"- peer, uefi, N=200, run 0: 1× tftp: no answer to RRQ for ipxe.efi",
 		"**one read-only export to every machine: no per-machine overlay**",
-	} {
-		if !strings.Contains(got, want) {
-			t.Errorf("report lacks %q", want)
-		}
-	}
-	if t.Failed() {
-		t.Log(got)
-	}
+	)
+}
+
+// TestTiedAtLimit: two stacks that both finish at the link limit are tied,
+// not behind, and the report says why neither can be ahead.
+func TestTiedAtLimit(t *testing.T) {
+	r := fixture()
+	lim := r.limit("uefi", 200)
+	r.Runs[2].Report.Summary.WallSeconds = 1.01 * lim
+	r.Runs[3].Report = &storm.Report{Clients: 200, Summary: storm.Summary{Booted: 200, WallSeconds: 1.0 * lim,
+		Phases: map[string]storm.Stats{"boot": {Count: 200, P50: 150, P99: 170}}}}
+	got := r.render()
+	reportHas(t, got,
+		"| ahead of the peer stack at every N | ahead at uefi N=1 (1.0 s against 1.2 s); tied at the link limit (both within 1.05× of it) at uefi N=200 (174.6 s against 172.8 s) | **not met** |",
+		"A tie there is the physical best",
+	)
 }
 
 func TestTargetsNotMet(t *testing.T) {
@@ -65,12 +76,62 @@ func TestTargetsNotMet(t *testing.T) {
 	r.Runs[2].Report.Summary.WallSeconds = 250 // slower than 1.15× the limit
 	r.Runs[0].Report.Summary.WallSeconds = 1.3 // behind the peer at N = 1
 	got := r.render()
-	for _, want := range []string{
+	reportHas(t, got,
 		"(1.45×), 200 booted, 0 failed | **not met** |",
-		"| ahead of the peer stack at every N | behind or tied at uefi N=1 (1.3 s against 1.2 s) | **not met** |",
-	} {
+		"| ahead of the peer stack at every N | ahead at uefi N=200 (the peer failed 1 of 200); behind at uefi N=1 (1.3 s against 1.2 s) | **not met** |",
+	)
+}
+
+// TestPlots draws both plots from a fixture whose machines booted at known
+// times, and the report shows them.
+func TestPlots(t *testing.T) {
+	r := fixture()
+	r.Opts.plots = t.TempDir()
+	for i := range r.Runs {
+		rep := r.Runs[i].Report
+		for k := range rep.Summary.Booted {
+			rep.Machines = append(rep.Machines, storm.Machine{Result: "ok", Boot: rep.Summary.WallSeconds * float64(k+1) / float64(rep.Summary.Booted)})
+		}
+	}
+	var err error
+	if r.Plots, err = r.writePlots(r.Opts.plots); err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range []string{r.Plots.booted, r.Plots.scaling} {
+		if f == "" {
+			t.Fatalf("a plot was left out: %+v", r.Plots)
+		}
+		raw, err := os.ReadFile(filepath.Join(r.Opts.plots, f))
+		if err != nil || !bytes.HasPrefix(raw, []byte("\x89PNG")) {
+			t.Errorf("%s: not a PNG (%v)", f, err)
+		}
+	}
+	got := r.render()
+	reportHas(t, got,
+		"![machines booted against time, N = 200]("+r.Opts.plots+"/storm-booted.png)",
+		"![time until every machine booted against N]("+r.Opts.plots+"/storm-scaling.png)",
+	)
+}
+
+// TestNoPlotWithoutRuns: nothing to draw is no plot and no error.
+func TestNoPlotWithoutRuns(t *testing.T) {
+	r := fixture()
+	r.Runs = nil
+	pl, err := r.writePlots(t.TempDir())
+	if err != nil || pl != (plots{}) {
+		t.Errorf("writePlots with no runs = %+v, %v; want none, nil", pl, err)
+	}
+}
+
+// reportHas fails t for each of wants that got lacks, and then logs got.
+func reportHas(t *testing.T, got string, wants ...string) {
+	t.Helper()
+	for _, want := range wants {
 		if !strings.Contains(got, want) {
 			t.Errorf("report lacks %q", want)
 		}
+	}
+	if t.Failed() {
+		t.Log(got)
 	}
 }

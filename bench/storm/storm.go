@@ -46,6 +46,7 @@ type options struct {
 	bootfleet string
 	ipxeDir   string
 	out       string
+	plots     string
 	work      string
 }
 
@@ -105,6 +106,9 @@ func Main(ctx context.Context, log *slog.Logger, args []string) error {
 	}
 	rep := &report{Host: host, Opts: o, Runs: runs, Elapsed: time.Since(started), Files: b.files,
 		Shaping: b.net.Shaping, Versions: b.versions(ctx)}
+	if rep.Plots, err = rep.writePlots(o.plots); err != nil {
+		return err
+	}
 	if err := os.WriteFile(o.out, []byte(rep.render()), 0o644); err != nil {
 		return err
 	}
@@ -127,6 +131,7 @@ func parseFlags(args []string) (*options, error) {
 	fs.StringVar(&o.bootfleet, "bootfleet", "bin/bootfleet", "bootfleet binary (server and simulator)")
 	fs.StringVar(&o.ipxeDir, "ipxe", "/usr/lib/ipxe", "directory holding ipxe.efi (Debian's ipxe)")
 	fs.StringVar(&o.out, "out", "BENCHMARKS-storm.md", "report to write (and its .json beside it)")
+	fs.StringVar(&o.plots, "plots", "bench/results", "directory for the PNG plots the report shows")
 	fs.StringVar(&o.work, "work", "/dev/shm/bf-storm", "tmpfs directory for served files and server state (deleted at exit)")
 	quick := fs.Bool("quick", false, "smoke run: 1, 2 and 5 machines, 4 MiB initrd")
 	if err := fs.Parse(args); err != nil {
