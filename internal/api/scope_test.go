@@ -30,6 +30,7 @@ var wantScope = map[string]inventory.Scope{
 	"GET /leases":                read,
 	"GET /events":                read,
 	"GET /servers":               read,
+	"DELETE /servers/{name}":     admin,
 	"GET /boots":                 read,
 	"GET /boots/{id}":            read,
 	"GET /tokens":                admin,

@@ -85,6 +85,7 @@ var routes = []route{
 	{"GET", "/leases", read, (*server).listLeases},
 	{"GET", "/events", read, (*server).listEvents},
 	{"GET", "/servers", read, (*server).listServers},
+	{"DELETE", "/servers/{name}", admin, (*server).removeServer},
 	{"GET", "/tokens", admin, (*server).listTokens},
 	{"POST", "/tokens", admin, (*server).createToken},
 	{"DELETE", "/tokens/{name}", admin, (*server).deleteToken},

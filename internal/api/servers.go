@@ -45,3 +45,15 @@ func (s *server) listServers(w http.ResponseWriter, r *http.Request) error {
 	writeJSON(w, http.StatusOK, out)
 	return nil
 }
+
+// removeServer forgets a retired server: until then the fleet keeps
+// showing it stale and counting the images it held.
+func (s *server) removeServer(w http.ResponseWriter, r *http.Request) error {
+	name := r.PathValue("name")
+	if err := s.cfg.Store.RemoveServer(r.Context(), name, s.cfg.Now()); err != nil {
+		return err
+	}
+	s.log.Info("server removed from the fleet", "server", name, "by", callerOf(r).name)
+	w.WriteHeader(http.StatusNoContent)
+	return nil
+}

@@ -42,4 +42,14 @@ func TestServers(t *testing.T) {
 	if b.Status != "stale" || c.Status != "stopped" || c.Stopped == nil || !c.Stopped.Equal(now.Add(-time.Minute)) {
 		t.Errorf("b = %+v, c = %+v; want b stale, c stopped a minute ago", b, c)
 	}
+
+	// The stale and the stopped one can be removed, the live one not.
+	e.mustDo(t, "DELETE", "/servers/a", "", http.StatusConflict, nil)
+	e.mustDo(t, "DELETE", "/servers/b", "", http.StatusNoContent, nil)
+	e.mustDo(t, "DELETE", "/servers/c", "", http.StatusNoContent, nil)
+	e.mustDo(t, "DELETE", "/servers/c", "", http.StatusNotFound, nil)
+	e.mustDo(t, "GET", "/servers", "", http.StatusOK, &l)
+	if len(l.Servers) != 1 || l.Servers[0].Name != "a" {
+		t.Errorf("after removing b and c, GET /servers = %+v, want a only", l)
+	}
 }

@@ -1,6 +1,8 @@
 package cli
 
 import (
+	"fmt"
+	"net/url"
 	"strconv"
 	"strings"
 	"time"
@@ -14,7 +16,7 @@ func serverCmd() *cobra.Command {
 	o := &clientOpts{}
 	cmd := &cobra.Command{
 		Use:   "server",
-		Short: "Show the bootfleet servers sharing the inventory",
+		Short: "Show the bootfleet servers sharing the inventory, remove retired ones",
 	}
 	o.register(cmd)
 	cmd.AddCommand(&cobra.Command{
@@ -41,6 +43,24 @@ func serverCmd() *cobra.Command {
 					ago(t, s.Heartbeat), formatTime(&s.Started)})
 			}
 			return table(cmd.OutOrStdout(), []string{"NAME", "STATUS", "VERSION", "ADDRESSES", "TFTP", "NBD", "SERVING", "HEARTBEAT", "STARTED"}, rows)
+		},
+	})
+	cmd.AddCommand(&cobra.Command{
+		Use:   "rm NAME",
+		Short: "Remove a stale or stopped server from the fleet (a retired or dead one); a live one is refused",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := o.client()
+			if err != nil {
+				return err
+			}
+			if err := c.do(cmd.Context(), "DELETE", "/servers/"+url.PathEscape(args[0]), nil, nil); err != nil {
+				return err
+			}
+			if o.output != "json" {
+				fmt.Fprintf(cmd.OutOrStdout(), "removed server %s\n", args[0])
+			}
+			return nil
 		},
 	})
 	return cmd

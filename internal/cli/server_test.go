@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -40,4 +41,39 @@ func TestServerList(t *testing.T) {
 	conn := []string{"--server", srv.URL, "--token", testToken, "--data", t.TempDir()}
 	golden(t, "server-list", run(t, append([]string{"server", "list"}, conn...)...))
 	golden(t, "server-list-json", run(t, append([]string{"server", "list", "-o", "json"}, conn...)...))
+}
+
+// TestServerRm: a stopped server goes, a live one is refused with what to
+// do, an unknown one is not found.
+func TestServerRm(t *testing.T) {
+	srv, st := newServer(t)
+	t.Setenv("BOOTFLEET_SERVER", "")
+	t.Setenv("BOOTFLEET_TOKEN", "")
+	ctx := context.Background()
+	started := time.Now().Add(-time.Hour)
+	for _, name := range []string{"boot-a", "boot-old"} {
+		if err := st.RegisterServer(ctx, inventory.ServerInfo{Name: name, Started: started}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := st.HeartbeatServer(ctx, "boot-a", started, time.Now(), inventory.ServerLoad{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.StopServer(ctx, "boot-old", started, time.Now().Add(-time.Minute)); err != nil {
+		t.Fatal(err)
+	}
+	conn := []string{"--server", srv.URL, "--token", testToken, "--data", t.TempDir()}
+	for _, tt := range []struct{ name, want string }{
+		{"boot-old", "removed server boot-old\n"},
+		{"boot-a", `server "boot-a" is live`},
+		{"boot-old", `no server "boot-old" is registered`},
+	} {
+		if got := run(t, append([]string{"server", "rm", tt.name}, conn...)...); !strings.Contains(got, tt.want) {
+			t.Errorf("server rm %s: %q, want %q in it", tt.name, got, tt.want)
+		}
+	}
+	l, err := st.ListServers(ctx)
+	if err != nil || len(l) != 1 || l[0].Name != "boot-a" {
+		t.Errorf("servers left: %+v, %v; want boot-a only", l, err)
+	}
 }

@@ -67,6 +67,12 @@ type Servers interface {
 	StopServer(ctx context.Context, name string, started, at time.Time) error
 	// ListServers returns every registered server ordered by name.
 	ListServers(ctx context.Context) ([]ServerInfo, error)
+	// RemoveServer deletes the row of a server that is not live at now
+	// (stopped, or stale: retired or dead for good) and the record of the
+	// images it held, so that the fleet stops counting it. ErrNotFound when
+	// no server has the name; ErrConflict when it is live, because a
+	// running server would register again at its next heartbeat.
+	RemoveServer(ctx context.Context, name string, now time.Time) error
 }
 
 // serverNameRE allows a host name, fully qualified or not.

@@ -2,6 +2,7 @@ package storetest
 
 import (
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 
@@ -80,5 +81,51 @@ func testServers(t *testing.T, b Backend) {
 	l = must[[]inventory.ServerInfo](t)(s.ListServers(c))
 	if st := l[1].Status(t0.Add(3 * time.Minute)); st != inventory.ServerLive || !l[1].Stopped.IsZero() {
 		t.Fatalf("boot-b after restart: %s, stopped %v; want live", st, l[1].Stopped)
+	}
+}
+
+// testRemoveServer: a stale or stopped server's row goes, with the images
+// it held; a live one stays, and an unknown name is not found.
+func testRemoveServer(t *testing.T, b Backend) {
+	s := b.New(t)
+	c := ctx(t)
+	t0 := time.Date(2026, 4, 1, 9, 0, 0, 0, time.UTC)
+	for _, name := range []string{"old", "live", "stopped"} {
+		if err := s.RegisterServer(c, inventory.ServerInfo{Name: name, Addrs: []string{"10.0.0.1"}, Started: t0}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	at := t0.Add(time.Minute)
+	if err := s.HeartbeatServer(c, "live", t0, at.Add(-time.Second), inventory.ServerLoad{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.StopServer(c, "stopped", t0, at.Add(-time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	sha := strings.Repeat("ab", 32)
+	for _, name := range []string{"old", "live"} {
+		if err := s.SetImageCopies(c, name, []inventory.ImageCopy{{Server: name, SHA256: sha, Since: t0}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	wantErr(t, s.RemoveServer(c, "live", at), inventory.ErrConflict, "name")
+	wantErr(t, s.RemoveServer(c, "nobody", at), inventory.ErrNotFound, "name")
+	for _, name := range []string{"old", "stopped"} {
+		if err := s.RemoveServer(c, name, at); err != nil {
+			t.Fatalf("RemoveServer(%s): %v", name, err)
+		}
+	}
+	l := must[[]inventory.ServerInfo](t)(s.ListServers(c))
+	if len(l) != 1 || l[0].Name != "live" {
+		t.Fatalf("after removing old and stopped, ListServers = %+v, want live only", l)
+	}
+	copies := must[[]inventory.ImageCopy](t)(s.ListImageCopies(c))
+	if len(copies) != 1 || copies[0].Server != "live" {
+		t.Fatalf("after removing old, image copies = %+v, want live's only", copies)
+	}
+	// A removed server that comes back registers as before.
+	if err := s.RegisterServer(c, inventory.ServerInfo{Name: "old", Started: at}); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -50,6 +50,7 @@ func Run(t *testing.T, b Backend) {
 		{"Tokens", testTokens},
 		{"Audit", testAudit},
 		{"Servers", testServers},
+		{"RemoveServer", testRemoveServer},
 		{"Secrets", testSecrets},
 		{"ImageCopies", testImageCopies},
 	}

@@ -74,3 +74,41 @@ func (s *Store) updateServer(ctx context.Context, name string, started time.Time
 func (s *Store) ListServers(ctx context.Context) ([]inventory.ServerInfo, error) {
 	return s.queryServers(ctx, `SELECT `+serverCols+` FROM servers ORDER BY name`)
 }
+
+// RemoveServer implements inventory.Servers.
+func (s *Store) RemoveServer(ctx context.Context, name string, now time.Time) error {
+	return s.tx(ctx, func(tx *sql.Tx) error {
+		rows, err := s.query(ctx, tx, `SELECT `+serverCols+` FROM servers WHERE name = ?`, name)
+		if err != nil {
+			return err
+		}
+		var found []inventory.ServerInfo
+		for rows.Next() && err == nil {
+			var si inventory.ServerInfo
+			if si, err = s.scanServer(rows); err == nil {
+				found = append(found, si)
+			}
+		}
+		if err == nil {
+			err = s.rowsErr(rows)
+		}
+		// Closed before the DELETEs: SQLite runs the transaction on one
+		// connection, which an open result set still holds.
+		rows.Close()
+		if err != nil {
+			return err
+		}
+		if len(found) == 0 {
+			return inventory.NotFound("name", "no server %q is registered", name)
+		}
+		if si := found[0]; si.Status(now) == inventory.ServerLive {
+			return inventory.Conflict("name", "server %q is live (last heartbeat %s ago); stop it first, or wait until it is stale (%s without a heartbeat)",
+				name, now.Sub(si.Heartbeat).Round(time.Second), inventory.StaleAfter)
+		}
+		if _, err := s.exec(ctx, tx, `DELETE FROM image_copies WHERE server = ?`, name); err != nil {
+			return err
+		}
+		_, err = s.exec(ctx, tx, `DELETE FROM servers WHERE name = ?`, name)
+		return err
+	})
+}
