@@ -8,8 +8,9 @@ import (
 )
 
 // Cache is a FileSystem that keeps file contents in memory, shared by all
-// transfers, so a file is read from disk once however many clients fetch it
-// at the same time or later.
+// transfers, so a file is loaded from disk once however many clients fetch
+// it. A file is loaded, in the background, at its second Open; the first
+// transfers, and any that open it while it loads, read the file themselves.
 //
 // Every Open still opens the file in the underlying FileSystem, so its path
 // rules and permissions apply each time and a changed file is noticed:
@@ -32,7 +33,14 @@ type Cache struct {
 	used    int64
 	hits    uint64
 	misses  uint64
+	passed  uint64
+	seen    map[cacheKey]struct{} // opened once and not loaded, at most maxSeen
+	loading sync.WaitGroup        // loads in progress; tests wait on it
 }
+
+// maxSeen bounds the files remembered as opened once; past it the memory
+// starts afresh, which only delays loading a file by one more Open.
+const maxSeen = 4096
 
 type cacheKey struct {
 	name  string
@@ -55,21 +63,23 @@ type CacheStats struct {
 	Entries  int
 	Bytes    int64 // held in memory now, including entries in use
 	MaxBytes int64
-	Hits     uint64 // opens served from memory (including waits for a load in progress)
-	Misses   uint64 // opens that read the file from the underlying FileSystem
+	Hits     uint64 // opens served from memory
+	Misses   uint64 // opens that started loading a file into memory
+	Passed   uint64 // opens that read the file itself: its first, and any while it loads
 }
 
 // NewCache wraps fsys with a cache of at most maxBytes (must be positive;
 // e.g. 1<<30 for 1 GiB).
 func NewCache(fsys FileSystem, maxBytes int64) *Cache {
-	return &Cache{fs: fsys, maxBytes: maxBytes, entries: map[cacheKey]*cacheEntry{}, byName: map[string]*cacheEntry{}}
+	return &Cache{fs: fsys, maxBytes: maxBytes, entries: map[cacheKey]*cacheEntry{}, byName: map[string]*cacheEntry{},
+		seen: map[cacheKey]struct{}{}}
 }
 
 // Stats returns current usage.
 func (c *Cache) Stats() CacheStats {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return CacheStats{Entries: len(c.entries), Bytes: c.used, MaxBytes: c.maxBytes, Hits: c.hits, Misses: c.misses}
+	return CacheStats{Entries: len(c.entries), Bytes: c.used, MaxBytes: c.maxBytes, Hits: c.hits, Misses: c.misses, Passed: c.passed}
 }
 
 // Open implements FileSystem.
@@ -87,11 +97,19 @@ func (c *Cache) Open(name string) (File, error) {
 	c.mu.Lock()
 	e := c.entries[key]
 	if e != nil {
+		select {
+		case <-e.ready:
+		default:
+			// Still loading: read the file like the first transfer does
+			// rather than wait for all of it.
+			c.passed++
+			c.mu.Unlock()
+			return f, nil
+		}
 		c.hits++
 		c.acquire(e)
 		c.mu.Unlock()
 		f.Close()
-		<-e.ready
 		if e.err != nil {
 			c.release(e)
 			return nil, e.err
@@ -101,29 +119,54 @@ func (c *Cache) Open(name string) (File, error) {
 	if old := c.byName[name]; old != nil {
 		c.drop(old) // the file changed on disk
 	}
+	if _, again := c.seen[key]; !again {
+		// A file fetched once (a one-off image, a size probe) is not worth
+		// holding, and loading it beside its transfer would cost that
+		// transfer CPU: remember it, and load it when it is asked again.
+		c.remember(key)
+		c.passed++
+		c.mu.Unlock()
+		return f, nil
+	}
+	delete(c.seen, key)
 	if !c.reserve(key.size) {
 		c.mu.Unlock()
 		return f, nil
 	}
 	c.misses++
-	e = &cacheEntry{key: key, ready: make(chan struct{}), refs: 1}
+	e = &cacheEntry{key: key, ready: make(chan struct{}), refs: 1} // the loader's reference
 	c.entries[key] = e
 	c.byName[name] = e
 	c.used += key.size
 	c.mu.Unlock()
+	// The transfer that missed starts at once from the file, as an uncached
+	// one does; loading hundreds of MiB first would hold its first block
+	// back for as long as the load takes. Later transfers get memory.
+	c.loading.Go(func() { c.load(e) })
+	return f, nil
+}
 
-	e.data, e.err = readFull(f)
-	f.Close()
-	if e.err != nil {
+// load reads e's file into memory for the transfers that open it later.
+// It opens the file again, so that the transfer that missed keeps its own
+// handle, and gives up if the file is no longer the one e was made for.
+func (c *Cache) load(e *cacheEntry) {
+	f, err := c.fs.Open(e.key.name)
+	if err == nil {
+		if mt, ok := f.(ModTimer); !ok || f.Size() != e.key.size || mt.ModTime().UnixNano() != e.key.mtime {
+			err = fmt.Errorf("caching file %s: it changed while being opened", e.key.name)
+		} else {
+			e.data, err = readFull(f)
+		}
+		f.Close()
+	}
+	if err != nil {
+		e.err = err
 		c.mu.Lock()
 		c.drop(e)
 		c.mu.Unlock()
-		close(e.ready)
-		c.release(e)
-		return nil, e.err
 	}
 	close(e.ready)
-	return c.handle(e), nil
+	c.release(e)
 }
 
 func (c *Cache) handle(e *cacheEntry) File {
@@ -186,9 +229,19 @@ func (c *Cache) reserve(size int64) bool {
 		return false
 	}
 	for c.used+size > c.maxBytes {
-		c.drop(c.lru.Back().Value.(*cacheEntry))
+		e := c.lru.Back().Value.(*cacheEntry)
+		c.drop(e)
+		c.remember(e.key) // it was wanted twice already: load it when asked again
 	}
 	return true
+}
+
+// remember notes that key was opened and is not held.
+func (c *Cache) remember(key cacheKey) {
+	if len(c.seen) >= maxSeen {
+		clear(c.seen)
+	}
+	c.seen[key] = struct{}{}
 }
 
 func readFull(f File) ([]byte, error) {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"io/fs"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -18,38 +19,146 @@ func readAllFile(t *testing.T, f File) []byte {
 	return b
 }
 
+// TestCacheReadsOnce: the first Open reads the file itself and loads
+// nothing; the second starts the load in the background and reads the file
+// itself meanwhile; every later Open is served from memory.
 func TestCacheReadsOnce(t *testing.T) {
 	m := newMapFS()
 	data := randBytes(1, 3<<20) // 3 chunks of 1 MiB
 	m.put("f", data)
 	c := NewCache(m, 10<<20)
+	for i, wantReads := range []int{1, 1 + 1 + 3} { // its own read; then also the load's 3 chunks
+		f, err := c.Open("f")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, cached := f.(*memFile); cached {
+			t.Fatalf("Open %d got memory, want it to read the file itself", i+1)
+		}
+		if !bytes.Equal(readAllFile(t, f), data) {
+			t.Fatal("content differs")
+		}
+		f.Close()
+		c.loading.Wait()
+		if m.reads != wantReads {
+			t.Fatalf("after Open %d the backing file was read %d times, want %d", i+1, m.reads, wantReads)
+		}
+	}
+	reads := m.reads
 	var wg sync.WaitGroup
-	for i := 0; i < 50; i++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+	for range 48 {
+		wg.Go(func() {
 			f, err := c.Open("f")
 			if err != nil {
 				t.Error(err)
 				return
 			}
 			defer f.Close()
+			if _, cached := f.(*memFile); !cached {
+				t.Error("Open after the load read the file, want memory")
+			}
 			if !bytes.Equal(readAllFile(t, f), data) {
 				t.Error("content differs")
 			}
-		}()
+		})
 	}
 	wg.Wait()
-	if m.reads != 3 {
-		t.Fatalf("backing file read %d times, want 3 (one load of 3 chunks)", m.reads)
+	if m.reads != reads {
+		t.Fatalf("backing file read %d more times after the load, want none", m.reads-reads)
 	}
-	if st := c.Stats(); st.Misses != 1 || st.Hits != 49 || st.Bytes != int64(len(data)) {
+	if st := c.Stats(); st.Misses != 1 || st.Hits != 48 || st.Passed != 1 || st.Bytes != int64(len(data)) {
 		t.Fatalf("stats %+v", st)
 	}
-	if m.opens["f"] != 50 {
-		t.Fatalf("backing FS opened %d times, want 50: every Open must re-check the file", m.opens["f"])
+	if m.opens["f"] != 51 {
+		t.Fatalf("backing FS opened %d times, want 51 (50 Opens and the load): every Open must re-check the file", m.opens["f"])
 	}
 }
+
+// TestCachePassesWhileLoading: an Open during the load does not wait for
+// it; it reads the file, and the next Open after the load gets memory.
+func TestCachePassesWhileLoading(t *testing.T) {
+	g := &gatedFS{mapFS: newMapFS(), gate: make(chan struct{})}
+	data := randBytes(2, 3<<20)
+	g.put("f", data)
+	c := NewCache(g, 10<<20)
+	for i := range 3 { // first sight, the load's start, one while it loads
+		f, err := c.Open("f")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, cached := f.(*memFile); cached {
+			t.Fatalf("Open %d got memory before the load", i+1)
+		}
+		if !bytes.Equal(readAllFile(t, f), data) {
+			t.Fatalf("Open %d: content differs", i+1)
+		}
+		f.Close()
+	}
+	close(g.gate)
+	c.loading.Wait()
+	f, err := c.Open("f")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if _, cached := f.(*memFile); !cached {
+		t.Fatal("Open after the load read the file, want memory")
+	}
+	if st := c.Stats(); st.Misses != 1 || st.Passed != 2 || st.Hits != 1 {
+		t.Fatalf("stats %+v, want 1 miss, 2 passed (first sight, during the load), 1 hit", st)
+	}
+}
+
+// TestCacheSeenBounded: files opened once are remembered up to maxSeen;
+// past that the memory starts afresh instead of growing.
+func TestCacheSeenBounded(t *testing.T) {
+	m := newMapFS()
+	c := NewCache(m, 1<<20)
+	for i := range maxSeen + 10 {
+		name := strconv.Itoa(i)
+		m.put(name, []byte(name))
+		f, err := c.Open(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		f.Close()
+	}
+	if n := len(c.seen); n > maxSeen {
+		t.Fatalf("%d files remembered, want at most %d", n, maxSeen)
+	}
+	if st := c.Stats(); st.Misses != 0 || st.Entries != 0 {
+		t.Fatalf("stats %+v: files opened once must not be loaded", st)
+	}
+}
+
+// gatedFS holds the cache's load until gate is closed: the loader reads
+// in chunks of 1 MiB, a transfer's handle (readAllFile) the whole file.
+type gatedFS struct {
+	*mapFS
+	gate chan struct{}
+}
+
+func (g *gatedFS) Open(name string) (File, error) {
+	f, err := g.mapFS.Open(name)
+	if err != nil {
+		return nil, err
+	}
+	return &gatedFile{File: f, gate: g.gate}, nil
+}
+
+type gatedFile struct {
+	File
+	gate chan struct{}
+}
+
+func (f *gatedFile) ReadAt(p []byte, off int64) (int, error) {
+	if len(p) == 1<<20 {
+		<-f.gate
+	}
+	return f.File.ReadAt(p, off)
+}
+
+func (f *gatedFile) ModTime() time.Time { return f.File.(ModTimer).ModTime() }
 
 func TestCacheBound(t *testing.T) {
 	m := newMapFS()
@@ -64,7 +173,11 @@ func TestCacheBound(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		c.loading.Wait()
 		return f
+	}
+	for _, n := range []string{"a", "b", "c", "d", "huge"} {
+		open(n).Close() // first sight: the next Open of each loads it
 	}
 	check := func(wantEntries int, wantBytes int64) {
 		t.Helper()
@@ -122,12 +235,24 @@ func TestCacheChangedFile(t *testing.T) {
 	m := newMapFS()
 	m.put("f", []byte("version one"))
 	c := NewCache(m, 1<<20)
-	f1, _ := c.Open("f")
-	m.put("f", []byte("version two!")) // new size and mtime
-	f2, err := c.Open("f")
-	if err != nil {
-		t.Fatal(err)
+	open := func() File {
+		t.Helper()
+		f, err := c.Open("f")
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.loading.Wait()
+		return f
 	}
+	open().Close() // first sight
+	open().Close() // loads version one
+	f1 := open()   // from memory, in use below
+	if _, cached := f1.(*memFile); !cached {
+		t.Fatal("second Open not served from memory")
+	}
+	m.put("f", []byte("version two!")) // new size and mtime
+	open().Close()                     // first sight of version two
+	f2 := open()
 	if got := string(readAllFile(t, f2)); got != "version two!" {
 		t.Fatalf("got %q after change, want the new content", got)
 	}
@@ -146,8 +271,8 @@ func TestCacheChangedFile(t *testing.T) {
 	m.mtime["f"] = m.mtime["f"].Add(time.Second) // same size, new mtime
 	m.mu.Unlock()
 	misses := c.Stats().Misses
-	f3, _ := c.Open("f")
-	f3.Close()
+	open().Close()
+	open().Close()
 	if c.Stats().Misses != misses+1 {
 		t.Fatal("mtime change not noticed")
 	}
