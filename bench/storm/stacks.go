@@ -80,15 +80,16 @@ func (b *bench) httpReady(path string) func() error {
 // peerDnsmasq is ipxe.org's chainloading recipe for dnsmasq (PXE ROMs get
 // ipxe.efi over TFTP, iPXE, which sends option 175, gets the script URL),
 // given every advantage: no-ping (dnsmasq otherwise probes each new
-// address for about 3 s) and iPXE's no-pxedhcp setting (175.176), so iPXE
-// does not wait for ProxyDHCP offers.
+// address for about 3 s), iPXE's no-pxedhcp setting (175.176), so iPXE
+// does not wait for ProxyDHCP offers, and room for 1000 TFTP transfers at
+// once (its default of 50 leaves the rest of a storm unanswered).
 func (b *bench) peerDnsmasq(dir string) []string {
 	return []string{"dnsmasq", "--keep-in-foreground", "--conf-file=/dev/null", "--port=0",
 		"--user=root", "--pid-file=",
 		"--dhcp-leasefile=" + filepath.Join(dir, "dnsmasq.leases"),
 		"--interface=" + devServer, "--bind-interfaces", "--no-ping",
 		fmt.Sprintf("--dhcp-range=%s,%s,255.255.0.0,1h", rangeFirst, rangeLast),
-		"--enable-tftp", "--tftp-root=" + b.o.ipxeDir,
+		"--enable-tftp", "--tftp-root=" + b.o.ipxeDir, "--tftp-max=1000",
 		"--dhcp-match=set:ipxe,175",
 		"--dhcp-boot=tag:!ipxe,ipxe.efi",
 		"--dhcp-boot=tag:ipxe,http://" + serverIP + ":8080/boot.ipxe",
