@@ -143,6 +143,7 @@ func (r *report) drawBooted(path string, n int) (bool, error) {
 		return false, nil
 	}
 	p.Y.Min, p.Y.Max = 0, float64(n)*1.35 // room for the legend
+	p.Y.Tick.Marker = countTicks{}
 	p.X.Min = 0
 	return true, p.Save(8*vg.Inch, 5*vg.Inch, path)
 }
@@ -206,4 +207,21 @@ func (r *report) drawScaling(path string) (bool, error) {
 		return false, err
 	}
 	return true, p.Save(8*vg.Inch, 5*vg.Inch, path)
+}
+
+// countTicks marks whole numbers of machines, at most about eight.
+type countTicks struct{}
+
+func (countTicks) Ticks(lo, hi float64) []plot.Tick {
+	step := 1.0
+	for _, s := range []float64{1, 2, 5, 10, 20, 25, 50, 100, 200, 250, 500, 1000} {
+		if step = s; (hi-lo)/s <= 8 {
+			break
+		}
+	}
+	var ts []plot.Tick
+	for v := math.Ceil(lo/step) * step; v <= hi; v += step {
+		ts = append(ts, plot.Tick{Value: v, Label: fmt.Sprintf("%.0f", v)})
+	}
+	return ts
 }

@@ -149,6 +149,7 @@ func (r *report) render() string {
 	p("where bootfleet gives each machine its own copy-on-write overlay (ephemeral, as a lab runs).\n\n")
 
 	r.renderTargets(p)
+	r.renderShares(p)
 	for _, pl := range []struct{ file, alt string }{
 		{r.Plots.booted, fmt.Sprintf("machines booted against time, N = %d", o.clients[len(o.clients)-1])},
 		{r.Plots.scaling, "time until every machine booted against N"},
@@ -275,6 +276,32 @@ func (r *report) renderTargets(p func(string, ...any)) {
 		}
 	}
 	p("\n")
+}
+
+// renderShares says what fair shares of the link mean for when machines
+// come up, from bootfleet's storm at the largest N.
+func (r *report) renderShares(p func(string, ...any)) {
+	fw, top := r.Opts.firmwares[0], r.Opts.clients[len(r.Opts.clients)-1]
+	x := r.medianRun("bootfleet", fw, top)
+	if x == nil || top < 2 {
+		return
+	}
+	var done []float64
+	for _, m := range x.Report.Machines {
+		if m.Result == "ok" {
+			done = append(done, m.PowerOn+m.Boot)
+		}
+	}
+	if len(done) < top {
+		return
+	}
+	sort.Float64s(done)
+	lim := r.limit(fw, top)
+	p("Every machine gets an equal share of the link, so all %d %s machines finish close together: the first booted after %s, ",
+		top, fw, secs(done[0]))
+	p("half after %s, the last after %s. Served one after another on the same link, half would have been up after %s ",
+		secs(done[top/2-1]), secs(done[top-1]), secs(lim/2))
+	p("and the last at the same time: the fairness target above asks for the former.\n\n")
 }
 
 func (r *report) renderFailures(p func(string, ...any)) {

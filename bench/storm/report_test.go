@@ -110,6 +110,7 @@ func TestPlots(t *testing.T) {
 	reportHas(t, got,
 		"![machines booted against time, N = 200]("+r.Opts.plots+"/storm-booted.png)",
 		"![time until every machine booted against N]("+r.Opts.plots+"/storm-scaling.png)",
+		"the first booted after 0.9 s, half after 90.0 s, the last after 180.0 s. Served one after another on the same link, half would have been up after 86.4 s",
 	)
 }
 
@@ -133,5 +134,18 @@ func reportHas(t *testing.T, got string, wants ...string) {
 	}
 	if t.Failed() {
 		t.Log(got)
+	}
+}
+
+func TestCountTicks(t *testing.T) {
+	for _, tt := range []struct {
+		hi    float64
+		first string
+		n     int
+	}{{270, "0", 6}, {6.75, "0", 7}, {1.35, "0", 2}} {
+		ts := countTicks{}.Ticks(0, tt.hi)
+		if len(ts) != tt.n || ts[0].Label != tt.first {
+			t.Errorf("Ticks(0, %v) = %+v, want %d ticks from %s", tt.hi, ts, tt.n, tt.first)
+		}
 	}
 }
