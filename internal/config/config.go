@@ -113,7 +113,8 @@ type TFTP struct {
 	// DisableGSO sends each TFTP packet as its own datagram (still batched
 	// with sendmmsg) instead of using UDP segmentation offload. Default false.
 	DisableGSO bool `yaml:"disable_gso"`
-	// CacheMB bounds the shared in-memory file cache. Default 512; 0 keeps the default, -1 disables.
+	// CacheMB bounds the shared in-memory file cache, which holds a file
+	// from its second fetch on. Default 512; 0 keeps the default, -1 disables.
 	CacheMB int `yaml:"cache_mb"`
 	// MaxTransfers bounds the transfers running at once, MaxPerClient
 	// those of one client address; requests beyond are dropped and the
