@@ -101,10 +101,12 @@ func (c *Cache) Open(name string) (File, error) {
 		case <-e.ready:
 		default:
 			// Still loading: read the file like the first transfer does
-			// rather than wait for all of it.
+			// rather than wait for all of it, and move to memory once the
+			// load is done.
 			c.passed++
+			c.acquire(e)
 			c.mu.Unlock()
-			return f, nil
+			return &loadingFile{File: f, c: c, e: e}, nil
 		}
 		c.hits++
 		c.acquire(e)
@@ -134,16 +136,45 @@ func (c *Cache) Open(name string) (File, error) {
 		return f, nil
 	}
 	c.misses++
-	e = &cacheEntry{key: key, ready: make(chan struct{}), refs: 1} // the loader's reference
+	e = &cacheEntry{key: key, ready: make(chan struct{}), refs: 2} // the loader's and this Open's
 	c.entries[key] = e
 	c.byName[name] = e
 	c.used += key.size
 	c.mu.Unlock()
 	// The transfer that missed starts at once from the file, as an uncached
 	// one does; loading hundreds of MiB first would hold its first block
-	// back for as long as the load takes. Later transfers get memory.
+	// back for as long as the load takes.
 	c.loading.Go(func() { c.load(e) })
-	return f, nil
+	return &loadingFile{File: f, c: c, e: e}, nil
+}
+
+// loadingFile is a handle on a file the cache is still loading. It reads
+// the file itself; memory offers the contents once the load is done, so
+// that the transfers of a boot storm, which all open the file before it
+// is loaded, serve it from memory for the rest of the way. It holds a
+// reference on the entry until Close.
+type loadingFile struct {
+	File
+	c *Cache
+	e *cacheEntry
+}
+
+// memory returns the whole file once it is loaded, else nil.
+func (f *loadingFile) memory() []byte {
+	select {
+	case <-f.e.ready:
+		if f.e.err == nil {
+			return f.e.data
+		}
+	default:
+	}
+	return nil
+}
+
+func (f *loadingFile) Close() error {
+	err := f.File.Close()
+	f.c.release(f.e)
+	return err
 }
 
 // load reads e's file into memory for the transfers that open it later.

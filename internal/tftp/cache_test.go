@@ -6,6 +6,7 @@ import (
 	"io/fs"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -81,6 +82,7 @@ func TestCachePassesWhileLoading(t *testing.T) {
 	data := randBytes(2, 3<<20)
 	g.put("f", data)
 	c := NewCache(g, 10<<20)
+	var loading []*loadingFile
 	for i := range 3 { // first sight, the load's start, one while it loads
 		f, err := c.Open("f")
 		if err != nil {
@@ -92,10 +94,26 @@ func TestCachePassesWhileLoading(t *testing.T) {
 		if !bytes.Equal(readAllFile(t, f), data) {
 			t.Fatalf("Open %d: content differs", i+1)
 		}
-		f.Close()
+		if lf, ok := f.(*loadingFile); ok {
+			if lf.memory() != nil {
+				t.Fatalf("Open %d offers memory before the load is done", i+1)
+			}
+			loading = append(loading, lf)
+		} else {
+			f.Close()
+		}
+	}
+	if len(loading) != 2 {
+		t.Fatalf("%d handles can move to memory, want 2 (the load's start and the one during it)", len(loading))
 	}
 	close(g.gate)
 	c.loading.Wait()
+	for _, lf := range loading {
+		if !bytes.Equal(lf.memory(), data) {
+			t.Fatal("after the load a handle does not offer the contents")
+		}
+		lf.Close()
+	}
 	f, err := c.Open("f")
 	if err != nil {
 		t.Fatal(err)
@@ -284,4 +302,58 @@ func TestCacheErrors(t *testing.T) {
 	if _, err := c.Open("missing"); !errors.Is(err, fs.ErrNotExist) {
 		t.Fatalf("error %v, want fs.ErrNotExist passed through", err)
 	}
+}
+
+// TestTransferMovesToMemory: a transfer whose file finishes loading into
+// the cache while it runs reads no more of the file after that; the
+// client gets the same bytes. A lockstep transfer and a windowed one.
+func TestTransferMovesToMemory(t *testing.T) {
+	for _, tt := range []struct {
+		name string
+		opts []string
+	}{{"lockstep", nil}, {"windowsize 8", []string{"windowsize", "8"}}} {
+		t.Run(tt.name, func(t *testing.T) {
+			sfs := &switchingFS{data: randBytes(7, 400*512), after: 50}
+			addr, _, _ := startServer(t, Config{FS: sfs})
+			got, err := newTestClient(addr).withOpts(tt.opts...).get(testCtx(t, 20*time.Second), "f")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !bytes.Equal(got, sfs.data) {
+				t.Fatal("content differs")
+			}
+			if n := sfs.reads.Load(); n >= 200 {
+				t.Fatalf("the file was read %d times for 401 blocks, want the reads to stop soon after the 50th, when memory is offered", n)
+			}
+		})
+	}
+}
+
+// switchingFS serves one file whose handle offers the contents in memory
+// after `after` reads, as a cache load that ends mid-transfer does.
+type switchingFS struct {
+	data  []byte
+	after int64
+	reads atomic.Int64
+}
+
+func (s *switchingFS) Open(string) (File, error) {
+	return &switchingFile{memFile: memFile{data: s.data}, fs: s}, nil
+}
+
+type switchingFile struct {
+	memFile
+	fs *switchingFS
+}
+
+func (f *switchingFile) ReadAt(p []byte, off int64) (int, error) {
+	f.fs.reads.Add(1)
+	return f.memFile.ReadAt(p, off)
+}
+
+func (f *switchingFile) memory() []byte {
+	if f.fs.reads.Load() >= f.fs.after {
+		return f.fs.data
+	}
+	return nil
 }

@@ -110,9 +110,12 @@ type sender struct {
 	// promote, if set, is called once the first block is acknowledged, in
 	// a lockstep transfer, and may return a socket to carry on with (see
 	// blockingConn); the kick of a repeated RRQ is no longer needed then.
-	promote    func() lockstepIO
-	file       io.ReaderAt
-	mem        []byte // the whole file, when it is in memory; else nil
+	promote func() lockstepIO
+	file    io.ReaderAt
+	mem     []byte // the whole file, when it is in memory; else nil
+	// loading, when file is still being loaded into memory, offers the
+	// contents once loaded; then mem takes over.
+	loading    interface{ memory() []byte }
 	size       int64
 	blk        int
 	window     int
@@ -151,6 +154,7 @@ func newSender(conn transferConn, out dataWriter, file io.ReaderAt, size int64, 
 		s.mem = m.data
 	} else {
 		s.buf = make([]byte, batch*blk)
+		s.loading, _ = file.(interface{ memory() []byte })
 	}
 	return s
 }
@@ -328,6 +332,11 @@ func (s *sender) read(deadline time.Time) (Packet, error) {
 // sendBlocks sends blocks from..end (inclusive) in batches of at most
 // len(s.pkts) packets.
 func (s *sender) sendBlocks(from, end uint64) error {
+	if s.loading != nil {
+		if m := s.loading.memory(); m != nil && int64(len(m)) == s.size {
+			s.mem, s.loading = m, nil
+		}
+	}
 	for from <= end {
 		k := 0
 		for ; k < len(s.pkts) && from <= end; k, from = k+1, from+1 {
