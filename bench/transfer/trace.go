@@ -133,7 +133,7 @@ func parseSyscalls(r io.Reader) ([]tracedCall, error) {
 var sendCalls = map[int]string{1: "write", 20: "writev", 44: "sendto", 46: "sendmsg", 307: "sendmmsg"}
 
 // syscallNames names the calls the servers make per block in the summary.
-var syscallNames = map[int]string{0: "read", 1: "write", 7: "poll", 8: "lseek", 20: "writev", 23: "select",
+var syscallNames = map[int]string{0: "read", 1: "write", 7: "poll", 8: "lseek", 17: "pread64", 20: "writev", 23: "select",
 	35: "nanosleep", 44: "sendto", 45: "recvfrom", 46: "sendmsg", 47: "recvmsg", 202: "futex", 232: "epoll_wait",
 	270: "pselect6", 271: "ppoll", 281: "epoll_pwait", 307: "sendmmsg", 24: "sched_yield"}
 
