@@ -77,13 +77,14 @@ func (s *Store) ListImageCopies(ctx context.Context) ([]inventory.ImageCopy, err
 
 // ImageHolders implements inventory.ImageCopies.
 func (s *Store) ImageHolders(ctx context.Context, sha string) ([]inventory.ServerInfo, error) {
-	return s.queryServers(ctx, `SELECT `+serverCols+` FROM servers
+	return s.queryServers(ctx, s.r, `SELECT `+serverCols+` FROM servers
 		JOIN image_copies ON server = name WHERE sha256 = ? ORDER BY name`, sha)
 }
 
-// queryServers runs q, which selects serverCols, and reads its rows.
-func (s *Store) queryServers(ctx context.Context, q string, args ...any) ([]inventory.ServerInfo, error) {
-	rows, err := s.query(ctx, s.r, q, args...)
+// queryServers runs sqlText, which selects serverCols, on q and reads its
+// rows; they are closed when it returns.
+func (s *Store) queryServers(ctx context.Context, q querier, sqlText string, args ...any) ([]inventory.ServerInfo, error) {
+	rows, err := s.query(ctx, q, sqlText, args...)
 	if err != nil {
 		return nil, err
 	}

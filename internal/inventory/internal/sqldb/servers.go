@@ -72,29 +72,15 @@ func (s *Store) updateServer(ctx context.Context, name string, started time.Time
 
 // ListServers implements inventory.Servers.
 func (s *Store) ListServers(ctx context.Context) ([]inventory.ServerInfo, error) {
-	return s.queryServers(ctx, `SELECT `+serverCols+` FROM servers ORDER BY name`)
+	return s.queryServers(ctx, s.r, `SELECT `+serverCols+` FROM servers ORDER BY name`)
 }
 
 // RemoveServer implements inventory.Servers.
 func (s *Store) RemoveServer(ctx context.Context, name string, now time.Time) error {
 	return s.tx(ctx, func(tx *sql.Tx) error {
-		rows, err := s.query(ctx, tx, `SELECT `+serverCols+` FROM servers WHERE name = ?`, name)
-		if err != nil {
-			return err
-		}
-		var found []inventory.ServerInfo
-		for rows.Next() && err == nil {
-			var si inventory.ServerInfo
-			if si, err = s.scanServer(rows); err == nil {
-				found = append(found, si)
-			}
-		}
-		if err == nil {
-			err = s.rowsErr(rows)
-		}
-		// Closed before the DELETEs: SQLite runs the transaction on one
-		// connection, which an open result set still holds.
-		rows.Close()
+		// Its rows are closed before the DELETEs: SQLite runs the
+		// transaction on one connection, which an open result set holds.
+		found, err := s.queryServers(ctx, tx, `SELECT `+serverCols+` FROM servers WHERE name = ?`, name)
 		if err != nil {
 			return err
 		}
