@@ -6,6 +6,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 
 	"gonum.org/v1/plot"
@@ -68,16 +69,23 @@ func (r *report) medianRun(stack, fw string, n int) *run {
 	return &rs[(len(rs)-1)/2]
 }
 
+// bootTimes are the seconds from the run's start until each machine that
+// booted called its DoneURL, in order.
+func (x *run) bootTimes() []float64 {
+	var done []float64
+	for _, m := range x.Report.Machines {
+		if m.Result == "ok" {
+			done = append(done, m.PowerOn+m.Boot)
+		}
+	}
+	sort.Float64s(done)
+	return done
+}
+
 // style gives every stack and firmware the same colour and dash in both
 // plots: one colour per stack, ipxe dashed.
 func style(stacks []string, stack, fw string) draw.LineStyle {
-	i := 0
-	for k, s := range stacks {
-		if s == stack {
-			i = k
-		}
-	}
-	ls := draw.LineStyle{Color: plotutil.Color(i), Width: vg.Points(1.5)}
+	ls := draw.LineStyle{Color: plotutil.Color(max(0, slices.Index(stacks, stack))), Width: vg.Points(1.5)}
 	if fw == "ipxe" {
 		ls.Dashes = []vg.Length{vg.Points(6), vg.Points(3)}
 	}
@@ -105,15 +113,8 @@ func (r *report) drawBooted(path string, n int) (bool, error) {
 			if x == nil {
 				continue
 			}
-			var done []float64
-			for _, m := range x.Report.Machines {
-				if m.Result == "ok" {
-					done = append(done, m.PowerOn+m.Boot)
-				}
-			}
-			sort.Float64s(done)
 			pts := plotter.XYs{{X: 0, Y: 0}}
-			for i, t := range done {
+			for i, t := range x.bootTimes() {
 				pts = append(pts, plotter.XY{X: t, Y: float64(i)}, plotter.XY{X: t, Y: float64(i + 1)})
 			}
 			l, err := plotter.NewLine(pts)

@@ -286,16 +286,10 @@ func (r *report) renderShares(p func(string, ...any)) {
 	if x == nil || top < 2 {
 		return
 	}
-	var done []float64
-	for _, m := range x.Report.Machines {
-		if m.Result == "ok" {
-			done = append(done, m.PowerOn+m.Boot)
-		}
-	}
+	done := x.bootTimes()
 	if len(done) < top {
 		return
 	}
-	sort.Float64s(done)
 	lim := r.limit(fw, top)
 	p("Every machine gets an equal share of the link, so all %d %s machines finish close together: the first booted after %s, ",
 		top, fw, secs(done[0]))
