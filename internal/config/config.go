@@ -7,12 +7,13 @@ import (
 	"io"
 	"net"
 	"os"
-	"slices"
 	"sort"
 	"strings"
 	"time"
 
 	"gopkg.in/yaml.v3"
+
+	"github.com/bootfleet/bootfleet/internal/inventory"
 )
 
 // Config is the whole of bootfleet's configuration file.
@@ -167,10 +168,11 @@ type Log struct {
 	Level string `yaml:"level"`
 }
 
-// Profile is what a machine boots. Kernel and initrds are local paths or
-// http(s) URLs; Cmdline is a Go template (see package ipxe for its fields).
-// Kernel is required unless Root.Kernel is image, which needs Kernel and
-// Initrd empty.
+// Profile is a profile as the file writes it, under profiles:. Kernel and
+// initrds are local paths or http(s) URLs; Cmdline is a Go template (see
+// package ipxe for its fields). Kernel is required unless Root.Kernel is
+// image, which needs Kernel and Initrd empty. The servers never see this
+// type: package inventorysvc maps it onto inventory.Profile.
 type Profile struct {
 	Kernel  string   `yaml:"kernel"`
 	Initrd  []string `yaml:"initrd"`
@@ -196,43 +198,12 @@ type Root struct {
 	// lost at reboot, so that any server holding the image can serve it.
 	Overlay string `yaml:"overlay"`
 	// Kernel says what the machine boots: empty (default) for the
-	// profile's own kernel and initrd, or image (RootKernelImage) for the
-	// newest kernel in the image's /boot with an initramfs bootfleet
+	// profile's own kernel and initrd, or image (inventory.RootKernelImage)
+	// for the newest kernel in the image's /boot with an initramfs bootfleet
 	// builds from the image's /lib/modules, so importing a new version of
 	// the image brings its kernel along.
 	Kernel string `yaml:"kernel"`
 }
-
-// OverlayModes are the valid values of root.overlay.
-var OverlayModes = []string{"ephemeral", "persistent", "none", OverlayClientRAM, OverlayClientDisk}
-
-// The overlays the machine keeps itself: the server serves the image
-// read-only and holds nothing for the machine.
-const (
-	OverlayClientRAM  = "client-ram"
-	OverlayClientDisk = "client-disk"
-)
-
-// ClientOverlay says whether the machine, not the server, keeps the
-// writes of overlay mode s.
-func ClientOverlay(s string) bool { return s == OverlayClientRAM || s == OverlayClientDisk }
-
-// CheckOverlay says what is wrong with a root's overlay mode and the
-// profile's cmdline template, or "" if nothing: client-disk must name its
-// cache device, because the agent wipes it.
-func CheckOverlay(overlay, cmdline string) string {
-	switch {
-	case !slices.Contains(OverlayModes, overlay):
-		return fmt.Sprintf("want ephemeral, persistent, none, client-ram or client-disk, got %q", overlay)
-	case overlay == OverlayClientDisk && !strings.Contains(cmdline, "bootfleet.cache="):
-		return "client-disk needs the local disk to wipe and use as the cache on the cmdline: add bootfleet.cache=/dev/vda or bootfleet.cache=LABEL=NAME"
-	}
-	return ""
-}
-
-// RootKernelImage is the value of root.kernel that boots the kernel the
-// root image holds.
-const RootKernelImage = "image"
 
 // Machine is a known machine. IP, if set, is reserved for it in full mode.
 type Machine struct {
@@ -321,7 +292,7 @@ func (c *Config) applyDefaults() {
 	def(&c.NBD.Listen, ":10809")
 	for name, p := range c.Profiles {
 		if p.Root.Image != "" && p.Root.Overlay == "" {
-			p.Root.Overlay = "ephemeral"
+			p.Root.Overlay = inventory.OverlayEphemeral
 			c.Profiles[name] = p
 		}
 	}
@@ -429,8 +400,8 @@ func (c *Config) Validate() error {
 		p := c.Profiles[name]
 		validateRootKernel("profiles."+name, p, bad)
 		switch p.Loader {
-		case "", LoaderIPXE:
-		case LoaderGrub:
+		case "", inventory.LoaderIPXE:
+		case inventory.LoaderGrub:
 			if c.SecureBoot.Shim == "" || c.SecureBoot.Grub == "" {
 				bad("profiles."+name+".loader", "grub needs secure_boot.shim and secure_boot.grub: the signed binaries from Debian's shim-signed and grub-efi-amd64-signed (see README, Secure Boot)")
 			}
@@ -440,8 +411,8 @@ func (c *Config) Validate() error {
 		switch {
 		case p.Root.Image == "" && p.Root.Overlay != "":
 			bad("profiles."+name+".root.image", "required when root.overlay is set: the name of an imported image")
-		case p.Root.Image != "" && CheckOverlay(p.Root.Overlay, p.Cmdline) != "":
-			bad("profiles."+name+".root.overlay", "%s", CheckOverlay(p.Root.Overlay, p.Cmdline))
+		case p.Root.Image != "" && inventory.CheckOverlay(p.Root.Overlay, p.Cmdline) != "":
+			bad("profiles."+name+".root.overlay", "%s", inventory.CheckOverlay(p.Root.Overlay, p.Cmdline))
 		}
 	}
 	if c.DefaultProfile != "" {
@@ -516,7 +487,7 @@ func validateRootKernel(key string, p Profile, bad func(key, format string, args
 		if p.Kernel == "" {
 			bad(key+".kernel", "required: a local path or http URL of the kernel (or set root.kernel: image to boot the kernel of the root image)")
 		}
-	case RootKernelImage:
+	case inventory.RootKernelImage:
 		if p.Root.Image == "" {
 			bad(key+".root.image", "required when root.kernel is image: the name of an imported image whose kernel boots")
 		}

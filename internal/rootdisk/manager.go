@@ -15,7 +15,6 @@ import (
 	"time"
 
 	"github.com/bootfleet/bootfleet/internal/blockstore"
-	"github.com/bootfleet/bootfleet/internal/config"
 	"github.com/bootfleet/bootfleet/internal/imagestore"
 	"github.com/bootfleet/bootfleet/internal/inventory"
 	"github.com/bootfleet/bootfleet/internal/nbd"
@@ -144,7 +143,7 @@ func (m *Manager) IssueBoot(mac net.HardwareAddr, img inventory.Image, overlay s
 	if overlay == "" {
 		overlay = "ephemeral"
 	}
-	if config.ClientOverlay(overlay) {
+	if inventory.ClientOverlay(overlay) {
 		m.mu.Lock()
 		defer m.mu.Unlock()
 		return m.issueBase(mac, img, overlay)
