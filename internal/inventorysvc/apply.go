@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"net"
 	"slices"
 
@@ -25,7 +26,7 @@ type Applied struct {
 // status and labels of config machines.
 func ApplyConfig(ctx context.Context, s inventory.Store, c *config.Config) (Applied, error) {
 	var a Applied
-	for _, name := range sortedKeys(c.Profiles) {
+	for _, name := range slices.Sorted(maps.Keys(c.Profiles)) {
 		p, err := profileFromConfig(name, c.Profiles[name])
 		if err != nil {
 			return a, err
@@ -122,13 +123,4 @@ func upsertMachine(ctx context.Context, s inventory.Store, cm inventory.Machine)
 		return fmt.Errorf("%w; the other machine was added through the API: remove it (bootfleet machine rm) or change this entry", err)
 	}
 	return err
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	return keys
 }

@@ -141,7 +141,7 @@ type Issued struct {
 // IssueBoot is Issue, also saying which image content the boot reads.
 func (m *Manager) IssueBoot(mac net.HardwareAddr, img inventory.Image, overlay string) (Issued, error) {
 	if overlay == "" {
-		overlay = "ephemeral"
+		overlay = inventory.OverlayEphemeral
 	}
 	if inventory.ClientOverlay(overlay) {
 		m.mu.Lock()
