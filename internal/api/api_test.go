@@ -16,6 +16,7 @@ import (
 	"github.com/bootfleet/bootfleet/internal/config"
 	"github.com/bootfleet/bootfleet/internal/inventory"
 	"github.com/bootfleet/bootfleet/internal/inventory/sqlite"
+	"github.com/bootfleet/bootfleet/internal/inventorysvc"
 )
 
 const token = "0123456789abcdef0123456789abcdef"
@@ -47,7 +48,7 @@ func newEnv(t *testing.T, openReads bool) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := inventory.ApplyConfig(context.Background(), st, c); err != nil {
+	if _, err := inventorysvc.ApplyConfig(context.Background(), st, c); err != nil {
 		t.Fatal(err)
 	}
 	e := &env{store: st}

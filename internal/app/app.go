@@ -20,6 +20,7 @@ import (
 	"github.com/bootfleet/bootfleet/internal/fleet"
 	"github.com/bootfleet/bootfleet/internal/fleetservers"
 	"github.com/bootfleet/bootfleet/internal/httpboot"
+	"github.com/bootfleet/bootfleet/internal/inventory"
 	"github.com/bootfleet/bootfleet/internal/inventorysvc"
 	"github.com/bootfleet/bootfleet/internal/ndp"
 	"github.com/bootfleet/bootfleet/internal/pxe"
@@ -269,7 +270,7 @@ func newDHCP(c *config.Config, serverIP net.IP, baseURL string, view *fleet.View
 			HTTPBase:     baseURL,
 			Signed: func(mac net.HardwareAddr) bool {
 				t, ok := view.Resolve(mac)
-				return ok && t.Spec.Loader == config.LoaderGrub
+				return ok && t.Spec.Loader == inventory.LoaderGrub
 			},
 		},
 		Machines: view,

@@ -15,6 +15,7 @@ import (
 	"github.com/bootfleet/bootfleet/internal/dhcp"
 	"github.com/bootfleet/bootfleet/internal/dhcp6"
 	"github.com/bootfleet/bootfleet/internal/fleet"
+	"github.com/bootfleet/bootfleet/internal/inventory"
 	"github.com/bootfleet/bootfleet/internal/pxe"
 )
 
@@ -62,7 +63,7 @@ func newDHCP6(c *config.Config, ip6 net.IP, ifc *net.Interface, httpPort string,
 			HTTPBase: "http://" + net.JoinHostPort(ip6.String(), httpPort),
 			Signed: func(mac net.HardwareAddr) bool {
 				t, ok := view.Resolve(mac)
-				return ok && t.Spec.Loader == config.LoaderGrub
+				return ok && t.Spec.Loader == inventory.LoaderGrub
 			},
 		},
 		Boot: func(mac net.HardwareAddr) bool { _, boot := view.Lookup(mac); return boot },

@@ -7,12 +7,13 @@ import (
 	"io"
 	"net"
 	"os"
-	"slices"
 	"sort"
 	"strings"
 	"time"
 
 	"gopkg.in/yaml.v3"
+
+	"github.com/bootfleet/bootfleet/internal/inventory"
 )
 
 // Config is the whole of bootfleet's configuration file.
@@ -167,73 +168,6 @@ type Log struct {
 	Level string `yaml:"level"`
 }
 
-// Profile is what a machine boots. Kernel and initrds are local paths or
-// http(s) URLs; Cmdline is a Go template (see package ipxe for its fields).
-// Kernel is required unless Root.Kernel is image, which needs Kernel and
-// Initrd empty.
-type Profile struct {
-	Kernel  string   `yaml:"kernel"`
-	Initrd  []string `yaml:"initrd"`
-	Cmdline string   `yaml:"cmdline"`
-	// Root, if its Image is set, gives the machine a diskless root over
-	// NBD: the script's command line gets bootfleet.root=nbd:IP:PORT:EXPORT.
-	Root Root `yaml:"root"`
-	// Loader is what UEFI x64 firmware loads: ipxe (default) or grub,
-	// Debian's signed Shim and Grub from secure_boot, which boot with
-	// Secure Boot on. BIOS machines and iPXE ROMs always run iPXE.
-	Loader string `yaml:"loader"`
-}
-
-// Root is a profile's diskless root.
-type Root struct {
-	// Image is the name of an image imported with `bootfleet image import`.
-	Image string `yaml:"image"`
-	// Overlay says what happens to the machine's writes: ephemeral
-	// (default; discarded at every boot), persistent (kept until
-	// `bootfleet machine reset`) or none (read-only root), all kept by
-	// the server; or client-ram or client-disk, kept by the machine in
-	// its RAM or on its local disk (bootfleet.cache= on the cmdline) and
-	// lost at reboot, so that any server holding the image can serve it.
-	Overlay string `yaml:"overlay"`
-	// Kernel says what the machine boots: empty (default) for the
-	// profile's own kernel and initrd, or image (RootKernelImage) for the
-	// newest kernel in the image's /boot with an initramfs bootfleet
-	// builds from the image's /lib/modules, so importing a new version of
-	// the image brings its kernel along.
-	Kernel string `yaml:"kernel"`
-}
-
-// OverlayModes are the valid values of root.overlay.
-var OverlayModes = []string{"ephemeral", "persistent", "none", OverlayClientRAM, OverlayClientDisk}
-
-// The overlays the machine keeps itself: the server serves the image
-// read-only and holds nothing for the machine.
-const (
-	OverlayClientRAM  = "client-ram"
-	OverlayClientDisk = "client-disk"
-)
-
-// ClientOverlay says whether the machine, not the server, keeps the
-// writes of overlay mode s.
-func ClientOverlay(s string) bool { return s == OverlayClientRAM || s == OverlayClientDisk }
-
-// CheckOverlay says what is wrong with a root's overlay mode and the
-// profile's cmdline template, or "" if nothing: client-disk must name its
-// cache device, because the agent wipes it.
-func CheckOverlay(overlay, cmdline string) string {
-	switch {
-	case !slices.Contains(OverlayModes, overlay):
-		return fmt.Sprintf("want ephemeral, persistent, none, client-ram or client-disk, got %q", overlay)
-	case overlay == OverlayClientDisk && !strings.Contains(cmdline, "bootfleet.cache="):
-		return "client-disk needs the local disk to wipe and use as the cache on the cmdline: add bootfleet.cache=/dev/vda or bootfleet.cache=LABEL=NAME"
-	}
-	return ""
-}
-
-// RootKernelImage is the value of root.kernel that boots the kernel the
-// root image holds.
-const RootKernelImage = "image"
-
 // Machine is a known machine. IP, if set, is reserved for it in full mode.
 type Machine struct {
 	MAC     string `yaml:"mac"`
@@ -321,7 +255,7 @@ func (c *Config) applyDefaults() {
 	def(&c.NBD.Listen, ":10809")
 	for name, p := range c.Profiles {
 		if p.Root.Image != "" && p.Root.Overlay == "" {
-			p.Root.Overlay = "ephemeral"
+			p.Root.Overlay = inventory.OverlayEphemeral
 			c.Profiles[name] = p
 		}
 	}
@@ -425,25 +359,7 @@ func (c *Config) Validate() error {
 	default:
 		bad("log.level", "want debug, info, warn or error, got %q", c.Log.Level)
 	}
-	for _, name := range sortedKeys(c.Profiles) {
-		p := c.Profiles[name]
-		validateRootKernel("profiles."+name, p, bad)
-		switch p.Loader {
-		case "", LoaderIPXE:
-		case LoaderGrub:
-			if c.SecureBoot.Shim == "" || c.SecureBoot.Grub == "" {
-				bad("profiles."+name+".loader", "grub needs secure_boot.shim and secure_boot.grub: the signed binaries from Debian's shim-signed and grub-efi-amd64-signed (see README, Secure Boot)")
-			}
-		default:
-			bad("profiles."+name+".loader", "want ipxe (default) or grub (Secure Boot through Debian's signed shim and grub), got %q", p.Loader)
-		}
-		switch {
-		case p.Root.Image == "" && p.Root.Overlay != "":
-			bad("profiles."+name+".root.image", "required when root.overlay is set: the name of an imported image")
-		case p.Root.Image != "" && CheckOverlay(p.Root.Overlay, p.Cmdline) != "":
-			bad("profiles."+name+".root.overlay", "%s", CheckOverlay(p.Root.Overlay, p.Cmdline))
-		}
-	}
+	c.validateProfiles(bad)
 	if c.DefaultProfile != "" {
 		if _, ok := c.Profiles[c.DefaultProfile]; !ok {
 			bad("default_profile", "no profile named %q under profiles", c.DefaultProfile)
@@ -506,29 +422,6 @@ func (c *Config) Validate() error {
 	}
 	c.HTTP.validateTLS(bad)
 	return errors.Join(errs...)
-}
-
-// validateRootKernel checks a profile's kernel, initrd and root.kernel,
-// which say together where the kernel comes from.
-func validateRootKernel(key string, p Profile, bad func(key, format string, args ...any)) {
-	switch p.Root.Kernel {
-	case "":
-		if p.Kernel == "" {
-			bad(key+".kernel", "required: a local path or http URL of the kernel (or set root.kernel: image to boot the kernel of the root image)")
-		}
-	case RootKernelImage:
-		if p.Root.Image == "" {
-			bad(key+".root.image", "required when root.kernel is image: the name of an imported image whose kernel boots")
-		}
-		if p.Kernel != "" {
-			bad(key+".kernel", "must be empty with root.kernel: image, which boots the kernel in the root image; remove kernel, or remove root.kernel to boot this one")
-		}
-		if len(p.Initrd) > 0 {
-			bad(key+".initrd", "must be empty with root.kernel: image, which builds the initramfs from the root image; remove initrd, or remove root.kernel to boot these")
-		}
-	default:
-		bad(key+".root.kernel", "want image (boot the kernel in the root image) or nothing (boot the profile's kernel), got %q", p.Root.Kernel)
-	}
 }
 
 // ParseRange returns the first and last address of dhcp.range.

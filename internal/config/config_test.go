@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/bootfleet/bootfleet/internal/inventory"
 )
 
 const minimal = `
@@ -127,7 +129,7 @@ func TestRootKernelImage(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := Root{Image: "debian", Overlay: "ephemeral", Kernel: RootKernelImage}
+	want := Root{Image: "debian", Overlay: "ephemeral", Kernel: inventory.RootKernelImage}
 	if got := c.Profiles["a"].Root; got != want {
 		t.Fatalf("root = %+v, want %+v", got, want)
 	}
@@ -147,7 +149,7 @@ func TestGrubLoader(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.Profiles["sb"].Loader != LoaderGrub || c.SecureBoot.Shim != "/s/shimx64.efi.signed" || c.SecureBoot.Grub != "/g/grubnetx64.efi.signed" {
+	if c.Profiles["sb"].Loader != inventory.LoaderGrub || c.SecureBoot.Shim != "/s/shimx64.efi.signed" || c.SecureBoot.Grub != "/g/grubnetx64.efi.signed" {
 		t.Fatalf("secure_boot %+v, profile sb %+v", c.SecureBoot, c.Profiles["sb"])
 	}
 }
@@ -179,7 +181,7 @@ func TestClientOverlays(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if got := c.Profiles["a"].Root.Overlay; got != tt.overlay || !ClientOverlay(got) {
+			if got := c.Profiles["a"].Root.Overlay; got != tt.overlay || !inventory.ClientOverlay(got) {
 				t.Fatalf("overlay = %q, want %q, a client overlay", got, tt.overlay)
 			}
 		})

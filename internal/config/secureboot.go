@@ -12,9 +12,3 @@ type SecureBoot struct {
 	// build, with the net and http modules inside.
 	Grub string `yaml:"grub"`
 }
-
-// Loaders are the values of a profile's loader.
-const (
-	LoaderIPXE = "ipxe" // UEFI firmware chainloads iPXE, which runs the profile's script (default)
-	LoaderGrub = "grub" // UEFI firmware loads secure_boot.shim, then Grub, which runs the profile's grub.cfg
-)

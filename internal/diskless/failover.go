@@ -8,14 +8,14 @@ import (
 	"strconv"
 
 	"github.com/bootfleet/bootfleet/internal/agent"
-	"github.com/bootfleet/bootfleet/internal/config"
 	"github.com/bootfleet/bootfleet/internal/fleetservers"
 	"github.com/bootfleet/bootfleet/internal/httpboot"
+	"github.com/bootfleet/bootfleet/internal/inventory"
 )
 
 // WithFailover wraps roots so that a machine whose root can be served by
 // any server of the fleet is told about all of them: for client overlays
-// (config.ClientOverlay) the read-only base export is accepted by every
+// (inventory.ClientOverlay) the read-only base export is accepted by every
 // server holding the image, so bootfleet.root= names the NBD listener of
 // every server order returns, in that order, and the agent fails over
 // along the list when its server dies. self is this server's name in the
@@ -38,9 +38,9 @@ type failoverRoots struct {
 	log   *slog.Logger
 }
 
-func (f *failoverRoots) IssueRoot(ctx context.Context, mac net.HardwareAddr, root config.Root) (httpboot.RootBoot, error) {
+func (f *failoverRoots) IssueRoot(ctx context.Context, mac net.HardwareAddr, root inventory.Root) (httpboot.RootBoot, error) {
 	b, err := f.Roots.IssueRoot(ctx, mac, root)
-	if err != nil || !config.ClientOverlay(root.Overlay) {
+	if err != nil || !inventory.ClientOverlay(root.Overlay) {
 		return b, err
 	}
 	t, err := agent.ParseTarget(b.Arg)

@@ -5,7 +5,6 @@ import (
 	"net"
 	"testing"
 
-	"github.com/bootfleet/bootfleet/internal/config"
 	"github.com/bootfleet/bootfleet/internal/fleetservers"
 	"github.com/bootfleet/bootfleet/internal/httpboot"
 	"github.com/bootfleet/bootfleet/internal/inventory"
@@ -14,7 +13,7 @@ import (
 // ownRoot is what this server's rootdisk renders: only itself.
 type ownRoot struct{}
 
-func (ownRoot) IssueRoot(_ context.Context, _ net.HardwareAddr, root config.Root) (httpboot.RootBoot, error) {
+func (ownRoot) IssueRoot(_ context.Context, _ net.HardwareAddr, root inventory.Root) (httpboot.RootBoot, error) {
 	return httpboot.RootBoot{Arg: "nbd:10.0.0.1:10809:r-x:y", SHA256: "c0ffee", Args: "bootfleet.overlay=" + root.Overlay}, nil
 }
 
@@ -41,17 +40,17 @@ func TestWithFailover(t *testing.T) {
 		order   []inventory.ServerInfo
 		want    string
 	}{
-		{"client-ram: every server, in order", config.OverlayClientRAM, fleet, "nbd:10.0.0.1:10809,10.0.0.3:10809,[fd00::2]:10809:r-x:y"},
-		{"client-disk, self not first", config.OverlayClientDisk, []inventory.ServerInfo{fleet[1], fleet[0]}, "nbd:10.0.0.3:10809,10.0.0.1:10809:r-x:y"},
-		{"self missing from the order: first", config.OverlayClientRAM, fleet[1:2], "nbd:10.0.0.1:10809,10.0.0.3:10809:r-x:y"},
-		{"alone", config.OverlayClientRAM, fleet[:1], "nbd:10.0.0.1:10809:r-x:y"},
+		{"client-ram: every server, in order", inventory.OverlayClientRAM, fleet, "nbd:10.0.0.1:10809,10.0.0.3:10809,[fd00::2]:10809:r-x:y"},
+		{"client-disk, self not first", inventory.OverlayClientDisk, []inventory.ServerInfo{fleet[1], fleet[0]}, "nbd:10.0.0.3:10809,10.0.0.1:10809:r-x:y"},
+		{"self missing from the order: first", inventory.OverlayClientRAM, fleet[1:2], "nbd:10.0.0.1:10809,10.0.0.3:10809:r-x:y"},
+		{"alone", inventory.OverlayClientRAM, fleet[:1], "nbd:10.0.0.1:10809:r-x:y"},
 		{"ephemeral stays on its server", "ephemeral", fleet, "nbd:10.0.0.1:10809:r-x:y"},
 		{"persistent stays on its server", "persistent", fleet, "nbd:10.0.0.1:10809:r-x:y"},
 		{"none stays on its server", "none", fleet, "nbd:10.0.0.1:10809:r-x:y"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			order := func(net.HardwareAddr, string) []inventory.ServerInfo { return tc.order }
-			b, err := WithFailover(ownRoot{}, order, "a", nil).IssueRoot(context.Background(), nil, config.Root{Image: "i", Overlay: tc.overlay})
+			b, err := WithFailover(ownRoot{}, order, "a", nil).IssueRoot(context.Background(), nil, inventory.Root{Image: "i", Overlay: tc.overlay})
 			if err != nil || b.Arg != tc.want || b.SHA256 != "c0ffee" || b.Args != "bootfleet.overlay="+tc.overlay {
 				t.Errorf("IssueRoot = %+v, %v; want Arg %q and the rest unchanged", b, err, tc.want)
 			}

@@ -11,8 +11,8 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/bootfleet/bootfleet/internal/config"
 	"github.com/bootfleet/bootfleet/internal/imagestore"
+	"github.com/bootfleet/bootfleet/internal/inventory"
 	"github.com/bootfleet/bootfleet/internal/rootdisk"
 )
 
@@ -60,7 +60,7 @@ func TestFetchBeforeServing(t *testing.T) {
 			f := &peerFetcher{blobs: s.Blobs(), content: tt.content}
 			s.SetFetcher(f)
 
-			root, err := s.IssueRoot(t.Context(), mac, config.Root{Image: "debian", Overlay: "ephemeral"})
+			root, err := s.IssueRoot(t.Context(), mac, inventory.Root{Image: "debian", Overlay: "ephemeral"})
 			if tt.content != nil {
 				if err != nil || !strings.HasPrefix(root.Arg, "nbd:127.0.0.1:") || !s.Blobs().Has(sha) {
 					t.Fatalf("IssueRoot = %+v, %v; want a root on content fetched first", root, err)

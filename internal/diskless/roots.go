@@ -7,14 +7,14 @@ import (
 	"slices"
 	"time"
 
-	"github.com/bootfleet/bootfleet/internal/config"
 	"github.com/bootfleet/bootfleet/internal/fleet"
 	"github.com/bootfleet/bootfleet/internal/httpboot"
+	"github.com/bootfleet/bootfleet/internal/inventory"
 )
 
 // IssueRoot implements httpboot.Roots. It resolves the image name at
 // render time, so the boot pins the content the name has now.
-func (s *Service) IssueRoot(ctx context.Context, mac net.HardwareAddr, root config.Root) (httpboot.RootBoot, error) {
+func (s *Service) IssueRoot(ctx context.Context, mac net.HardwareAddr, root inventory.Root) (httpboot.RootBoot, error) {
 	img, err := s.images.GetImage(ctx, root.Image)
 	if err != nil {
 		return httpboot.RootBoot{}, fmt.Errorf("root image: %w", err)
@@ -37,7 +37,7 @@ func (s *Service) IssueRoot(ctx context.Context, mac net.HardwareAddr, root conf
 func (s *Service) PrepareKernels(in fleet.Input) {
 	var names []string
 	for _, p := range in.Profiles {
-		if p.Root.Kernel == config.RootKernelImage && !slices.Contains(names, p.Root.Image) {
+		if p.Root.Kernel == inventory.RootKernelImage && !slices.Contains(names, p.Root.Image) {
 			names = append(names, p.Root.Image)
 		}
 	}

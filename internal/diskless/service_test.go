@@ -10,7 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/bootfleet/bootfleet/internal/config"
 	"github.com/bootfleet/bootfleet/internal/fleet"
 	"github.com/bootfleet/bootfleet/internal/imagekernel"
 	"github.com/bootfleet/bootfleet/internal/imagestore"
@@ -65,9 +64,9 @@ func TestImageKernelsFollowContent(t *testing.T) {
 	built := filepath.Join(data, "kernels", res.SHA256, "vmlinuz")
 
 	images["debian"] = inventory.Image{Name: "debian", SHA256: res.SHA256}
-	d.PrepareKernels(fleet.Input{Profiles: map[string]config.Profile{
-		"own":   {Root: config.Root{Image: "debian", Kernel: config.RootKernelImage}},
-		"other": {Kernel: "/k", Root: config.Root{Image: "missing", Kernel: config.RootKernelImage}},
+	d.PrepareKernels(fleet.Input{Profiles: map[string]inventory.Profile{
+		"own":   {Root: inventory.Root{Image: "debian", Kernel: inventory.RootKernelImage}},
+		"other": {Kernel: "/k", Root: inventory.Root{Image: "missing", Kernel: inventory.RootKernelImage}},
 	}})
 	deadline := time.Now().Add(5 * time.Second)
 	for _, err := os.Stat(built); err != nil; _, err = os.Stat(built) {

@@ -6,7 +6,7 @@ import (
 	"sync"
 	"sync/atomic"
 
-	"github.com/bootfleet/bootfleet/internal/config"
+	"github.com/bootfleet/bootfleet/internal/inventory"
 )
 
 // Machine is a known machine.
@@ -25,7 +25,7 @@ type Target struct {
 	Machine Machine // MAC always set; Name empty for unlisted machines
 	Known   bool    // listed, as opposed to booted through the default profile
 	Profile string
-	Spec    config.Profile
+	Spec    inventory.Profile
 }
 
 // hwKey is a MAC as a map key. DHCP looks machines up for every packet, so
@@ -57,7 +57,7 @@ func ipKey(ip net.IP) (k [4]byte, ok bool) {
 type snapshot struct {
 	machines       map[hwKey]Machine
 	reserved       map[[4]byte]Machine // key: reserved IPv4 address
-	profiles       map[string]config.Profile
+	profiles       map[string]inventory.Profile
 	defaultProfile string // for listed machines without a profile
 	unknownProfile string // for machines nobody enrolled: discovered or never seen
 }
@@ -70,45 +70,15 @@ type View struct {
 
 // Input is what a view is built from: the fleet's profiles and machines
 // and which profile boots the machines nobody enrolled. A running server
-// fills it from the inventory; ConfigInput fills it from the config file.
+// fills it from the inventory (package inventorysvc).
 type Input struct {
-	Profiles map[string]config.Profile
+	Profiles map[string]inventory.Profile
 	Machines []Machine
 	// DefaultProfile boots enrolled machines that name no profile.
 	DefaultProfile string
 	// UnknownProfile boots machines nobody enrolled: discovered ones and
 	// ones never seen. Empty boots none of them.
 	UnknownProfile string
-}
-
-// ConfigInput is the Input the config file alone describes: its profiles,
-// its machines (all enrolled), and default_profile, discovery_profile and
-// discovery as its policy for the rest.
-func ConfigInput(c *config.Config) (Input, error) {
-	in := Input{
-		Profiles:       c.Profiles,
-		Machines:       make([]Machine, 0, len(c.Machines)),
-		DefaultProfile: c.DefaultProfile,
-		UnknownProfile: c.DefaultProfile,
-	}
-	if c.DiscoveryProfile != "" {
-		in.UnknownProfile = c.DiscoveryProfile
-	}
-	if c.Discovery == "ignore" {
-		in.UnknownProfile = ""
-	}
-	for i, m := range c.Machines {
-		hw, err := net.ParseMAC(m.MAC)
-		if err != nil {
-			return Input{}, fmt.Errorf("machines[%d].mac: %w", i, err)
-		}
-		var ip net.IP
-		if m.IP != "" {
-			ip = net.ParseIP(m.IP).To4()
-		}
-		in.Machines = append(in.Machines, Machine{MAC: hw, Name: m.Name, Profile: m.Profile, IP: ip, Enrolled: true})
-	}
-	return in, nil
 }
 
 // New builds a view of in.
@@ -120,22 +90,13 @@ func New(in Input) (*View, error) {
 	return v, nil
 }
 
-// FromConfig builds a view of the machines and profiles of c.
-func FromConfig(c *config.Config) (*View, error) {
-	in, err := ConfigInput(c)
-	if err != nil {
-		return nil, err
-	}
-	return New(in)
-}
-
 // Apply replaces the view's contents with in. The view keeps no reference
 // to in's maps or slices.
 func (v *View) Apply(in Input) error {
 	s := &snapshot{
 		machines:       make(map[hwKey]Machine, len(in.Machines)),
 		reserved:       map[[4]byte]Machine{},
-		profiles:       make(map[string]config.Profile, len(in.Profiles)),
+		profiles:       make(map[string]inventory.Profile, len(in.Profiles)),
 		defaultProfile: in.DefaultProfile,
 		unknownProfile: in.UnknownProfile,
 	}
@@ -227,7 +188,7 @@ func (v *View) Resolve(mac net.HardwareAddr) (Target, bool) {
 }
 
 // Profile returns the named profile.
-func (v *View) Profile(name string) (config.Profile, bool) {
+func (v *View) Profile(name string) (inventory.Profile, bool) {
 	p, ok := v.cur.Load().profiles[name]
 	return p, ok
 }

@@ -2,30 +2,38 @@ package fleet
 
 import (
 	"net"
-	"strings"
 	"testing"
 
-	"github.com/bootfleet/bootfleet/internal/config"
+	"github.com/bootfleet/bootfleet/internal/inventory"
 )
 
-const cfgYAML = `
-interface: br0
-dhcp: {mode: full, range: 10.0.0.100-10.0.0.200}
-default_profile: linux
-profiles:
-  linux: {kernel: /k, cmdline: "a"}
-  rescue: {kernel: /r, cmdline: "b"}
-machines:
-  - {mac: "52:54:00:12:34:56", name: pc1, profile: rescue, ip: 10.0.0.50}
-  - {mac: "52:54:00:00:00:02", name: pc2}
-`
+func hw(s string) net.HardwareAddr {
+	m, err := net.ParseMAC(s)
+	if err != nil {
+		panic(err)
+	}
+	return m
+}
+
+// testInput is a fleet of two enrolled machines where machines with no
+// profile boot linux.
+func testInput() Input {
+	return Input{
+		Profiles: map[string]inventory.Profile{
+			"linux":  {Name: "linux", Kernel: "/k", Cmdline: "a"},
+			"rescue": {Name: "rescue", Kernel: "/r", Cmdline: "b"},
+		},
+		Machines: []Machine{
+			{MAC: hw("52:54:00:12:34:56"), Name: "pc1", Profile: "rescue", IP: net.IPv4(10, 0, 0, 50), Enrolled: true},
+			{MAC: hw("52:54:00:00:00:02"), Name: "pc2", Enrolled: true},
+		},
+		DefaultProfile: "linux",
+		UnknownProfile: "linux",
+	}
+}
 
 func TestResolve(t *testing.T) {
-	c, err := config.Parse(strings.NewReader(cfgYAML))
-	if err != nil {
-		t.Fatal(err)
-	}
-	v, err := FromConfig(c)
+	v, err := New(testInput())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -59,11 +67,12 @@ func TestResolve(t *testing.T) {
 }
 
 func TestNoDefaultProfileMeansNoBoot(t *testing.T) {
-	c, err := config.Parse(strings.NewReader(strings.Replace(cfgYAML, "default_profile: linux", "", 1)))
+	in := testInput()
+	in.DefaultProfile, in.UnknownProfile = "", ""
+	v, err := New(in)
 	if err != nil {
 		t.Fatal(err)
 	}
-	v, _ := FromConfig(c)
 	mac, _ := net.ParseMAC("52:54:00:99:99:99")
 	if _, ok := v.Resolve(mac); ok {
 		t.Fatal("unlisted machine without default_profile must not boot")
@@ -74,8 +83,10 @@ func TestNoDefaultProfileMeansNoBoot(t *testing.T) {
 }
 
 func TestReservedForUnreserved(t *testing.T) {
-	c, _ := config.Parse(strings.NewReader(cfgYAML))
-	v, _ := FromConfig(c)
+	v, err := New(testInput())
+	if err != nil {
+		t.Fatal(err)
+	}
 	if got := v.ReservedFor(net.IPv4(10, 0, 0, 51)); got != nil {
 		t.Fatalf("got %v for an unreserved address", got)
 	}
@@ -86,23 +97,17 @@ func TestDiscoveryPolicy(t *testing.T) {
 	listedNoProfile, _ := net.ParseMAC("52:54:00:00:00:02")
 	discovered, _ := net.ParseMAC("52:54:00:00:00:0d")
 	tests := []struct {
-		name, extra                         string
+		name, unknownProfile                string
 		unknownWant, listedWant, discovWant string // "" = not booted
 	}{
-		{"default boots everyone", "", "linux", "linux", "linux"},
-		{"discovery profile", "discovery_profile: rescue\n", "rescue", "linux", "rescue"},
-		{"ignore", "discovery: ignore\n", "", "linux", ""},
+		{"default boots everyone", "linux", "linux", "linux", "linux"},
+		{"discovery profile", "rescue", "rescue", "linux", "rescue"},
+		{"ignore", "", "", "linux", ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			c, err := config.Parse(strings.NewReader(cfgYAML + tt.extra))
-			if err != nil {
-				t.Fatal(err)
-			}
-			in, err := ConfigInput(c)
-			if err != nil {
-				t.Fatal(err)
-			}
+			in := testInput()
+			in.UnknownProfile = tt.unknownProfile
 			in.Machines = append(in.Machines, Machine{MAC: discovered}) // not enrolled
 			v, err := New(in)
 			if err != nil {
@@ -128,7 +133,7 @@ func TestEnrolled(t *testing.T) {
 	listed, _ := net.ParseMAC("52:54:00:00:00:01")
 	found, _ := net.ParseMAC("52:54:00:00:00:02")
 	stranger, _ := net.ParseMAC("52:54:00:00:00:03")
-	v, err := New(Input{Profiles: map[string]config.Profile{"p": {Kernel: "/k"}}, DefaultProfile: "p", UnknownProfile: "p",
+	v, err := New(Input{Profiles: map[string]inventory.Profile{"p": {Name: "p", Kernel: "/k"}}, DefaultProfile: "p", UnknownProfile: "p",
 		Machines: []Machine{{MAC: listed, Enrolled: true}, {MAC: found}}})
 	if err != nil {
 		t.Fatal(err)

@@ -9,9 +9,9 @@ import (
 	"net/http"
 	"strings"
 
-	"github.com/bootfleet/bootfleet/internal/config"
 	"github.com/bootfleet/bootfleet/internal/fleet"
 	"github.com/bootfleet/bootfleet/internal/grub"
+	"github.com/bootfleet/bootfleet/internal/inventory"
 )
 
 // MilestoneGrubConfig is recorded when grub fetches a machine's config:
@@ -39,7 +39,7 @@ func (s *server) grubConfig(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "no profile for "+mac.String(), http.StatusNotFound)
 		return
 	}
-	if t.Spec.Loader != config.LoaderGrub {
+	if t.Spec.Loader != inventory.LoaderGrub {
 		s.log.Warn("grub asked for the config of a machine whose profile does not load grub", "mac", mac.String(),
 			"profile", t.Profile, "remote", r.RemoteAddr, "fix", "set loader: grub in the profile, or give the machine a profile that has it")
 		http.Error(w, "profile "+t.Profile+" does not boot through grub", http.StatusNotFound)
@@ -75,7 +75,7 @@ func (s *server) recordGrubMilestone(mac net.HardwareAddr, name, remote string) 
 // grubConfigText renders the machine's grub.cfg. It names the files as
 // paths on grub's own server, which serves them over HTTP and TFTP alike.
 func (s *server) grubConfigText(ctx context.Context, t fleet.Target) (string, error) {
-	if t.Spec.Root.Kernel == config.RootKernelImage {
+	if t.Spec.Root.Kernel == inventory.RootKernelImage {
 		return "", errors.New("root.kernel: image is not served to grub yet; give the profile its own kernel and initrd, or loader: ipxe")
 	}
 	b, err := s.boot(ctx, t)

@@ -13,8 +13,8 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/bootfleet/bootfleet/internal/config"
 	"github.com/bootfleet/bootfleet/internal/fleet"
+	"github.com/bootfleet/bootfleet/internal/inventory"
 	"github.com/bootfleet/bootfleet/internal/tftp"
 )
 
@@ -40,30 +40,16 @@ func grubEnv(t *testing.T) (Config, *milestones, string) {
 	dir := t.TempDir()
 	os.WriteFile(filepath.Join(dir, "vmlinuz"), []byte("signed kernel"), 0o644)
 	os.WriteFile(filepath.Join(dir, "initrd.img"), []byte("initrd"), 0o644)
-	c, err := config.Parse(strings.NewReader(`
-interface: br0
-dhcp: {mode: proxy}
-secure_boot: {shim: /s, grub: /g}
-default_profile: linux
-profiles:
-  sb:
-    loader: grub
-    kernel: ` + filepath.Join(dir, "vmlinuz") + `
-    initrd: [` + filepath.Join(dir, "initrd.img") + `]
-    cmdline: "console=ttyS0 done={{ .DoneURL }}"
-  linux:
-    kernel: ` + filepath.Join(dir, "vmlinuz") + `
-machines:
-  - {mac: "52:54:00:00:00:01", name: pc1, profile: sb}
-  - {mac: "52:54:00:00:00:02", name: pc2, profile: linux}
-`))
-	if err != nil {
-		t.Fatal(err)
-	}
-	v, err := fleet.FromConfig(c)
-	if err != nil {
-		t.Fatal(err)
-	}
+	v := newView(t, fleet.Input{
+		Profiles: map[string]inventory.Profile{
+			"sb": {Name: "sb", Loader: inventory.LoaderGrub, Kernel: filepath.Join(dir, "vmlinuz"),
+				Initrd: []string{filepath.Join(dir, "initrd.img")}, Cmdline: "console=ttyS0 done={{ .DoneURL }}"},
+			"linux": {Name: "linux", Kernel: filepath.Join(dir, "vmlinuz")},
+		},
+		Machines:       []fleet.Machine{enrolled("52:54:00:00:00:01", "pc1", "sb"), enrolled("52:54:00:00:00:02", "pc2", "linux")},
+		DefaultProfile: "linux",
+		UnknownProfile: "linux",
+	})
 	ms := &milestones{}
 	return Config{Fleet: v, Milestones: ms, BaseURL: "http://10.0.0.1:8080", ServerIP: "10.0.0.1"}, ms, dir
 }

@@ -13,8 +13,8 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/bootfleet/bootfleet/internal/config"
 	"github.com/bootfleet/bootfleet/internal/grub"
+	"github.com/bootfleet/bootfleet/internal/inventory"
 	"github.com/bootfleet/bootfleet/internal/safefs"
 	"github.com/bootfleet/bootfleet/internal/tftp"
 )
@@ -65,7 +65,7 @@ func (g grubTFTP) config(macs string) (tftp.File, error) {
 		return nil, err
 	}
 	t, ok := g.s.Fleet.Resolve(mac)
-	if !ok || t.Spec.Loader != config.LoaderGrub {
+	if !ok || t.Spec.Loader != inventory.LoaderGrub {
 		g.s.log.Warn("grub asked for the config of a machine whose profile does not load grub", "mac", mac.String(),
 			"fix", "set loader: grub in the machine's profile")
 		return nil, fmt.Errorf("machine %s does not boot through grub: %w", mac, fs.ErrNotExist)
@@ -99,7 +99,7 @@ func (g grubTFTP) profileFile(parts []string) (tftp.File, error) {
 	}
 	var local string
 	switch {
-	case len(parts) == 2 && parts[1] == "kernel" && p.Root.Kernel != config.RootKernelImage:
+	case len(parts) == 2 && parts[1] == "kernel" && p.Root.Kernel != inventory.RootKernelImage:
 		local = p.Kernel
 	case len(parts) == 4 && parts[1] == "initrd":
 		i, err := strconv.Atoi(parts[2])

@@ -15,8 +15,8 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/bootfleet/bootfleet/internal/config"
 	"github.com/bootfleet/bootfleet/internal/fleet"
+	"github.com/bootfleet/bootfleet/internal/inventory"
 	"github.com/bootfleet/bootfleet/internal/testutil"
 )
 
@@ -24,7 +24,7 @@ import (
 // machine whose persistent overlay keeps an older image version.
 type pinnedRoots struct{ sha string }
 
-func (p pinnedRoots) IssueRoot(_ context.Context, mac net.HardwareAddr, root config.Root) (RootBoot, error) {
+func (p pinnedRoots) IssueRoot(_ context.Context, mac net.HardwareAddr, root inventory.Root) (RootBoot, error) {
 	return RootBoot{Arg: "nbd:10.0.0.1:10809:m-" + macPath(mac) + "-secret", Image: root.Image, SHA256: p.sha}, nil
 }
 
@@ -64,21 +64,11 @@ var (
 
 func imageKernelServer(t *testing.T, kernels ImageKernels) (*httptest.Server, *testutil.SyncBuffer) {
 	t.Helper()
-	c, err := config.Parse(strings.NewReader(`
-interface: br0
-dhcp: {mode: proxy}
-profiles:
-  own: {cmdline: "console=ttyS0", root: {image: debian, overlay: persistent, kernel: image}}
-machines:
-  - {mac: "52:54:00:00:00:01", profile: own}
-`))
-	if err != nil {
-		t.Fatal(err)
-	}
-	v, err := fleet.FromConfig(c)
-	if err != nil {
-		t.Fatal(err)
-	}
+	v := newView(t, fleet.Input{
+		Profiles: map[string]inventory.Profile{"own": {Name: "own", Cmdline: "console=ttyS0",
+			Root: inventory.Root{Image: "debian", Overlay: inventory.OverlayPersistent, Kernel: inventory.RootKernelImage}}},
+		Machines: []fleet.Machine{enrolled("52:54:00:00:00:01", "", "own")},
+	})
 	logs := &testutil.SyncBuffer{}
 	srv := httptest.NewServer(New(Config{Fleet: v, Boots: noClock{}, BaseURL: "http://10.0.0.1:8080",
 		Roots: pinnedRoots{oldSHA}, Kernels: kernels, Logger: slog.New(slog.NewTextHandler(logs, nil))}))

@@ -8,7 +8,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/bootfleet/bootfleet/internal/config"
 	"github.com/bootfleet/bootfleet/internal/fleet"
 	"github.com/bootfleet/bootfleet/internal/testutil"
 )
@@ -17,11 +16,7 @@ import (
 // which machine, which export, from where and after how long; other
 // milestones and unreadable times log no reconnect.
 func TestReconnectMilestoneLogged(t *testing.T) {
-	c, err := config.Parse(strings.NewReader("interface: br0\ndhcp: {mode: proxy}\n"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	v, _ := fleet.FromConfig(c)
+	v := newView(t, fleet.Input{})
 	var logs testutil.SyncBuffer
 	srv := httptest.NewServer(New(Config{Fleet: v, Boots: noClock{}, BaseURL: "http://10.0.0.2:8080", Milestones: noMilestones{},
 		Logger: slog.New(slog.NewTextHandler(&logs, nil))}))

@@ -11,20 +11,20 @@ import (
 	"testing"
 	"time"
 
-	"github.com/bootfleet/bootfleet/internal/config"
 	"github.com/bootfleet/bootfleet/internal/fleet"
+	"github.com/bootfleet/bootfleet/internal/inventory"
 )
 
 type fakeRoots struct{ calls int }
 
-func (f *fakeRoots) IssueRoot(_ context.Context, mac net.HardwareAddr, root config.Root) (RootBoot, error) {
+func (f *fakeRoots) IssueRoot(_ context.Context, mac net.HardwareAddr, root inventory.Root) (RootBoot, error) {
 	f.calls++
 	if root.Image == "gone" {
 		return RootBoot{}, errors.New("no image named gone")
 	}
 	b := RootBoot{Arg: "nbd:10.0.0.1:10809:m-" + strings.ReplaceAll(mac.String(), ":", "-") + "-secret" + root.Overlay,
 		Image: root.Image, SHA256: strings.Repeat(root.Image[:1], 64)}
-	if config.ClientOverlay(root.Overlay) {
+	if inventory.ClientOverlay(root.Overlay) {
 		b.Args = "bootfleet.overlay=" + root.Overlay
 	}
 	return b, nil
@@ -37,29 +37,17 @@ func (noClock) Complete(net.HardwareAddr) (time.Duration, bool) { return 0, fals
 // TestRootCmdline: a profile with a root gets bootfleet.root= appended,
 // once, whether or not its template uses {{ .Root }}.
 func TestRootCmdline(t *testing.T) {
-	c, err := config.Parse(strings.NewReader(`
-interface: br0
-dhcp: {mode: proxy}
-profiles:
-  auto: {kernel: /k, cmdline: "console=ttyS0", root: {image: debian, overlay: persistent}}
-  templ: {kernel: /k, cmdline: "root=/dev/nbd0 agent={{ .Root }}", root: {image: debian}}
-  plain: {kernel: /k, cmdline: "quiet"}
-  gone: {kernel: /k, root: {image: gone}}
-  ram: {kernel: /k, cmdline: "quiet", root: {image: debian, overlay: client-ram}}
-machines:
-  - {mac: "52:54:00:00:00:01", profile: auto}
-  - {mac: "52:54:00:00:00:02", profile: templ}
-  - {mac: "52:54:00:00:00:03", profile: plain}
-  - {mac: "52:54:00:00:00:04", profile: gone}
-  - {mac: "52:54:00:00:00:05", profile: ram}
-`))
-	if err != nil {
-		t.Fatal(err)
-	}
-	v, err := fleet.FromConfig(c)
-	if err != nil {
-		t.Fatal(err)
-	}
+	v := newView(t, fleet.Input{
+		Profiles: map[string]inventory.Profile{
+			"auto":  {Name: "auto", Kernel: "/k", Cmdline: "console=ttyS0", Root: inventory.Root{Image: "debian", Overlay: inventory.OverlayPersistent}},
+			"templ": {Name: "templ", Kernel: "/k", Cmdline: "root=/dev/nbd0 agent={{ .Root }}", Root: inventory.Root{Image: "debian", Overlay: inventory.OverlayEphemeral}},
+			"plain": {Name: "plain", Kernel: "/k", Cmdline: "quiet"},
+			"gone":  {Name: "gone", Kernel: "/k", Root: inventory.Root{Image: "gone", Overlay: inventory.OverlayEphemeral}},
+			"ram":   {Name: "ram", Kernel: "/k", Cmdline: "quiet", Root: inventory.Root{Image: "debian", Overlay: inventory.OverlayClientRAM}},
+		},
+		Machines: []fleet.Machine{enrolled("52:54:00:00:00:01", "", "auto"), enrolled("52:54:00:00:00:02", "", "templ"),
+			enrolled("52:54:00:00:00:03", "", "plain"), enrolled("52:54:00:00:00:04", "", "gone"), enrolled("52:54:00:00:00:05", "", "ram")},
+	})
 	roots := &fakeRoots{}
 	srv := httptest.NewServer(New(Config{Fleet: v, Boots: noClock{}, BaseURL: "http://10.0.0.1:8080", Roots: roots}))
 	defer srv.Close()
@@ -101,18 +89,11 @@ func (noMilestones) Milestone(net.HardwareAddr, string, string) {}
 // TestRootCmdlineMilestones: with telemetry on, the diskless agent is told
 // where to report its steps.
 func TestRootCmdlineMilestones(t *testing.T) {
-	c, err := config.Parse(strings.NewReader(`
-interface: br0
-dhcp: {mode: proxy}
-profiles:
-  auto: {kernel: /k, cmdline: "console=ttyS0", root: {image: debian}}
-machines:
-  - {mac: "52:54:00:00:00:01", profile: auto}
-`))
-	if err != nil {
-		t.Fatal(err)
-	}
-	v, _ := fleet.FromConfig(c)
+	v := newView(t, fleet.Input{
+		Profiles: map[string]inventory.Profile{"auto": {Name: "auto", Kernel: "/k", Cmdline: "console=ttyS0",
+			Root: inventory.Root{Image: "debian", Overlay: inventory.OverlayEphemeral}}},
+		Machines: []fleet.Machine{enrolled("52:54:00:00:00:01", "", "auto")},
+	})
 	srv := httptest.NewServer(New(Config{Fleet: v, Boots: noClock{}, BaseURL: "http://10.0.0.1:8080", Roots: &fakeRoots{}, Milestones: noMilestones{}}))
 	defer srv.Close()
 	resp, err := http.Get(srv.URL + "/ipxe/52-54-00-00-00-01")

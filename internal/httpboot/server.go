@@ -16,9 +16,9 @@ import (
 	"strings"
 	"time"
 
-	"github.com/bootfleet/bootfleet/internal/config"
 	"github.com/bootfleet/bootfleet/internal/fleet"
 	"github.com/bootfleet/bootfleet/internal/grub"
+	"github.com/bootfleet/bootfleet/internal/inventory"
 	"github.com/bootfleet/bootfleet/internal/ipxe"
 )
 
@@ -31,7 +31,7 @@ type FileOpener interface {
 // Fleet says what each machine boots.
 type Fleet interface {
 	Resolve(mac net.HardwareAddr) (fleet.Target, bool)
-	Profile(name string) (config.Profile, bool)
+	Profile(name string) (inventory.Profile, bool)
 }
 
 // Roots gives machines whose profile has a root their diskless root for
@@ -39,7 +39,7 @@ type Fleet interface {
 // the export of the previous one, so it must not be called for anything
 // but a script the machine will boot.
 type Roots interface {
-	IssueRoot(ctx context.Context, mac net.HardwareAddr, root config.Root) (RootBoot, error)
+	IssueRoot(ctx context.Context, mac net.HardwareAddr, root inventory.Root) (RootBoot, error)
 }
 
 // RootBoot is the diskless root of one boot.
@@ -211,7 +211,7 @@ func (s *server) boot(ctx context.Context, t fleet.Target) (ipxe.Boot, error) {
 		if s.Roots == nil {
 			return ipxe.Boot{}, fmt.Errorf("root image %s: this server has no diskless root service", t.Spec.Root.Image)
 		}
-		if t.Spec.Root.Kernel == config.RootKernelImage && s.Kernels == nil {
+		if t.Spec.Root.Kernel == inventory.RootKernelImage && s.Kernels == nil {
 			return ipxe.Boot{}, fmt.Errorf("root image %s: root.kernel is image, but this server builds no kernels from images", t.Spec.Root.Image)
 		}
 		var err error
@@ -235,7 +235,7 @@ func (s *server) boot(ctx context.Context, t fleet.Target) (ipxe.Boot, error) {
 		cmdline += " bootfleet.milestones=" + s.BaseURL + "/milestone/" + mp
 	}
 	q := "?mac=" + mp
-	if t.Spec.Root.Kernel == config.RootKernelImage {
+	if t.Spec.Root.Kernel == inventory.RootKernelImage {
 		return s.spread(s.imageBoot(root, q, cmdline), t.Machine.MAC, root.SHA256, 0), nil
 	}
 	prof := s.BaseURL + "/profiles/" + url.PathEscape(t.Profile)
@@ -265,7 +265,7 @@ func (s *server) profileFile(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "no profile named "+name, http.StatusNotFound)
 		return
 	}
-	if p.Root.Kernel == config.RootKernelImage {
+	if p.Root.Kernel == inventory.RootKernelImage {
 		http.Error(w, "profile "+name+" boots the kernel of its root image: its scripts name /images/SHA256/"+kernelFile, http.StatusNotFound)
 		return
 	}

@@ -15,8 +15,8 @@ import (
 	"time"
 
 	"github.com/bootfleet/bootfleet/internal/boots"
-	"github.com/bootfleet/bootfleet/internal/config"
 	"github.com/bootfleet/bootfleet/internal/fleet"
+	"github.com/bootfleet/bootfleet/internal/inventory"
 	"github.com/bootfleet/bootfleet/internal/testutil"
 )
 
@@ -29,6 +29,25 @@ func (d dirOpener) Open(name string) (*os.File, error) {
 		return nil, fs.ErrPermission
 	}
 	return os.Open(filepath.Join(string(d), name))
+}
+
+// newView is the fleet view of in, as the inventory would give it.
+func newView(t *testing.T, in fleet.Input) *fleet.View {
+	t.Helper()
+	v, err := fleet.New(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return v
+}
+
+// enrolled is a machine an admin listed.
+func enrolled(mac, name, profile string) fleet.Machine {
+	hw, err := net.ParseMAC(mac)
+	if err != nil {
+		panic(err)
+	}
+	return fleet.Machine{MAC: hw, Name: name, Profile: profile, Enrolled: true}
 }
 
 type env struct {
@@ -50,33 +69,17 @@ func newEnvWith(t *testing.T, edit func(*Config)) *env {
 	files := filepath.Join(dir, "files")
 	os.MkdirAll(files, 0o755)
 	os.WriteFile(filepath.Join(files, "ipxe.efi"), []byte("EFI"), 0o644)
-	yaml := `
-interface: br0
-dhcp: {mode: proxy}
-default_profile: linux
-profiles:
-  linux:
-    kernel: ` + filepath.Join(dir, "vmlinuz") + `
-    initrd: [` + filepath.Join(dir, "initrd.img") + `]
-    cmdline: "console=ttyS0 done={{ .DoneURL }}"
-  rescue:
-    kernel: http://mirror.example/vmlinuz
-    cmdline: "rescue host={{ .Name }}"
-  broken:
-    kernel: /k
-    cmdline: "{{ .Nope }}"
-machines:
-  - {mac: "52:54:00:12:34:56", name: pc1, profile: rescue}
-  - {mac: "52:54:00:00:00:0b", name: bad, profile: broken}
-`
-	c, err := config.Parse(strings.NewReader(yaml))
-	if err != nil {
-		t.Fatal(err)
-	}
-	v, err := fleet.FromConfig(c)
-	if err != nil {
-		t.Fatal(err)
-	}
+	v := newView(t, fleet.Input{
+		Profiles: map[string]inventory.Profile{
+			"linux": {Name: "linux", Kernel: filepath.Join(dir, "vmlinuz"), Initrd: []string{filepath.Join(dir, "initrd.img")},
+				Cmdline: "console=ttyS0 done={{ .DoneURL }}"},
+			"rescue": {Name: "rescue", Kernel: "http://mirror.example/vmlinuz", Cmdline: "rescue host={{ .Name }}"},
+			"broken": {Name: "broken", Kernel: "/k", Cmdline: "{{ .Nope }}"},
+		},
+		Machines:       []fleet.Machine{enrolled("52:54:00:12:34:56", "pc1", "rescue"), enrolled("52:54:00:00:00:0b", "bad", "broken")},
+		DefaultProfile: "linux",
+		UnknownProfile: "linux",
+	})
 	clock := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	e := &env{logs: &testutil.SyncBuffer{}, clock: &clock, kernel: kernel}
 	tr := boots.NewTracker(func() time.Time { return *e.clock })

@@ -6,6 +6,12 @@
 // inventory/postgres (for several servers sharing a fleet).
 // Both pass the same suite in inventory/storetest.
 //
+// Its model is the fleet's domain: [Profile] (with its [Root]) is the one
+// profile type that the fleet view, the boot server and the diskless
+// roots take, and the values a profile may hold (loaders, [OverlayModes],
+// [RootKernelImage]) and their checks live here. The config file is only
+// one source of records; package inventorysvc maps it onto this model.
+//
 // The store is the durable source of truth, not the hot path: DHCP, TFTP
 // and HTTP answer from the in-memory fleet.View, which is rebuilt from the
 // store after every write (see [Snapshot]).

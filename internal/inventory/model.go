@@ -8,8 +8,6 @@ import (
 	"strings"
 	"time"
 	"unicode"
-
-	"github.com/bootfleet/bootfleet/internal/config"
 )
 
 // State is where a machine is in its life: discovered (booted once, not
@@ -62,35 +60,6 @@ type Machine struct {
 
 	LastBoot    time.Time // start of the latest boot; zero if never
 	LastAddress net.IP    // address of the latest boot; nil if never
-}
-
-// Profile is what a machine boots. Kernel and Initrd are local paths or
-// http(s) URLs; Cmdline is a template rendered per machine by package ipxe.
-type Profile struct {
-	Name    string
-	Kernel  string
-	Initrd  []string
-	Cmdline string
-	// Root is the machine's diskless root, if Root.Image is set.
-	Root Root
-	// Loader is what UEFI x64 firmware loads: empty or ipxe for iPXE,
-	// grub for the signed shim and grub (config.LoaderGrub).
-	Loader string
-	Source Source // default api
-}
-
-// Root is a profile's diskless root, as the config file's root: says it.
-type Root struct {
-	// Image names an Image to serve as the machine's root over NBD; empty
-	// for none.
-	Image string
-	// Overlay is ephemeral (the default when Image is set), persistent,
-	// none, client-ram or client-disk (config.OverlayModes).
-	Overlay string
-	// Kernel is empty to boot the profile's Kernel and Initrd, or image
-	// (config.RootKernelImage) to boot the kernel Image holds, with an
-	// initramfs built from it; Kernel and Initrd are then empty.
-	Kernel string
 }
 
 // Lease is a DHCP lease in full mode: IP belongs to MAC until Expiry.
@@ -222,63 +191,6 @@ func validateLabels(l map[string]string) error {
 		v := l[k]
 		if len(v) > MaxLabelValueLen || strings.IndexFunc(v, unicode.IsControl) >= 0 {
 			return invalid("labels", "label %s: value must be at most %d characters without control characters", k, MaxLabelValueLen)
-		}
-	}
-	return nil
-}
-
-// Validate checks p and fills defaults (Source).
-func (p *Profile) Validate() error {
-	if !pnameRE.MatchString(p.Name) {
-		return invalid("name", "want a profile name (letters, digits, . _ -, at most 63), got %q", p.Name)
-	}
-	if err := p.validateKernel(); err != nil {
-		return err
-	}
-	if strings.ContainsAny(p.Cmdline, "\r\n") {
-		return invalid("cmdline", "must be one line")
-	}
-	if p.Loader != "" && p.Loader != config.LoaderIPXE && p.Loader != config.LoaderGrub {
-		return invalid("loader", "want ipxe (default) or grub (Secure Boot through the server's signed shim and grub), got %q", p.Loader)
-	}
-	switch {
-	case p.Root.Image == "" && p.Root.Overlay != "":
-		return invalid("root_image", "required when overlay is set: the name of an imported image")
-	case p.Root.Image == "":
-	case !pnameRE.MatchString(p.Root.Image):
-		return invalid("root_image", "want an image name (letters, digits, . _ -, at most 63), got %q", p.Root.Image)
-	case p.Root.Overlay == "":
-		p.Root.Overlay = "ephemeral"
-	case config.CheckOverlay(p.Root.Overlay, p.Cmdline) != "":
-		return invalid("overlay", "%s", config.CheckOverlay(p.Root.Overlay, p.Cmdline))
-	}
-	return checkSource(&p.Source)
-}
-
-// validateKernel checks where the kernel comes from: Kernel and Initrd,
-// or the root image (Root.Kernel image).
-func (p *Profile) validateKernel() error {
-	switch p.Root.Kernel {
-	case "":
-	case config.RootKernelImage:
-		switch {
-		case p.Root.Image == "":
-			return invalid("root_image", "required when root_kernel is image: the name of an imported image whose kernel boots")
-		case p.Kernel != "":
-			return invalid("kernel", "must be empty when root_kernel is image (the kernel comes from the root image); remove it, or remove root_kernel to boot it")
-		case len(p.Initrd) > 0:
-			return invalid("initrd", "must be empty when root_kernel is image (the initramfs is built from the root image); remove them, or remove root_kernel to boot them")
-		}
-		return nil
-	default:
-		return invalid("root_kernel", "want image (boot the kernel in the root image) or empty (boot kernel and initrd), got %q", p.Root.Kernel)
-	}
-	if strings.TrimSpace(p.Kernel) == "" {
-		return invalid("kernel", "required: a local path or http(s) URL of the kernel (or root_kernel image with a root_image)")
-	}
-	for i, rd := range p.Initrd {
-		if strings.TrimSpace(rd) == "" {
-			return invalid("initrd", "entry %d is empty; remove it or give a path or URL", i)
 		}
 	}
 	return nil

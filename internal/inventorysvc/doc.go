@@ -21,5 +21,7 @@
 //     periodically from Run.
 //
 // The store itself is opened by [OpenStore] and applied from the config by
-// [New]; the caller closes it.
+// [New] ([ApplyConfig], apply.go); the caller closes it. fromconfig.go is
+// the one place where the config file's profiles, machines and discovery
+// policy become the inventory's records and the fleet view's policy.
 package inventorysvc

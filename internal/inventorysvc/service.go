@@ -73,13 +73,9 @@ func New(ctx context.Context, cfg Config) (*Service, error) {
 	if cfg.Refresh == 0 && backend(cfg.Spec) == "postgres" {
 		cfg.Refresh = sharedRefresh
 	}
-	policy, err := fleet.ConfigInput(cfg.File)
-	if err != nil {
-		return nil, err
-	}
 	s := &Service{cfg: cfg, store: cfg.Store, log: cfg.Logger, seen: make(chan sighting, sightingQueue),
-		policy: fleet.Input{DefaultProfile: policy.DefaultProfile, UnknownProfile: policy.UnknownProfile}}
-	a, err := inventory.ApplyConfig(ctx, s.store, cfg.File)
+		policy: policyFromConfig(cfg.File)}
+	a, err := ApplyConfig(ctx, s.store, cfg.File)
 	if err != nil {
 		return nil, fmt.Errorf("apply config to the inventory: %w", err)
 	}

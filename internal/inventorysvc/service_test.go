@@ -148,8 +148,8 @@ machines:
 	if tg, ok := v.Resolve(mac("52:54:00:00:00:01")); !ok || tg.Profile != "memtest" {
 		t.Fatalf("Resolve(pc1) = %+v, %v", tg, ok)
 	}
-	for name, want := range map[string]config.Root{
-		"own":   {Image: "debian", Overlay: "ephemeral", Kernel: config.RootKernelImage},
+	for name, want := range map[string]inventory.Root{
+		"own":   {Image: "debian", Overlay: "ephemeral", Kernel: inventory.RootKernelImage},
 		"plain": {Image: "debian", Overlay: "ephemeral"},
 	} {
 		p, ok := v.Profile(name)

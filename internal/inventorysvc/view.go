@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/bootfleet/bootfleet/internal/config"
 	"github.com/bootfleet/bootfleet/internal/fleet"
 	"github.com/bootfleet/bootfleet/internal/inventory"
 )
@@ -48,10 +47,9 @@ func (s *Service) input(ctx context.Context) (fleet.Input, error) {
 		return fleet.Input{}, fmt.Errorf("load fleet view from the inventory: %w", err)
 	}
 	in := s.policy
-	in.Profiles = make(map[string]config.Profile, len(ps))
+	in.Profiles = make(map[string]inventory.Profile, len(ps))
 	for _, p := range ps {
-		in.Profiles[p.Name] = config.Profile{Kernel: p.Kernel, Initrd: p.Initrd, Cmdline: p.Cmdline,
-			Root: config.Root{Image: p.Root.Image, Overlay: p.Root.Overlay, Kernel: p.Root.Kernel}, Loader: p.Loader}
+		in.Profiles[p.Name] = p
 	}
 	in.Machines = make([]fleet.Machine, 0, len(ms))
 	for _, m := range ms {

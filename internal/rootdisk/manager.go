@@ -15,7 +15,6 @@ import (
 	"time"
 
 	"github.com/bootfleet/bootfleet/internal/blockstore"
-	"github.com/bootfleet/bootfleet/internal/config"
 	"github.com/bootfleet/bootfleet/internal/imagestore"
 	"github.com/bootfleet/bootfleet/internal/inventory"
 	"github.com/bootfleet/bootfleet/internal/nbd"
@@ -142,9 +141,9 @@ type Issued struct {
 // IssueBoot is Issue, also saying which image content the boot reads.
 func (m *Manager) IssueBoot(mac net.HardwareAddr, img inventory.Image, overlay string) (Issued, error) {
 	if overlay == "" {
-		overlay = "ephemeral"
+		overlay = inventory.OverlayEphemeral
 	}
-	if config.ClientOverlay(overlay) {
+	if inventory.ClientOverlay(overlay) {
 		m.mu.Lock()
 		defer m.mu.Unlock()
 		return m.issueBase(mac, img, overlay)

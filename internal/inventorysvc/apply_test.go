@@ -1,19 +1,17 @@
-package inventory_test
+package inventorysvc
 
 import (
 	"context"
-	"errors"
-	"net"
-	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/bootfleet/bootfleet/internal/config"
 	"github.com/bootfleet/bootfleet/internal/inventory"
-	"github.com/bootfleet/bootfleet/internal/inventory/sqlite"
 )
 
-func parse(t *testing.T, y string) *config.Config {
+// fullConfig is a config in full DHCP mode, so machines may reserve
+// addresses.
+func fullConfig(t *testing.T, y string) *config.Config {
 	t.Helper()
 	c, err := config.Parse(strings.NewReader("dhcp: {mode: full, range: 10.0.0.100-10.0.0.200}\ninterface: br0\n" + y))
 	if err != nil {
@@ -22,23 +20,15 @@ func parse(t *testing.T, y string) *config.Config {
 	return c
 }
 
-func hw(s string) net.HardwareAddr {
-	m, _ := net.ParseMAC(s)
-	return m
-}
-
 func TestApplyConfig(t *testing.T) {
 	ctx := context.Background()
-	st, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), sqlite.FileName))
-	if err != nil {
-		t.Fatal(err)
-	}
+	st := openStore(t, t.TempDir())
 	defer st.Close()
 	// A machine that booted before the admin listed it in the config.
-	if _, err := st.CreateMachine(ctx, inventory.Machine{MAC: hw("52:54:00:00:00:02"), State: inventory.StateDiscovered}); err != nil {
+	if _, err := st.CreateMachine(ctx, inventory.Machine{MAC: mac("52:54:00:00:00:02"), State: inventory.StateDiscovered}); err != nil {
 		t.Fatal(err)
 	}
-	first := parse(t, `
+	first := fullConfig(t, `
 default_profile: linux
 profiles:
   linux: {kernel: /k, initrd: [/i], cmdline: "console=ttyS0"}
@@ -47,45 +37,45 @@ machines:
   - {mac: "52:54:00:00:00:01", name: pc1, profile: rescue, ip: 10.0.0.50}
   - {mac: "52:54:00:00:00:02", name: pc2}
 `)
-	a, err := inventory.ApplyConfig(ctx, st, first)
+	a, err := ApplyConfig(ctx, st, first)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if a != (inventory.Applied{Profiles: 2, Machines: 2}) {
+	if a != (Applied{Profiles: 2, Machines: 2}) {
 		t.Fatalf("first apply: %+v", a)
 	}
-	pc2, _ := st.GetMachine(ctx, hw("52:54:00:00:00:02"))
+	pc2, _ := st.GetMachine(ctx, mac("52:54:00:00:00:02"))
 	if pc2.State != inventory.StateReady || pc2.Source != inventory.SourceConfig || pc2.Name != "pc2" {
 		t.Fatalf("a discovered machine named in the config: %+v, want ready and owned by the config", pc2)
 	}
 	// The API adds a machine on the config's linux profile, and labels pc1.
-	if _, err := st.CreateMachine(ctx, inventory.Machine{MAC: hw("52:54:00:00:00:03"), Name: "api1", Profile: "linux"}); err != nil {
+	if _, err := st.CreateMachine(ctx, inventory.Machine{MAC: mac("52:54:00:00:00:03"), Name: "api1", Profile: "linux"}); err != nil {
 		t.Fatal(err)
 	}
-	pc1, _ := st.GetMachine(ctx, hw("52:54:00:00:00:01"))
+	pc1, _ := st.GetMachine(ctx, mac("52:54:00:00:00:01"))
 	pc1.Labels = map[string]string{"room": "a"}
 	if _, err := st.UpdateMachine(ctx, pc1); err != nil {
 		t.Fatal(err)
 	}
 
 	// The admin drops pc2, linux and rescue from the file and moves pc1.
-	second := parse(t, `
+	second := fullConfig(t, `
 profiles:
   memtest: {kernel: /m}
 machines:
   - {mac: "52:54:00:00:00:01", name: pc1, profile: memtest}
 `)
-	if a, err = inventory.ApplyConfig(ctx, st, second); err != nil {
+	if a, err = ApplyConfig(ctx, st, second); err != nil {
 		t.Fatal(err)
 	}
-	if a != (inventory.Applied{Profiles: 1, Machines: 1, Removed: 2, Released: 1}) {
+	if a != (Applied{Profiles: 1, Machines: 1, Removed: 2, Released: 1}) {
 		t.Fatalf("second apply: %+v, want pc2 and rescue removed, linux released", a)
 	}
-	pc1, _ = st.GetMachine(ctx, hw("52:54:00:00:00:01"))
+	pc1, _ = st.GetMachine(ctx, mac("52:54:00:00:00:01"))
 	if pc1.Profile != "memtest" || pc1.IP != nil || pc1.Labels["room"] != "a" {
 		t.Fatalf("pc1 after the second apply: %+v, want memtest, no reservation, labels kept", pc1)
 	}
-	if _, err := st.GetMachine(ctx, hw("52:54:00:00:00:02")); err == nil {
+	if _, err := st.GetMachine(ctx, mac("52:54:00:00:00:02")); err == nil {
 		t.Fatal("pc2 is still there after leaving the config")
 	}
 	if p, err := st.GetProfile(ctx, "linux"); err != nil || p.Source != inventory.SourceAPI {
@@ -96,46 +86,15 @@ machines:
 	}
 
 	// A config machine may not take an API machine's name.
-	clash := parse(t, `
+	clash := fullConfig(t, `
 profiles: {memtest: {kernel: /m}}
 machines:
   - {mac: "52:54:00:00:00:01", name: pc1, profile: memtest}
   - {mac: "52:54:00:00:00:04", name: api1}
 `)
-	_, err = inventory.ApplyConfig(ctx, st, clash)
+	_, err = ApplyConfig(ctx, st, clash)
 	if err == nil || !strings.Contains(err.Error(), "machines[1]") || !strings.Contains(err.Error(), "added through the API") {
 		t.Fatalf("name clash: %v", err)
-	}
-
-}
-
-func TestModelValidation(t *testing.T) {
-	tests := []struct {
-		name  string
-		m     inventory.Machine
-		field string
-	}{
-		{"ok", inventory.Machine{MAC: hw("52:54:00:00:00:01"), Name: "pc-1", Labels: map[string]string{"a.b/c": "x y"}}, ""},
-		{"name too long", inventory.Machine{MAC: hw("52:54:00:00:00:01"), Name: strings.Repeat("a", 64)}, "name"},
-		{"name leading hyphen", inventory.Machine{MAC: hw("52:54:00:00:00:01"), Name: "-pc"}, "name"},
-		{"label value with newline", inventory.Machine{MAC: hw("52:54:00:00:00:01"), Labels: map[string]string{"a": "x\ny"}}, "labels"},
-		{"profile with slash", inventory.Machine{MAC: hw("52:54:00:00:00:01"), Profile: "a/b"}, "profile"},
-		{"source", inventory.Machine{MAC: hw("52:54:00:00:00:01"), Source: "dhcp"}, "source"},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			err := tt.m.Validate()
-			var ie *inventory.Error
-			if tt.field == "" {
-				if err != nil {
-					t.Fatal(err)
-				}
-				return
-			}
-			if !errors.As(err, &ie) || ie.Field != tt.field {
-				t.Fatalf("got %v, want an error about %s", err, tt.field)
-			}
-		})
 	}
 }
 
@@ -143,24 +102,21 @@ func TestModelValidation(t *testing.T) {
 // store (inventorysvc tests the way back into the fleet view).
 func TestRootKernelToStore(t *testing.T) {
 	ctx := context.Background()
-	st, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), sqlite.FileName))
-	if err != nil {
-		t.Fatal(err)
-	}
+	st := openStore(t, t.TempDir())
 	defer st.Close()
-	c := parse(t, `
+	c := fullConfig(t, `
 profiles:
   own: {cmdline: quiet, root: {image: debian, kernel: image}}
   plain: {kernel: /k, root: {image: debian}}
 `)
-	if _, err := inventory.ApplyConfig(ctx, st, c); err != nil {
+	if _, err := ApplyConfig(ctx, st, c); err != nil {
 		t.Fatal(err)
 	}
 	p, err := st.GetProfile(ctx, "own")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if p.Root.Kernel != config.RootKernelImage || p.Kernel != "" || p.Root.Image != "debian" {
+	if p.Root.Kernel != inventory.RootKernelImage || p.Kernel != "" || p.Root.Image != "debian" {
 		t.Fatalf("stored profile = %+v, want root kernel image of debian and no kernel", p)
 	}
 }

@@ -1,0 +1,88 @@
+package config
+
+import "github.com/bootfleet/bootfleet/internal/inventory"
+
+// Profile is a profile as the file writes it, under profiles:. Kernel and
+// initrds are local paths or http(s) URLs; Cmdline is a Go template (see
+// package ipxe for its fields). Kernel is required unless Root.Kernel is
+// image, which needs Kernel and Initrd empty. The servers never see this
+// type: package inventorysvc maps it onto inventory.Profile.
+type Profile struct {
+	Kernel  string   `yaml:"kernel"`
+	Initrd  []string `yaml:"initrd"`
+	Cmdline string   `yaml:"cmdline"`
+	// Root, if its Image is set, gives the machine a diskless root over
+	// NBD: the script's command line gets bootfleet.root=nbd:IP:PORT:EXPORT.
+	Root Root `yaml:"root"`
+	// Loader is what UEFI x64 firmware loads: ipxe (default) or grub,
+	// Debian's signed Shim and Grub from secure_boot, which boot with
+	// Secure Boot on. BIOS machines and iPXE ROMs always run iPXE.
+	Loader string `yaml:"loader"`
+}
+
+// Root is a profile's diskless root.
+type Root struct {
+	// Image is the name of an image imported with `bootfleet image import`.
+	Image string `yaml:"image"`
+	// Overlay says what happens to the machine's writes: ephemeral
+	// (default; discarded at every boot), persistent (kept until
+	// `bootfleet machine reset`) or none (read-only root), all kept by
+	// the server; or client-ram or client-disk, kept by the machine in
+	// its RAM or on its local disk (bootfleet.cache= on the cmdline) and
+	// lost at reboot, so that any server holding the image can serve it.
+	Overlay string `yaml:"overlay"`
+	// Kernel says what the machine boots: empty (default) for the
+	// profile's own kernel and initrd, or image (inventory.RootKernelImage)
+	// for the newest kernel in the image's /boot with an initramfs bootfleet
+	// builds from the image's /lib/modules, so importing a new version of
+	// the image brings its kernel along.
+	Kernel string `yaml:"kernel"`
+}
+
+// validateProfiles checks each profile against the inventory's rules for
+// its values, naming the file's keys, and against the rest of the file
+// (a grub loader needs secure_boot).
+func (c *Config) validateProfiles(bad func(key, format string, args ...any)) {
+	for _, name := range sortedKeys(c.Profiles) {
+		p := c.Profiles[name]
+		validateRootKernel("profiles."+name, p, bad)
+		switch p.Loader {
+		case "", inventory.LoaderIPXE:
+		case inventory.LoaderGrub:
+			if c.SecureBoot.Shim == "" || c.SecureBoot.Grub == "" {
+				bad("profiles."+name+".loader", "grub needs secure_boot.shim and secure_boot.grub: the signed binaries from Debian's shim-signed and grub-efi-amd64-signed (see README, Secure Boot)")
+			}
+		default:
+			bad("profiles."+name+".loader", "want ipxe (default) or grub (Secure Boot through Debian's signed shim and grub), got %q", p.Loader)
+		}
+		switch {
+		case p.Root.Image == "" && p.Root.Overlay != "":
+			bad("profiles."+name+".root.image", "required when root.overlay is set: the name of an imported image")
+		case p.Root.Image != "" && inventory.CheckOverlay(p.Root.Overlay, p.Cmdline) != "":
+			bad("profiles."+name+".root.overlay", "%s", inventory.CheckOverlay(p.Root.Overlay, p.Cmdline))
+		}
+	}
+}
+
+// validateRootKernel checks a profile's kernel, initrd and root.kernel,
+// which say together where the kernel comes from.
+func validateRootKernel(key string, p Profile, bad func(key, format string, args ...any)) {
+	switch p.Root.Kernel {
+	case "":
+		if p.Kernel == "" {
+			bad(key+".kernel", "required: a local path or http URL of the kernel (or set root.kernel: image to boot the kernel of the root image)")
+		}
+	case inventory.RootKernelImage:
+		if p.Root.Image == "" {
+			bad(key+".root.image", "required when root.kernel is image: the name of an imported image whose kernel boots")
+		}
+		if p.Kernel != "" {
+			bad(key+".kernel", "must be empty with root.kernel: image, which boots the kernel in the root image; remove kernel, or remove root.kernel to boot this one")
+		}
+		if len(p.Initrd) > 0 {
+			bad(key+".initrd", "must be empty with root.kernel: image, which builds the initramfs from the root image; remove initrd, or remove root.kernel to boot these")
+		}
+	default:
+		bad(key+".root.kernel", "want image (boot the kernel in the root image) or nothing (boot the profile's kernel), got %q", p.Root.Kernel)
+	}
+}

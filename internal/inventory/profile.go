@@ -1,0 +1,140 @@
+package inventory
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+)
+
+// Profile is what a machine boots. Kernel and Initrd are local paths or
+// http(s) URLs; Cmdline is a template rendered per machine by package ipxe.
+// It is the one profile type every serving package takes; the config
+// file's schema maps onto it in package inventorysvc.
+type Profile struct {
+	Name    string
+	Kernel  string
+	Initrd  []string
+	Cmdline string
+	// Root is the machine's diskless root, if Root.Image is set.
+	Root Root
+	// Loader is what UEFI x64 firmware loads: empty or LoaderIPXE for
+	// iPXE, LoaderGrub for the signed shim and grub. BIOS machines and
+	// iPXE ROMs always run iPXE.
+	Loader string
+	Source Source // default api
+}
+
+// Loaders are the values of Profile.Loader.
+const (
+	LoaderIPXE = "ipxe" // UEFI firmware chainloads iPXE, which runs the profile's script (default)
+	LoaderGrub = "grub" // UEFI firmware loads the signed shim, then Grub, which runs the profile's grub.cfg
+)
+
+// Root is a profile's diskless root.
+type Root struct {
+	// Image names an Image to serve as the machine's root over NBD; empty
+	// for none.
+	Image string
+	// Overlay says what happens to the machine's writes, one of
+	// OverlayModes; Validate sets OverlayEphemeral when Image is set and
+	// Overlay is empty.
+	Overlay string
+	// Kernel is empty to boot the profile's Kernel and Initrd, or
+	// RootKernelImage to boot the newest kernel Image holds, with an
+	// initramfs built from it; Kernel and Initrd are then empty.
+	Kernel string
+}
+
+// Overlay modes. The server keeps the writes of ephemeral (discarded at
+// every boot) and persistent (kept until the machine is reset) roots;
+// none is a read-only root. The client modes are kept by the machine
+// itself, in its RAM or on its local disk, so the server serves the image
+// read-only and holds nothing for the machine.
+const (
+	OverlayEphemeral  = "ephemeral"
+	OverlayPersistent = "persistent"
+	OverlayNone       = "none"
+	OverlayClientRAM  = "client-ram"
+	OverlayClientDisk = "client-disk"
+)
+
+// OverlayModes are the valid values of Root.Overlay.
+var OverlayModes = []string{OverlayEphemeral, OverlayPersistent, OverlayNone, OverlayClientRAM, OverlayClientDisk}
+
+// ClientOverlay says whether the machine, not the server, keeps the
+// writes of overlay mode s.
+func ClientOverlay(s string) bool { return s == OverlayClientRAM || s == OverlayClientDisk }
+
+// RootKernelImage is the value of Root.Kernel that boots the kernel the
+// root image holds.
+const RootKernelImage = "image"
+
+// CheckOverlay says what is wrong with a root's overlay mode and the
+// profile's cmdline template, or "" if nothing: client-disk must name its
+// cache device, because the agent wipes it.
+func CheckOverlay(overlay, cmdline string) string {
+	switch {
+	case !slices.Contains(OverlayModes, overlay):
+		return fmt.Sprintf("want ephemeral, persistent, none, client-ram or client-disk, got %q", overlay)
+	case overlay == OverlayClientDisk && !strings.Contains(cmdline, "bootfleet.cache="):
+		return "client-disk needs the local disk to wipe and use as the cache on the cmdline: add bootfleet.cache=/dev/vda or bootfleet.cache=LABEL=NAME"
+	}
+	return ""
+}
+
+// Validate checks p and fills defaults (Source).
+func (p *Profile) Validate() error {
+	if !pnameRE.MatchString(p.Name) {
+		return invalid("name", "want a profile name (letters, digits, . _ -, at most 63), got %q", p.Name)
+	}
+	if err := p.validateKernel(); err != nil {
+		return err
+	}
+	if strings.ContainsAny(p.Cmdline, "\r\n") {
+		return invalid("cmdline", "must be one line")
+	}
+	if p.Loader != "" && p.Loader != LoaderIPXE && p.Loader != LoaderGrub {
+		return invalid("loader", "want ipxe (default) or grub (Secure Boot through the server's signed shim and grub), got %q", p.Loader)
+	}
+	switch {
+	case p.Root.Image == "" && p.Root.Overlay != "":
+		return invalid("root_image", "required when overlay is set: the name of an imported image")
+	case p.Root.Image == "":
+	case !pnameRE.MatchString(p.Root.Image):
+		return invalid("root_image", "want an image name (letters, digits, . _ -, at most 63), got %q", p.Root.Image)
+	case p.Root.Overlay == "":
+		p.Root.Overlay = OverlayEphemeral
+	case CheckOverlay(p.Root.Overlay, p.Cmdline) != "":
+		return invalid("overlay", "%s", CheckOverlay(p.Root.Overlay, p.Cmdline))
+	}
+	return checkSource(&p.Source)
+}
+
+// validateKernel checks where the kernel comes from: Kernel and Initrd,
+// or the root image (Root.Kernel image).
+func (p *Profile) validateKernel() error {
+	switch p.Root.Kernel {
+	case "":
+	case RootKernelImage:
+		switch {
+		case p.Root.Image == "":
+			return invalid("root_image", "required when root_kernel is image: the name of an imported image whose kernel boots")
+		case p.Kernel != "":
+			return invalid("kernel", "must be empty when root_kernel is image (the kernel comes from the root image); remove it, or remove root_kernel to boot it")
+		case len(p.Initrd) > 0:
+			return invalid("initrd", "must be empty when root_kernel is image (the initramfs is built from the root image); remove them, or remove root_kernel to boot them")
+		}
+		return nil
+	default:
+		return invalid("root_kernel", "want image (boot the kernel in the root image) or empty (boot kernel and initrd), got %q", p.Root.Kernel)
+	}
+	if strings.TrimSpace(p.Kernel) == "" {
+		return invalid("kernel", "required: a local path or http(s) URL of the kernel (or root_kernel image with a root_image)")
+	}
+	for i, rd := range p.Initrd {
+		if strings.TrimSpace(rd) == "" {
+			return invalid("initrd", "entry %d is empty; remove it or give a path or URL", i)
+		}
+	}
+	return nil
+}
