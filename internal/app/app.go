@@ -13,7 +13,6 @@ import (
 
 	"golang.org/x/sync/errgroup"
 
-	"github.com/bootfleet/bootfleet/internal/boots"
 	"github.com/bootfleet/bootfleet/internal/config"
 	"github.com/bootfleet/bootfleet/internal/dhcp"
 	"github.com/bootfleet/bootfleet/internal/diskless"
@@ -87,7 +86,7 @@ func Run(ctx context.Context, c *config.Config, log *slog.Logger) error {
 	}
 
 	rec, history := newHistory(c, store, name, log)
-	taps := telemetryTaps(c, rec, boots.NewTracker(nil), log)
+	taps := telemetryTaps(c, rec, log)
 	apiHandler, err := newAPI(c, store, inv.Changed, copies, dl, history, log)
 	if err != nil {
 		return err

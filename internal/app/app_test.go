@@ -162,8 +162,8 @@ func TestRunFailsFastWithClearErrors(t *testing.T) {
 	}
 }
 
-// TestTelemetryOff: with telemetry off the servers report nothing, so a
-// completed boot leaves no record, while /metrics still answers.
+// TestTelemetryOff: with telemetry off the servers report no transfers,
+// while /metrics still answers.
 func TestTelemetryOff(t *testing.T) {
 	for _, mode := range []string{"on", "off"} {
 		t.Run(mode, func(t *testing.T) {

@@ -5,16 +5,12 @@ import (
 	"net"
 	"time"
 
-	"github.com/insomniacslk/dhcp/dhcpv4"
-
-	"github.com/bootfleet/bootfleet/internal/boots"
 	"github.com/bootfleet/bootfleet/internal/config"
 	"github.com/bootfleet/bootfleet/internal/dhcp"
 	"github.com/bootfleet/bootfleet/internal/httpboot"
 	"github.com/bootfleet/bootfleet/internal/inventory"
 	"github.com/bootfleet/bootfleet/internal/inventorysvc"
 	"github.com/bootfleet/bootfleet/internal/nbd"
-	"github.com/bootfleet/bootfleet/internal/pxe"
 	"github.com/bootfleet/bootfleet/internal/telemetry"
 	"github.com/bootfleet/bootfleet/internal/tftp"
 )
@@ -23,23 +19,29 @@ import (
 // a storm of a few thousand machines ending at once fits.
 const endedQueue = 4096
 
-// newHistory returns the boot recorder and the history that stores its
-// ended boots in the inventory, with the retention of c.Boots. On a
-// shared store the recorder is the fleet member name, so the boots that
-// several servers serve read as one.
+// newHistory returns the boot recorder and the history that reads the
+// inventory's boot records and keeps them within the retention of
+// c.Boots. With telemetry on, the recorder's ended boots are stored
+// there; on a shared store it is named after the fleet member, so the
+// boots that several servers serve read as one. With telemetry off it
+// stores nothing: its boots stay in memory.
 func newHistory(c *config.Config, store inventory.BootRecords, name string, log *slog.Logger) (*telemetry.Recorder, *telemetry.History) {
-	cfg := telemetry.Config{Ended: endedQueue}
-	if inventorysvc.Shared(c.Store) {
-		cfg.Server = name
+	var cfg telemetry.Config
+	if c.Telemetry != "off" {
+		cfg.Ended = endedQueue
+		if inventorysvc.Shared(c.Store) {
+			cfg.Server = name
+		}
 	}
 	rec := telemetry.New(cfg)
 	return rec, telemetry.NewHistory(rec, telemetry.HistoryConfig{Store: store,
 		MaxAge: time.Duration(c.Boots.MaxAge), MaxCount: c.Boots.MaxCount, Logger: log})
 }
 
-// taps are where the servers report to telemetry. With telemetry: off they
-// are the plain hooks the servers need anyway (logging, boot timing), so
-// `make bench` can measure what recording costs.
+// taps are where the servers report to telemetry. With telemetry: off
+// only the boot clock runs, the recorder hearing each DHCP packet and
+// DoneURL call, so `make bench` can measure what recording the rest
+// costs.
 type taps struct {
 	boots      httpboot.BootClock
 	transfers  httpboot.TransferObserver
@@ -50,26 +52,19 @@ type taps struct {
 	nbd        func(net.HardwareAddr, nbd.SessionStats)
 }
 
-func telemetryTaps(c *config.Config, rec *telemetry.Recorder, tracker *boots.Tracker, log *slog.Logger) taps {
+func telemetryTaps(c *config.Config, rec *telemetry.Recorder, log *slog.Logger) taps {
 	if c.Telemetry == "off" {
-		return taps{boots: tracker, tftp: logTransfer(log), dhcp: bootObserver{tracker}}
+		return taps{boots: rec, tftp: logTransfer(log), dhcp: rec}
 	}
 	return taps{
-		boots:      rec.BootClock(tracker),
+		boots:      rec,
 		transfers:  rec,
 		milestones: rec,
 		tftp:       rec.OnTransfer(logTransfer(log)),
-		dhcp:       rec.Observer(bootObserver{tracker}),
+		dhcp:       rec,
 		dhcpReply:  rec.DHCPReply,
 		nbd:        rec.NBDSession,
 	}
-}
-
-// bootObserver starts a machine's boot clock at its first DHCP packet.
-type bootObserver struct{ tr *boots.Tracker }
-
-func (o bootObserver) DHCPPacket(mac net.HardwareAddr, _ dhcpv4.MessageType, _ pxe.Client) {
-	o.tr.DHCPSeen(mac)
 }
 
 // logTransfer logs each finished TFTP transfer.

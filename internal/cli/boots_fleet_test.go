@@ -54,7 +54,7 @@ func TestBootsFleet(t *testing.T) {
 	get("/srv/vmlinuz", 7_500_000, 1500*time.Millisecond)
 	get("/srv/initrd.img", 30_000_000, 6*time.Second)
 	step(12 * time.Second)
-	recs["b"].BootClock(nil).Complete(web1)
+	recs["b"].Complete(web1)
 	step(time.Minute)
 
 	// b stores its ended part, as its History does while it runs.

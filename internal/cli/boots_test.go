@@ -56,7 +56,7 @@ func recordedBoots(clock *time.Time) *telemetry.Recorder {
 	step(12 * time.Second)
 	r.Milestone(web1, "kernel-up", "10.0.0.10:3002")
 	step(3 * time.Second)
-	r.BootClock(nil).Complete(web1)
+	r.Complete(web1)
 	step(time.Minute)
 	dora(other, ipxe)
 	step(2 * time.Second)

@@ -14,7 +14,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/bootfleet/bootfleet/internal/boots"
 	"github.com/bootfleet/bootfleet/internal/fleet"
 	"github.com/bootfleet/bootfleet/internal/inventory"
 	"github.com/bootfleet/bootfleet/internal/testutil"
@@ -53,8 +52,20 @@ func enrolled(mac, name, profile string) fleet.Machine {
 type env struct {
 	srv    *httptest.Server
 	logs   *testutil.SyncBuffer
-	clock  *time.Time
 	kernel []byte
+}
+
+// openBoot is a BootClock with one boot open: mac's, which took took.
+type openBoot struct {
+	mac  net.HardwareAddr
+	took time.Duration
+}
+
+func (b openBoot) Complete(mac net.HardwareAddr) (time.Duration, bool) {
+	if !bytes.Equal(mac, b.mac) {
+		return 0, false
+	}
+	return b.took, true
 }
 
 func newEnv(t *testing.T) *env { t.Helper(); return newEnvWith(t, nil) }
@@ -80,14 +91,10 @@ func newEnvWith(t *testing.T, edit func(*Config)) *env {
 		DefaultProfile: "linux",
 		UnknownProfile: "linux",
 	})
-	clock := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	e := &env{logs: &testutil.SyncBuffer{}, clock: &clock, kernel: kernel}
-	tr := boots.NewTracker(func() time.Time { return *e.clock })
+	e := &env{logs: &testutil.SyncBuffer{}, kernel: kernel}
 	mac, _ := net.ParseMAC("52:54:00:aa:bb:cc")
-	tr.DHCPSeen(mac)
-	clock = clock.Add(31500 * time.Millisecond)
 	hc := Config{
-		Files: dirOpener(files), Fleet: v, Boots: tr,
+		Files: dirOpener(files), Fleet: v, Boots: openBoot{mac, 31500 * time.Millisecond},
 		BaseURL: "http://10.0.0.1:8080", ServerIP: "10.0.0.1",
 		Logger: slog.New(slog.NewTextHandler(e.logs, nil)),
 	}
@@ -181,6 +188,11 @@ func TestDoneLogsBootComplete(t *testing.T) {
 	logs := e.logs.String()
 	if !strings.Contains(logs, `msg="boot complete" mac=52:54:00:aa:bb:cc`) || !strings.Contains(logs, "seconds=31.5") {
 		t.Fatalf("log lacks boot complete with seconds=31.5:\n%s", logs)
+	}
+	e.do(t, "GET", "/done/52-54-00-aa-bb-dd", nil)
+	want := `msg="boot complete" mac=52:54:00:aa:bb:dd name="" seconds="unknown (no DHCP seen for this boot)"`
+	if logs := e.logs.String(); !strings.Contains(logs, want) {
+		t.Fatalf("log lacks %s:\n%s", want, logs)
 	}
 }
 

@@ -3,7 +3,6 @@ package inventorysvc
 import (
 	"context"
 	"errors"
-	"fmt"
 	"net"
 	"time"
 
@@ -12,8 +11,9 @@ import (
 )
 
 // BootClock wraps next so a completed boot also marks the machine booted
-// in the store and adds a boot-complete event. The store is written off
-// the request path: the machine's "done" request never waits for it.
+// in the store. The store is written off the request path: the machine's
+// "done" request never waits for it. The completion itself is next's to
+// keep: the boot record (package telemetry) holds its time and duration.
 func (s *Service) BootClock(next httpboot.BootClock) httpboot.BootClock {
 	return bootClock{s: s, next: next}
 }
@@ -25,15 +25,14 @@ type bootClock struct {
 
 func (b bootClock) Complete(mac net.HardwareAddr) (time.Duration, bool) {
 	took, ok := b.next.Complete(mac)
-	go b.s.recordComplete(append(net.HardwareAddr(nil), mac...), took, ok)
+	go b.s.markBooted(append(net.HardwareAddr(nil), mac...))
 	return took, ok
 }
 
-// recordComplete writes one completed boot; took is valid if timed.
-func (s *Service) recordComplete(mac net.HardwareAddr, took time.Duration, timed bool) {
+// markBooted sets the state of a machine whose boot completed.
+func (s *Service) markBooted(mac net.HardwareAddr) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	now := time.Now()
 	st := inventory.StateBooted
 	if m, ok := s.view.Machine(mac); ok && !m.Enrolled {
 		st = inventory.StateDiscovered
@@ -43,9 +42,4 @@ func (s *Service) recordComplete(mac net.HardwareAddr, took time.Duration, timed
 	if err != nil && !errors.Is(err, inventory.ErrNotFound) {
 		s.log.Warn("record boot complete", "mac", mac.String(), "err", err)
 	}
-	details := "unknown duration"
-	if timed {
-		details = fmt.Sprintf("%.2fs since first DHCP packet", took.Seconds())
-	}
-	s.store.AddEvent(ctx, inventory.Event{Time: now, MAC: mac, Kind: "boot-complete", Details: details})
 }

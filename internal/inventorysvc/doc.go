@@ -1,8 +1,8 @@
 // Package inventorysvc runs the inventory for a serving bootfleet. It
 // keeps the fleet view (package fleet) in step with the store, writes
-// DHCP's leases, records the machines DHCP sees and the boots that
-// complete. Nothing here runs in the DHCP hot path except a non-blocking
-// channel send.
+// DHCP's leases, records the machines DHCP sees and marks booted those
+// whose boot completes. Nothing here runs in the DHCP hot path except a
+// non-blocking channel send.
 //
 // Where each thing is written:
 //
@@ -15,7 +15,8 @@
 //     of [Service.Run] (sightings.go), fed by [Service.Observer] and paced
 //     by a backlog (backlog.go) so a storm of DHCPDISCOVERs never delays
 //     a lease commit.
-//   - A completed boot: [Service.BootClock] (bootclock.go).
+//   - The state of a machine whose boot completed: [Service.BootClock]
+//     (bootclock.go). The boot's record is telemetry's.
 //   - The fleet view: [Service.Refresh] (view.go), at start, after every
 //     API write ([Service.Changed]) and, for a store other servers share,
 //     periodically from Run.

@@ -56,7 +56,7 @@ func BenchmarkHTTPTransfer(b *testing.B) {
 			if on {
 				r := New(Config{LookupIP: func(net.IP) net.HardwareAddr { return nil }})
 				r.DHCPPacket(mac, dhcpv4.MessageTypeDiscover, ipxe) // an open boot to record into
-				cfg.Transfers, cfg.Milestones, cfg.Boots = r, r, r.BootClock(noClock{})
+				cfg.Transfers, cfg.Milestones, cfg.Boots = r, r, r
 			}
 			srv := httptest.NewServer(httpboot.New(cfg))
 			defer srv.Close()

@@ -9,6 +9,11 @@
 // servers can call them on their hot paths; everything derived (phases,
 // throughput, summaries) is computed when someone reads a boot.
 //
+// The Recorder is the server's one boot clock: Complete, which the
+// DoneURL calls, ends the boot and says how long it took since its first
+// DHCP packet. With telemetry off it hears only DHCP and the DoneURL,
+// and keeps its boots in memory without a queue to the store.
+//
 // The Recorder keeps recent boots in memory: some per machine
 // (Config.PerMachine) and a bounded total (Config.MaxBoots). A History
 // makes them outlive a restart: when a boot completes or fails, or leaves

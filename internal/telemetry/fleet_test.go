@@ -304,3 +304,19 @@ func TestHistoryLimitInAStorm(t *testing.T) {
 		})
 	}
 }
+
+// TestDoneURLOnAnotherServer: in a fleet, the DoneURL of a boot whose DHCP
+// went to another server completes this server's part, but gives no
+// duration: the part starts mid-boot, at the first file this server sent.
+func TestDoneURLOnAnotherServer(t *testing.T) {
+	f := newFake(t, Config{Server: "b"})
+	f.http(macA, "10.0.0.10", "vmlinuz", 1<<20, time.Second)
+	f.step(20 * time.Second)
+	if took, ok := f.done(macA); ok {
+		t.Fatalf("DoneURL of a partial record: took %v, want no duration", took)
+	}
+	bs := f.r.Boots(Filter{MAC: macA})
+	if len(bs) != 1 || !bs[0].Partial || bs[0].State != StateComplete || bs[0].DoneServer != "b" {
+		t.Fatalf("boots %+v, want one partial record, complete, done on b", bs)
+	}
+}

@@ -53,7 +53,8 @@ type History struct {
 }
 
 // NewHistory returns the history of rec's boots. rec needs Config.Ended
-// for boots to reach the store.
+// for boots to reach the store; without it the History reads the store
+// and keeps its retention, and rec's boots stay in memory.
 func NewHistory(rec *Recorder, cfg HistoryConfig) *History {
 	if cfg.MaxAge <= 0 {
 		cfg.MaxAge = 30 * 24 * time.Hour
@@ -76,14 +77,18 @@ func NewHistory(rec *Recorder, cfg HistoryConfig) *History {
 // Run stores ended boots and prunes old ones until ctx is done; then it
 // stores what is queued and the boots still in progress (they read as
 // failed once stale, unless the machine completes them first) and
-// returns nil.
+// returns nil. Without the Recorder's queue it only prunes.
 func (h *History) Run(ctx context.Context) error {
-	if h.store == nil || h.rec.Ended() == nil {
+	if h.store == nil {
 		<-ctx.Done()
 		return nil
 	}
-	flush := time.NewTicker(h.cfg.Flush)
-	defer flush.Stop()
+	var flush <-chan time.Time // nil without a queue: nothing to store
+	if h.rec.Ended() != nil {
+		t := time.NewTicker(h.cfg.Flush)
+		defer t.Stop()
+		flush = t.C
+	}
 	prune := time.NewTicker(h.cfg.Prune)
 	defer prune.Stop()
 	h.prune(ctx)
@@ -97,7 +102,7 @@ func (h *History) Run(ctx context.Context) error {
 			if pending = append(pending, b); len(pending) >= writeBatch {
 				pending = h.write(ctx, pending)
 			}
-		case <-flush.C:
+		case <-flush:
 			pending = h.write(ctx, append(pending, h.rec.quiet()...))
 			if n := h.rec.dropped.Load(); n != dropped {
 				h.log.Warn("boot records dropped: the write queue was full or the store kept failing (see the warnings before)",
@@ -116,6 +121,9 @@ func (h *History) Run(ctx context.Context) error {
 // final stores what is left at shutdown, with a bounded wait of its own
 // since ctx is done.
 func (h *History) final(pending []Boot) error {
+	if h.rec.Ended() == nil {
+		return nil // a Recorder without a queue keeps its boots in memory
+	}
 	for drained := false; !drained; {
 		select {
 		case b := <-h.rec.Ended():

@@ -215,23 +215,26 @@ func TestEndedQueue(t *testing.T) {
 	}
 }
 
-// TestHistoryRetention: Run prunes to MaxCount and MaxAge at start.
+// TestHistoryRetention: Run prunes to MaxCount and MaxAge at start, also
+// for a Recorder without a queue (telemetry off), which stores nothing.
 func TestHistoryRetention(t *testing.T) {
 	tests := []struct {
 		name     string
 		cfg      HistoryConfig
+		queue    int
 		wantLeft int
 	}{
-		{"by count", HistoryConfig{MaxCount: 3}, 3},
-		{"by age", HistoryConfig{MaxAge: 25 * time.Minute}, 2}, // the boots at t0+80m and t0+90m
-		{"defaults keep all", HistoryConfig{}, 10},
+		{"by count", HistoryConfig{MaxCount: 3}, 16, 3},
+		{"by age", HistoryConfig{MaxAge: 25 * time.Minute}, 16, 2}, // the boots at t0+80m and t0+90m
+		{"defaults keep all", HistoryConfig{}, 16, 10},
+		{"no queue, by count", HistoryConfig{MaxCount: 3}, 0, 3},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			store := openStore(t, filepath.Join(t.TempDir(), sqlite.FileName))
 			// Boots at t0, t0+10m ... t0+90m, each of its own machine.
 			recs := storeBoots(t, store, 10, func(i int) net.HardwareAddr { return append(macA[:5:5], byte(i)) })
-			f := newFake(t, Config{Ended: 16})
+			f := newFake(t, Config{Ended: tt.queue})
 			f.now = t0.Add(105 * time.Minute)
 			cfg := tt.cfg
 			cfg.Store = store
@@ -316,5 +319,29 @@ func TestBootCodec(t *testing.T) {
 				t.Fatalf("decode(encode(b)) = %+v, %v; want %+v", got, err, b)
 			}
 		})
+	}
+}
+
+// TestRecorderWithoutQueue: with telemetry off the Recorder still times
+// each boot for the DoneURL and lists it, but its History stores nothing,
+// neither when the boot ends nor at shutdown.
+func TestRecorderWithoutQueue(t *testing.T) {
+	store := openStore(t, filepath.Join(t.TempDir(), sqlite.FileName))
+	f := newFake(t, Config{})
+	h := NewHistory(f.r, HistoryConfig{Store: store, Flush: time.Millisecond})
+	stop := runHistory(t, h)
+	f.dora(macA, uefi)
+	f.step(30 * time.Second)
+	f.dora(macB, uefi) // still booting at shutdown
+	if took, ok := f.done(macA); !ok || took != 32*time.Second {
+		t.Fatalf("boot complete: took %v, %v; want 32s", took, ok)
+	}
+	got, err := h.Boots(context.Background(), Filter{MAC: macA})
+	if err != nil || len(got) != 1 || got[0].State != StateComplete || got[0].Summary.TotalSeconds != 32 {
+		t.Fatalf("boots of %s: %+v, %v; want one complete boot of 32 s", macA, got, err)
+	}
+	stop()
+	if recs, err := store.ListBoots(context.Background(), inventory.BootFilter{}); err != nil || len(recs) != 0 {
+		t.Fatalf("stored %d boot records (%v), want none", len(recs), err)
 	}
 }

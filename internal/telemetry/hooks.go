@@ -2,32 +2,11 @@ package telemetry
 
 import (
 	"net"
-	"time"
 
-	"github.com/insomniacslk/dhcp/dhcpv4"
-
-	"github.com/bootfleet/bootfleet/internal/dhcp"
 	"github.com/bootfleet/bootfleet/internal/httpboot"
 	"github.com/bootfleet/bootfleet/internal/nbd"
-	"github.com/bootfleet/bootfleet/internal/pxe"
 	"github.com/bootfleet/bootfleet/internal/tftp"
 )
-
-// Observer wraps next (may be nil) so every DHCP packet reaches the
-// Recorder first.
-func (r *Recorder) Observer(next dhcp.Observer) dhcp.Observer {
-	if next == nil {
-		return r
-	}
-	return observers{r, next}
-}
-
-type observers [2]dhcp.Observer
-
-func (o observers) DHCPPacket(mac net.HardwareAddr, t dhcpv4.MessageType, c pxe.Client) {
-	o[0].DHCPPacket(mac, t, c)
-	o[1].DHCPPacket(mac, t, c)
-}
 
 // OnTransfer wraps next (may be nil) for tftp.Config.OnTransfer. Size
 // probes (UEFI asks for tsize and aborts) only count in /metrics: they
@@ -95,25 +74,6 @@ func (r *Recorder) HTTPTransferDone(ft httpboot.FileTransfer) {
 	if !ok {
 		r.m.unattributed.WithLabelValues("http").Inc()
 	}
-}
-
-// BootClock wraps next so the DoneURL also completes the boot record.
-// next's answer is returned, so log lines keep their meaning.
-func (r *Recorder) BootClock(next httpboot.BootClock) httpboot.BootClock {
-	return bootClock{r, next}
-}
-
-type bootClock struct {
-	r    *Recorder
-	next httpboot.BootClock
-}
-
-func (b bootClock) Complete(mac net.HardwareAddr) (time.Duration, bool) {
-	took, ok := b.r.complete(mac)
-	if b.next != nil {
-		return b.next.Complete(mac)
-	}
-	return took, ok
 }
 
 // macOf maps a client address to a MAC: learned from ?mac= requests, else

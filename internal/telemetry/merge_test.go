@@ -75,7 +75,7 @@ func reported(s string, mac net.HardwareAddr, name string) fleetStep {
 }
 
 func doneOn(s string, mac net.HardwareAddr) fleetStep {
-	return func(tf *testFleet) { tf.recs[s].BootClock(nil).Complete(mac) }
+	return func(tf *testFleet) { tf.recs[s].Complete(mac) }
 }
 
 // served: server s ends an NBD session of the machine that lasted d.

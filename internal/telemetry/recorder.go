@@ -27,7 +27,7 @@ type Config struct {
 	MaxBoots int
 	// StaleAfter is how long a boot stays open without boot complete;
 	// after that it reads as failed and the next DHCPDISCOVER starts a new
-	// one. Default 1h, as in package boots.
+	// one. Default 1h.
 	StaleAfter time.Duration
 	// LookupIP maps a client address to its MAC for TFTP transfers, which
 	// carry only the address. It is consulted once per transfer, after the
@@ -341,8 +341,12 @@ var failedReason = map[string]string{
 	grub.MilestoneBootFailed:   "grub could not start the kernel",
 }
 
-// complete ends mac's open boot and returns its duration.
-func (r *Recorder) complete(mac net.HardwareAddr) (time.Duration, bool) {
+// Complete ends mac's open boot, the DoneURL's call, and returns how
+// long it took since its first DHCP packet; it makes the Recorder an
+// httpboot.BootClock. ok is false when this server saw no DHCP for the
+// boot: none is open (a second call, a restart mid-boot), or in a fleet
+// the boot's DHCP went to another server, whose part holds its start.
+func (r *Recorder) Complete(mac net.HardwareAddr) (took time.Duration, ok bool) {
 	now := r.cfg.Now().UTC()
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -353,12 +357,13 @@ func (r *Recorder) complete(mac net.HardwareAddr) (time.Duration, bool) {
 	b.State = StateComplete
 	b.End = &now
 	b.DoneServer = r.cfg.Server
-	took := now.Sub(b.Start)
 	r.m.bootsCompleted.Inc()
-	if !b.Partial { // a partial record starts mid-boot
-		r.m.bootDuration.Observe(took.Seconds())
-	}
 	r.publish(b)
+	if b.Partial { // it starts at this server's first event, mid-boot
+		return 0, false
+	}
+	took = now.Sub(b.Start)
+	r.m.bootDuration.Observe(took.Seconds())
 	return took, true
 }
 

@@ -71,7 +71,7 @@ func (f *fake) http(mac net.HardwareAddr, ip, file string, bytes int64, d time.D
 }
 
 func (f *fake) done(mac net.HardwareAddr) (time.Duration, bool) {
-	return f.r.BootClock(nil).Complete(mac)
+	return f.r.Complete(mac)
 }
 
 // uefiBoot is a whole UEFI PXE boot of 40 s.
@@ -374,5 +374,47 @@ func TestParseNeighbour(t *testing.T) {
 	}
 	if dst, mac := parseNeighbour(b[:20]); dst != nil || mac != nil {
 		t.Errorf("a truncated attribute gave %v %v", dst, mac)
+	}
+}
+
+// TestBootClock: the DoneURL's answer is the time since the boot's first
+// DHCP packet, whatever the firmware, iPXE and the OS sent between. A
+// call with no boot open has none, an OS renewing its lease opens no
+// boot, and a boot left open past StaleAfter gives way to the next.
+func TestBootClock(t *testing.T) {
+	f := newFake(t, Config{})
+	if took, ok := f.done(macA); ok {
+		t.Fatalf("the DoneURL with no boot open: took %v, want no duration", took)
+	}
+	f.dora(macA, uefi) // 0-1
+	f.step(9 * time.Second)
+	f.dora(macA, ipxe) // 10-11
+	f.step(19 * time.Second)
+	f.dora(macA, linux) // 30-31
+	f.step(4 * time.Second)
+	if took, ok := f.done(macA); !ok || took != 35*time.Second {
+		t.Fatalf("boot complete: took %v, %v; want 35s", took, ok)
+	}
+	if took, ok := f.done(macA); ok {
+		t.Fatalf("a second DoneURL call: took %v, want no duration", took)
+	}
+	f.step(time.Minute)
+	f.dora(macA, linux) // the OS renews its lease
+	if took, ok := f.done(macA); ok {
+		t.Fatalf("the DoneURL after a lease renewal: took %v, want no duration", took)
+	}
+	f.dora(macA, uefi) // the next boot hangs
+	f.step(time.Hour + time.Second)
+	f.dora(macA, uefi) // and the one after starts here
+	f.step(2 * time.Second)
+	if took, ok := f.done(macA); !ok || took != 3*time.Second {
+		t.Fatalf("after a stale boot: took %v, %v; want 3s", took, ok)
+	}
+	states := ""
+	for _, b := range f.r.Boots(Filter{MAC: macA}) {
+		states += b.State + " "
+	}
+	if states != "complete failed complete " {
+		t.Fatalf("boots newest first: %q, want complete failed complete", states)
 	}
 }
