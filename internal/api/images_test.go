@@ -228,3 +228,28 @@ func TestImageServers(t *testing.T) {
 		t.Fatalf("GET /images = %+v, want alpine held by here only, debian by %+v", list.Images, want)
 	}
 }
+
+// TestPutImageCut: a body shorter than its Content-Length is refused with
+// what arrived, and nothing is recorded. (A real client cannot send one;
+// a proxy that cuts the body can.)
+func TestPutImageCut(t *testing.T) {
+	s, err := imagestore.Open(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := newImageEnv(t, s)
+	req := httptest.NewRequest("PUT", Prefix+"/images/debian", strings.NewReader("a tiny raw root, cut"))
+	req.ContentLength = 1000
+	req.Header.Set("Authorization", bearer)
+	rec := httptest.NewRecorder()
+	e.srv.Config.Handler.ServeHTTP(rec, req)
+	var eb ErrorBody
+	if err := json.Unmarshal(rec.Body.Bytes(), &eb); err != nil || rec.Code != http.StatusBadRequest ||
+		eb.Error != "received 20 bytes, Content-Length said 1000; upload again" {
+		t.Fatalf("PUT of a cut body: %d %q (%v); want 400 saying what arrived", rec.Code, rec.Body, err)
+	}
+	e.mustDo(t, "GET", "/images/debian", "", http.StatusNotFound, nil)
+	if shas, err := s.List(); err != nil || len(shas) != 0 {
+		t.Fatalf("content stored from a cut body: %v %v", shas, err)
+	}
+}

@@ -38,7 +38,7 @@ func TestImageLingers(t *testing.T) {
 			f.m.boot = map[string]*boot{} // no boot pins it any more
 			f.m.mu.Unlock()
 			if deleted, err := release(f.m, f.img.SHA256); err != nil || !deleted {
-				t.Fatalf("Release: deleted=%v err=%v", deleted, err)
+				t.Fatalf("release: deleted=%v err=%v", deleted, err)
 			}
 		}, time.Hour},
 		{"manager closed", func(t *testing.T, f *fixture) {

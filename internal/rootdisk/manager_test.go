@@ -282,7 +282,7 @@ func TestReimportKeepsPersistentBase(t *testing.T) {
 	}
 	f.img = inventory.Image{Name: "debian", SHA256: res.SHA256, Size: res.Size}
 	if deleted, err := release(f.m, old.SHA256); err != nil || deleted {
-		t.Fatalf("Release of a persistent overlay's base: deleted=%v err=%v, want kept", deleted, err)
+		t.Fatalf("release of a persistent overlay's base: deleted=%v err=%v, want kept", deleted, err)
 	}
 	ex := f.issue(t, mac, "persistent")
 	if got := read(t, f, ex, 8, 0); string(got) != "minebase" {
@@ -297,7 +297,7 @@ func TestReimportKeepsPersistentBase(t *testing.T) {
 	}
 	f.issue(t, mac, "persistent") // now on the new version
 	if deleted, err := release(f.m, old.SHA256); err != nil || !deleted {
-		t.Fatalf("Release of unused content: deleted=%v err=%v", deleted, err)
+		t.Fatalf("release of unused content: deleted=%v err=%v", deleted, err)
 	}
 	if _, err := os.Stat(filepath.Join(f.m.cfg.Data, "images", "sha256", old.SHA256)); !os.IsNotExist(err) {
 		t.Fatalf("released content still on disk: %v", err)
