@@ -1,5 +1,5 @@
 // Package api is bootfleet's REST JSON API under /api/v1: machines,
-// profiles, leases and boot events, with its OpenAPI 3 document at
+// profiles, images, leases and boot events, with its OpenAPI 3 document at
 // /api/v1/openapi.json. The CLI (internal/cli) is a client of it.
 //
 // Mutating calls need "Authorization: Bearer TOKEN", the token from the

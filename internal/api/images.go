@@ -10,25 +10,26 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/bootfleet/bootfleet/internal/imagestore"
+	"github.com/bootfleet/bootfleet/internal/images"
 	"github.com/bootfleet/bootfleet/internal/inventory"
 )
 
-// ImageFiles stores the content of root disk images; *rootdisk.Manager
-// implements it.
-type ImageFiles interface {
-	// Import stores the image r holds as raw content, converting it
-	// first when it is in another format, and returns the hex sha256 and
-	// size as served and the bytes read; cancelling ctx stops it. Errors
-	// about the content wrap imagestore.ErrRefused; see
-	// imagestore.Store.ImportContext.
-	Import(ctx context.Context, r io.Reader) (imagestore.Imported, error)
-	// Release deletes content no image name points to any more, unless a
-	// machine still boots from it; it reports whether it deleted it.
-	Release(sha string) (bool, error)
+// ImageService keeps the fleet's images, with the rules of what may be
+// removed; *images.Service implements it.
+type ImageService interface {
+	List(ctx context.Context) ([]images.Listed, error)
+	// Get fails with an inventory.ErrNotFound error for an unknown name.
+	Get(ctx context.Context, name string) (images.Listed, error)
+	// Import errors about the upload wrap images.ErrRefused; a server
+	// without qemu-img for an upload that needs it fails with
+	// images.ErrNoQemuImg.
+	Import(ctx context.Context, up images.Upload) (images.Imported, error)
+	// Remove fails with inventory errors: ErrConflict while a profile
+	// uses the image, ErrNotFound for an unknown name.
+	Remove(ctx context.Context, name string) error
 }
 
-// DiskResetter discards machine overlays; *rootdisk.Manager implements it.
+// DiskResetter discards machine overlays; *diskless.Service implements it.
 type DiskResetter interface {
 	// Reset fails with an inventory.ErrConflict error while the machine
 	// is connected, unless force.
@@ -69,177 +70,105 @@ type ResetResult struct {
 	Forced bool   `json:"forced"`
 }
 
-func imageOut(img inventory.Image) Image {
-	return Image{Name: img.Name, SHA256: img.SHA256, Size: img.Size, Imported: img.Imported.UTC()}
+func imageOut(img images.Listed) Image {
+	out := Image{Name: img.Name, SHA256: img.SHA256, Size: img.Size, Imported: img.Imported.UTC()}
+	for _, h := range img.Holders {
+		out.Servers = append(out.Servers, ImageServer{Name: h.Server, Status: h.Status})
+	}
+	return out
 }
 
 var errNoImages = inventory.Invalid("", "this server stores no images (started without a data directory for them)")
 
 func (s *server) listImages(w http.ResponseWriter, r *http.Request) error {
-	imgs, err := s.cfg.Store.ListImages(r.Context())
-	if err != nil {
-		return err
+	if s.cfg.Images == nil {
+		return errNoImages
 	}
-	holders, err := s.imageHolders(r.Context())
+	imgs, err := s.cfg.Images.List(r.Context())
 	if err != nil {
 		return err
 	}
 	out := ImageList{Images: make([]Image, 0, len(imgs))}
 	for _, img := range imgs {
-		v := imageOut(img)
-		v.Servers = holders[img.SHA256]
-		out.Images = append(out.Images, v)
+		out.Images = append(out.Images, imageOut(img))
 	}
 	writeJSON(w, http.StatusOK, out)
 	return nil
 }
 
 func (s *server) getImage(w http.ResponseWriter, r *http.Request) error {
-	img, err := s.cfg.Store.GetImage(r.Context(), r.PathValue("name"))
+	if s.cfg.Images == nil {
+		return errNoImages
+	}
+	img, err := s.cfg.Images.Get(r.Context(), r.PathValue("name"))
 	if err != nil {
 		return err
 	}
-	holders, err := s.imageHolders(r.Context())
-	if err != nil {
-		return err
-	}
-	v := imageOut(img)
-	v.Servers = holders[img.SHA256]
-	writeJSON(w, http.StatusOK, v)
+	writeJSON(w, http.StatusOK, imageOut(img))
 	return nil
 }
 
-// imageHolders maps each content to the servers holding it, with their
-// status now.
-func (s *server) imageHolders(ctx context.Context) (map[string][]ImageServer, error) {
-	copies, err := s.cfg.Store.ListImageCopies(ctx)
-	if err != nil {
-		return nil, err
-	}
-	servers, err := s.cfg.Store.ListServers(ctx)
-	if err != nil {
-		return nil, err
-	}
-	now := s.cfg.Now()
-	status := make(map[string]string, len(servers))
-	for _, si := range servers {
-		status[si.Name] = si.Status(now)
-	}
-	out := map[string][]ImageServer{}
-	for _, c := range copies { // ordered by content, then server
-		st := status[c.Server]
-		if st == "" {
-			st = "unknown"
-		}
-		out[c.SHA256] = append(out[c.SHA256], ImageServer{Name: c.Server, Status: st})
-	}
-	return out, nil
-}
-
 // putImage stores the request body as the image's new content. The body
-// is the raw image (any size; not JSON). A Content-Length, when sent, must
-// match what arrives, so a cut upload is never recorded.
+// is the raw image (any size; not JSON).
 func (s *server) putImage(w http.ResponseWriter, r *http.Request) error {
 	if s.cfg.Images == nil {
 		return errNoImages
 	}
 	name := r.PathValue("name")
-	probe := inventory.Image{Name: name, SHA256: fmt.Sprintf("%064x", 0), Size: 1}
-	if err := probe.Validate(s.cfg.Now()); err != nil {
+	body := io.Reader(r.Body)
+	if r.ContentLength >= 0 {
+		body = &lengthReader{r: r.Body, want: r.ContentLength}
+	}
+	res, err := s.cfg.Images.Import(r.Context(), images.Upload{Name: name, Body: body})
+	switch {
+	case errors.Is(err, images.ErrRefused):
+		return inventory.Invalid("", "%v", err)
+	case errors.Is(err, images.ErrNoQemuImg):
+		writeJSON(w, http.StatusNotImplemented, ErrorBody{Error: err.Error()})
+		return nil
+	case err != nil:
 		return err
 	}
-	old, oldErr := s.cfg.Store.GetImage(r.Context(), name)
-	if oldErr != nil && !errors.Is(oldErr, inventory.ErrNotFound) {
-		return oldErr
-	}
-	start := s.cfg.Now()
-	res, err := s.cfg.Images.Import(r.Context(), r.Body)
-	if err != nil {
-		return s.importError(w, name, res, err)
-	}
-	if r.ContentLength >= 0 && res.Received != r.ContentLength {
-		return inventory.Invalid("", "received %d bytes, Content-Length said %d; upload again", res.Received, r.ContentLength)
-	}
-	img, err := s.cfg.Store.PutImage(r.Context(), inventory.Image{Name: name, SHA256: res.SHA256, Size: res.Size, Imported: s.cfg.Now()})
-	if err != nil {
-		return err
-	}
-	setNote(r, fmt.Sprintf("sha256=%s size=%d", res.SHA256, res.Size))
-	s.log.Info("image imported", "name", name, "sha256", res.SHA256, "format", res.Format.String(), "size", res.Size,
-		"allocated", res.Allocated, "received", res.Received, "seconds", s.cfg.Now().Sub(start).Seconds())
+	setNote(r, fmt.Sprintf("sha256=%s size=%d", res.Image.SHA256, res.Image.Size))
 	status := http.StatusCreated
-	if oldErr == nil {
+	if res.Replaced {
 		status = http.StatusOK
-		if old.SHA256 != res.SHA256 {
-			s.release(old)
-		}
 	}
 	s.changed(r, "", "", "")
 	w.Header().Set("Location", Prefix+"/images/"+name)
-	out := imageOut(img)
+	out := imageOut(images.Listed{Image: res.Image})
 	out.Format, out.Allocated = res.Format.String(), res.Allocated
 	writeJSON(w, status, out)
 	return nil
 }
 
-// importError answers a failed import: the uploader's mistakes (a bad
-// image, an image naming other files) are 400 with what to do; a server
-// without qemu-img for an upload that needs it is 501, saying what to
-// install, since the one reading it is the admin who can.
-func (s *server) importError(w http.ResponseWriter, name string, res imagestore.Imported, err error) error {
-	var mbe *http.MaxBytesError
-	switch {
-	case errors.As(err, &mbe) || errors.Is(err, context.Canceled):
-		return err
-	case errors.Is(err, imagestore.ErrRefused) || res.Received == 0:
-		return inventory.Invalid("", "%v", err)
-	case errors.Is(err, imagestore.ErrNoQemuImg):
-		s.log.Error("image import needs qemu-img", "name", name, "format", res.Format.String(), "err", err)
-		writeJSON(w, http.StatusNotImplemented, ErrorBody{Error: err.Error()})
-		return nil
+// lengthReader fails at the end of a body that is not as long as its
+// Content-Length said, so a cut upload is never recorded.
+type lengthReader struct {
+	r    io.Reader
+	n    int64
+	want int64
+}
+
+func (l *lengthReader) Read(p []byte) (int, error) {
+	k, err := l.r.Read(p)
+	l.n += int64(k)
+	if err == io.EOF && l.n != l.want {
+		return k, inventory.Invalid("", "received %d bytes, Content-Length said %d; upload again", l.n, l.want)
 	}
-	return fmt.Errorf("import image %s: %w", name, err)
+	return k, err
 }
 
 func (s *server) deleteImage(w http.ResponseWriter, r *http.Request) error {
-	name := r.PathValue("name")
-	img, err := s.cfg.Store.GetImage(r.Context(), name)
-	if err != nil {
-		return err
+	if s.cfg.Images == nil {
+		return errNoImages
 	}
-	if err := s.cfg.Store.DeleteImage(r.Context(), name); err != nil {
+	if err := s.cfg.Images.Remove(r.Context(), r.PathValue("name")); err != nil {
 		return err
-	}
-	if s.cfg.Images != nil {
-		s.release(img)
 	}
 	s.changed(r, "", "", "")
 	w.WriteHeader(http.StatusNoContent)
 	return nil
-}
-
-// release drops content that the image no longer names, unless another
-// name or a machine still uses it. Failures only cost disk space: logged.
-func (s *server) release(img inventory.Image) {
-	imgs, err := s.cfg.Store.ListImages(context.Background())
-	if err != nil {
-		s.log.Warn("image content kept: list images", "sha256", img.SHA256, "err", err)
-		return
-	}
-	for _, o := range imgs {
-		if o.SHA256 == img.SHA256 {
-			return
-		}
-	}
-	deleted, err := s.cfg.Images.Release(img.SHA256)
-	switch {
-	case err != nil:
-		s.log.Warn("image content kept: remove failed", "sha256", img.SHA256, "err", err)
-	case deleted:
-		s.log.Info("image content removed", "image", img.Name, "sha256", img.SHA256)
-	default:
-		s.log.Info("image content kept while machines boot from it", "image", img.Name, "sha256", img.SHA256)
-	}
 }
 
 func (s *server) resetMachine(w http.ResponseWriter, r *http.Request) error {

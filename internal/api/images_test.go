@@ -18,37 +18,48 @@ import (
 	"testing"
 	"time"
 
+	"github.com/bootfleet/bootfleet/internal/imagepeer"
+	"github.com/bootfleet/bootfleet/internal/images"
 	"github.com/bootfleet/bootfleet/internal/imagestore"
 	"github.com/bootfleet/bootfleet/internal/inventory"
 	"github.com/bootfleet/bootfleet/internal/inventory/sqlite"
 )
 
-// storeFiles is ImageFiles over a real store, without rootdisk's checks
-// for machines booted from the content.
-type storeFiles struct{ *imagestore.Store }
+// noBoots is a server none of whose machines boots from anything.
+type noBoots struct{}
 
-func (f storeFiles) Import(ctx context.Context, r io.Reader) (imagestore.Imported, error) {
-	return f.ImportContext(ctx, r)
+func (noBoots) InUse(_ string, drop func() error) (bool, error) {
+	if drop == nil {
+		return false, nil
+	}
+	return false, drop()
 }
-func (f storeFiles) Release(sha string) (bool, error) { return true, f.Remove(sha) }
 
-// failingFiles is ImageFiles failing every import with err.
-type failingFiles struct{ err error }
+// failingBlobs is an image store failing every import with err.
+type failingBlobs struct {
+	*imagestore.Store
+	err error
+}
 
-func (f failingFiles) Import(context.Context, io.Reader) (imagestore.Imported, error) {
+func (f failingBlobs) ImportContext(context.Context, io.Reader) (imagestore.Imported, error) {
 	return imagestore.Imported{Format: imagestore.QCOW2, Received: 1}, f.err
 }
-func (failingFiles) Release(string) (bool, error) { return false, nil }
 
-// newImageEnv runs the API with files as its image store.
-func newImageEnv(t *testing.T, files ImageFiles) *env {
+// newImageEnv runs the API with an images service on blobs; this server
+// is "here".
+func newImageEnv(t *testing.T, blobs images.Blobs) *env {
 	t.Helper()
 	st, err := sqlite.Open(context.Background(), filepath.Join(t.TempDir(), sqlite.FileName))
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { st.Close() })
-	h, err := New(Config{Store: st, Token: token, Images: files, Now: func() time.Time { return time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC) }})
+	now := func() time.Time { return time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC) }
+	svc, err := images.New(images.Config{Self: "here", Store: st, Blobs: blobs, Boots: noBoots{}, Peers: &imagepeer.Client{}, Now: now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := New(Config{Store: st, Token: token, Images: svc, Now: now})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -90,7 +101,7 @@ func TestPutImageRaw(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e := newImageEnv(t, storeFiles{s})
+	e := newImageEnv(t, s)
 	disk := make([]byte, 8<<20) // 8 MiB, 4 KiB of it data
 	copy(disk[1<<20:], bytes.Repeat([]byte("root"), 1024))
 	want := sha256.Sum256(disk)
@@ -134,7 +145,7 @@ func TestPutImageQCOW2(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e := newImageEnv(t, storeFiles{s})
+	e := newImageEnv(t, s)
 	want := sha256.Sum256(disk)
 	code, img, eb := e.put(t, "debian", body)
 	if code != http.StatusCreated || img.Format != "qcow2" || img.SHA256 != hex.EncodeToString(want[:]) || img.Size != int64(len(disk)) {
@@ -153,8 +164,8 @@ func TestPutImageRefused(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	real := newImageEnv(t, storeFiles{s})
-	noQemu := newImageEnv(t, failingFiles{fmt.Errorf("%w: install it on the server (apt-get install qemu-utils)", imagestore.ErrNoQemuImg)})
+	real := newImageEnv(t, s)
+	noQemu := newImageEnv(t, failingBlobs{s, fmt.Errorf("%w: install it on the server (apt-get install qemu-utils)", imagestore.ErrNoQemuImg)})
 	qcow2Backing := make([]byte, 512)
 	copy(qcow2Backing, "QFI\xfb\x00\x00\x00\x03\x00\x00\x00\x00\x00\x00\x01\x00")
 	tests := []struct {
@@ -188,7 +199,7 @@ func TestImageServers(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e := newImageEnv(t, storeFiles{s})
+	e := newImageEnv(t, s)
 	_, img, _ := e.put(t, "debian", []byte("a tiny raw root"))
 	_, other, _ := e.put(t, "alpine", []byte("another tiny raw root"))
 	ctx := context.Background()
@@ -203,7 +214,8 @@ func TestImageServers(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	want := []ImageServer{{Name: "boot-a", Status: "live"}, {Name: "boot-b", Status: "stale"}, {Name: "boot-gone", Status: "unknown"}}
+	// "here" imported both and is not registered.
+	want := []ImageServer{{Name: "boot-a", Status: "live"}, {Name: "boot-b", Status: "stale"}, {Name: "boot-gone", Status: "unknown"}, {Name: "here", Status: "unknown"}}
 	var got Image
 	e.mustDo(t, "GET", "/images/debian", "", http.StatusOK, &got)
 	if !reflect.DeepEqual(got.Servers, want) {
@@ -211,7 +223,33 @@ func TestImageServers(t *testing.T) {
 	}
 	var list ImageList
 	e.mustDo(t, "GET", "/images", "", http.StatusOK, &list)
-	if len(list.Images) != 2 || list.Images[0].Name != other.Name || len(list.Images[0].Servers) != 0 || !reflect.DeepEqual(list.Images[1].Servers, want) {
-		t.Fatalf("GET /images = %+v, want alpine held by none, debian by %+v", list.Images, want)
+	hereOnly := []ImageServer{{Name: "here", Status: "unknown"}}
+	if len(list.Images) != 2 || list.Images[0].Name != other.Name || !reflect.DeepEqual(list.Images[0].Servers, hereOnly) || !reflect.DeepEqual(list.Images[1].Servers, want) {
+		t.Fatalf("GET /images = %+v, want alpine held by here only, debian by %+v", list.Images, want)
+	}
+}
+
+// TestPutImageCut: a body shorter than its Content-Length is refused with
+// what arrived, and nothing is recorded. (A real client cannot send one;
+// a proxy that cuts the body can.)
+func TestPutImageCut(t *testing.T) {
+	s, err := imagestore.Open(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := newImageEnv(t, s)
+	req := httptest.NewRequest("PUT", Prefix+"/images/debian", strings.NewReader("a tiny raw root, cut"))
+	req.ContentLength = 1000
+	req.Header.Set("Authorization", bearer)
+	rec := httptest.NewRecorder()
+	e.srv.Config.Handler.ServeHTTP(rec, req)
+	var eb ErrorBody
+	if err := json.Unmarshal(rec.Body.Bytes(), &eb); err != nil || rec.Code != http.StatusBadRequest ||
+		eb.Error != "received 20 bytes, Content-Length said 1000; upload again" {
+		t.Fatalf("PUT of a cut body: %d %q (%v); want 400 saying what arrived", rec.Code, rec.Body, err)
+	}
+	e.mustDo(t, "GET", "/images/debian", "", http.StatusNotFound, nil)
+	if shas, err := s.List(); err != nil || len(shas) != 0 {
+		t.Fatalf("content stored from a cut body: %v %v", shas, err)
 	}
 }

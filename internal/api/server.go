@@ -31,9 +31,8 @@ type Config struct {
 	// OnChange is called after every successful write to machines or
 	// profiles, so the caller can refresh its in-memory fleet view.
 	OnChange func()
-	// Images stores image content for PUT and DELETE /images; nil refuses
-	// imports.
-	Images ImageFiles
+	// Images serves /images; nil answers them 400 (no images here).
+	Images ImageService
 	// Disks resets overlays for POST /machines/{mac}/reset; nil refuses.
 	Disks DiskResetter
 	// Boots serves GET /boots and /boots/{id}; nil answers them 404. Boot

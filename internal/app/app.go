@@ -80,14 +80,14 @@ func Run(ctx context.Context, c *config.Config, log *slog.Logger) error {
 	// The fleet as this server sees it, read every few seconds, for
 	// whatever must know the other servers without a store read per request.
 	fleetView := fleetservers.NewView(fleetservers.ViewConfig{Store: store, Self: name, Logger: log})
-	copies, peers, err := imageCopies(ctx, store, name, dl, log)
+	imgs, peers, err := newImages(ctx, store, name, dl, log)
 	if err != nil {
 		return err
 	}
 
 	rec, history := newHistory(c, store, name, log)
 	taps := telemetryTaps(c, rec, log)
-	apiHandler, err := newAPI(c, store, inv.Changed, copies, dl, history, log)
+	apiHandler, err := newAPI(c, store, inv.Changed, imgs, dl, history, log)
 	if err != nil {
 		return err
 	}
@@ -109,7 +109,7 @@ func Run(ctx context.Context, c *config.Config, log *slog.Logger) error {
 	var runs []func(context.Context) error // the servers, each until ctx ends or it fails
 	runs = append(runs,
 		inv.Run,     // discovered machines, view reloads
-		copies.Run,  // the fleet's images: fetch new ones, delete removed ones
+		imgs.Run,    // the fleet's images: fetch new ones, delete removed ones
 		history.Run, // ended boots into the inventory, retention
 		func(ctx context.Context) error { return serveHTTP(ctx, httpLn, plain, log) },
 		func(ctx context.Context) error { return dl.Serve(ctx, taps.nbd) })

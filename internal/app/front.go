@@ -13,7 +13,7 @@ import (
 
 // newAPI builds the REST API with the token from the data directory.
 // onChange runs after each write to machines or profiles.
-func newAPI(c *config.Config, store inventory.Store, onChange func(), images api.ImageFiles, disks api.DiskResetter,
+func newAPI(c *config.Config, store inventory.Store, onChange func(), images api.ImageService, disks api.DiskResetter,
 	boots api.BootSource, log *slog.Logger) (http.Handler, error) {
 	tok, err := api.LoadOrCreateToken(c.Data)
 	if err != nil {

@@ -8,31 +8,32 @@ import (
 	"net/http"
 
 	"github.com/bootfleet/bootfleet/internal/diskless"
-	"github.com/bootfleet/bootfleet/internal/imagecopies"
 	"github.com/bootfleet/bootfleet/internal/imagepeer"
+	"github.com/bootfleet/bootfleet/internal/images"
 	"github.com/bootfleet/bootfleet/internal/inventory"
 )
 
 // peerSecretName is the store secret the servers sign image fetches with.
 const peerSecretName = "image-peers"
 
-// imageCopies makes this server's part of the fleet's images: it records
-// what it holds, fetches what it lacks from peers (dl asks before serving
-// an image), and serves peers through the returned handler.
-func imageCopies(ctx context.Context, store inventory.Store, name string, dl *diskless.Service, log *slog.Logger) (*imagecopies.Service, http.Handler, error) {
+// newImages makes this server's part of the fleet's images: the API
+// imports and removes through it, it records what this server holds,
+// fetches what it lacks from peers (dl asks before serving an image), and
+// serves peers through the returned handler.
+func newImages(ctx context.Context, store inventory.Store, name string, dl *diskless.Service, log *slog.Logger) (*images.Service, http.Handler, error) {
 	fresh := make([]byte, 32)
 	rand.Read(fresh)
 	secret, err := store.Secret(ctx, peerSecretName, fresh)
 	if err != nil {
 		return nil, nil, fmt.Errorf("the fleet's key for image fetches between servers: %w", err)
 	}
-	copies, err := imagecopies.New(imagecopies.Config{Self: name, Store: store, Blobs: dl.Blobs(), Local: dl,
+	imgs, err := images.New(images.Config{Self: name, Store: store, Blobs: dl.Blobs(), Boots: dl.Disks(), Kernels: dl.KernelFiles(),
 		Peers: &imagepeer.Client{Self: name, Secret: secret}, Logger: log})
 	if err != nil {
 		return nil, nil, err
 	}
-	dl.SetFetcher(copies)
-	return copies, imagepeer.Handler(imagepeer.HandlerConfig{Content: dl.Blobs(), Secret: secret, Logger: log}), nil
+	dl.SetFetcher(imgs)
+	return imgs, imagepeer.Handler(imagepeer.HandlerConfig{Content: dl.Blobs(), Secret: secret, Logger: log}), nil
 }
 
 // withPeers serves the peer paths (imagepeer.Prefix) with peers and the

@@ -18,6 +18,8 @@ import (
 	"time"
 
 	"github.com/bootfleet/bootfleet/internal/api"
+	"github.com/bootfleet/bootfleet/internal/imagepeer"
+	"github.com/bootfleet/bootfleet/internal/images"
 	"github.com/bootfleet/bootfleet/internal/imagestore"
 	"github.com/bootfleet/bootfleet/internal/inventory"
 	"github.com/bootfleet/bootfleet/internal/inventory/sqlite"
@@ -111,7 +113,7 @@ func TestImageGolden(t *testing.T) {
 }
 
 // newImageServer runs the API storing images under data, as bootfleet
-// serve does, and returns its inventory, disks and URL.
+// serve does, as server boot-a, and returns its inventory, disks and URL.
 func newImageServer(t *testing.T, data string) (inventory.Store, *rootdisk.Manager, string) {
 	t.Helper()
 	st, err := sqlite.Open(context.Background(), filepath.Join(data, sqlite.FileName))
@@ -128,7 +130,12 @@ func newImageServer(t *testing.T, data string) (inventory.Store, *rootdisk.Manag
 		t.Fatal(err)
 	}
 	disks.SetAddr("10.0.0.1", 10809)
-	h, err := api.New(api.Config{Store: st, Token: testToken, Images: disks, Disks: disks, Now: func() time.Time { return t0 }})
+	now := func() time.Time { return t0 }
+	imgs, err := images.New(images.Config{Self: "boot-a", Store: st, Blobs: blobs, Boots: disks, Peers: &imagepeer.Client{}, Now: now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := api.New(api.Config{Store: st, Token: testToken, Images: imgs, Disks: disks, Now: now})
 	if err != nil {
 		t.Fatal(err)
 	}

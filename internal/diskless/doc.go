@@ -5,6 +5,7 @@
 //
 // A Service is what the other servers see of it: the HTTP boot server
 // asks it for a machine's root at each script render (IssueRoot) and for
-// kernels of root.kernel: image profiles (Kernels); the API imports and
-// releases image content (Import, Release) and resets overlays (Reset).
+// kernels of root.kernel: image profiles (Kernels); the API resets
+// overlays (Reset). Package images imports and deletes the content served
+// here, asking Disks which content machines still boot from.
 package diskless

@@ -15,7 +15,7 @@ import (
 )
 
 // Fetcher brings image content this server lacks from a peer of its
-// fleet; *imagecopies.Service implements it.
+// fleet; *images.Service implements it.
 type Fetcher interface {
 	// Ensure returns once content sha is in the image store, or why it
 	// cannot be.

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net"
 	"path/filepath"
@@ -135,23 +134,13 @@ func (s *Service) Sessions() int { return s.disks.OpenSessions() }
 // profiles, fetching the image from a peer first when it is not here.
 func (s *Service) Kernels() httpboot.ImageKernels { return fetchingKernels{s.kernels, s} }
 
-// Import stores image content; see rootdisk.Manager.Import.
-func (s *Service) Import(ctx context.Context, r io.Reader) (imagestore.Imported, error) {
-	return s.disks.Import(ctx, r)
-}
+// Disks answers which image content a machine of this server boots from,
+// for the images service's rules.
+func (s *Service) Disks() *rootdisk.Manager { return s.disks }
 
-// Release deletes content no image name points to any more, unless a
-// machine still boots from it, and the kernels built from it with it. It
-// reports whether it deleted the content.
-func (s *Service) Release(sha string) (bool, error) {
-	deleted, err := s.disks.Release(sha)
-	if deleted && err == nil {
-		if err := s.kernels.Remove(sha); err != nil {
-			s.log.Warn("image kernel files kept", "sha256", sha, "err", err)
-		}
-	}
-	return deleted, err
-}
+// KernelFiles is the kernel builder itself, whose files the images
+// service deletes with their content.
+func (s *Service) KernelFiles() *imagekernel.Builder { return s.kernels }
 
 // Reset discards mac's overlay; see rootdisk.Manager.Reset.
 func (s *Service) Reset(mac net.HardwareAddr, force bool) error { return s.disks.Reset(mac, force) }

@@ -18,5 +18,5 @@
 //
 // The package is the protocol only: Handler serves, Client fetches.
 // Which peer to ask, and what to do with the bytes, is package
-// imagecopies'.
+// images'.
 package imagepeer

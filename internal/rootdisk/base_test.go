@@ -167,8 +167,8 @@ func TestBaseExportKeepsNoMachineState(t *testing.T) {
 	if n := m.OpenSessions(); n != 1 {
 		t.Errorf("OpenSessions = %d, want 1", n)
 	}
-	if deleted, err := m.Release(img.SHA256); deleted || err != nil {
-		t.Errorf("Release while a machine reads the content = %v, %v; want kept", deleted, err)
+	if deleted, err := release(m, img.SHA256); deleted || err != nil {
+		t.Errorf("release while a machine reads the content = %v, %v; want kept", deleted, err)
 	}
 	be.(io.Closer).Close()
 	if n := m.OpenSessions(); n != 0 {

@@ -25,4 +25,8 @@
 // script names a read-only export of the image content whose name any
 // server of the fleet can check (see base.go), and adds
 // bootfleet.overlay=MODE to the command line.
+//
+// Package images deletes image content; [Manager.InUse] tells it whether
+// a machine of this server still boots from it, and holds off new boots
+// of it while the content goes.
 package rootdisk

@@ -15,7 +15,7 @@ func TestIssueBootNamesTheContentServed(t *testing.T) {
 	mac := mustMAC("52:54:00:00:00:01")
 	write(t, f, f.issue(t, mac.String(), "persistent"), []byte("mine"), 0)
 	old := f.img
-	res, err := f.m.Import(t.Context(), strings.NewReader(strings.Repeat("new!", 64<<10)))
+	res, err := f.m.cfg.Blobs.ImportContext(t.Context(), strings.NewReader(strings.Repeat("new!", 64<<10)))
 	if err != nil {
 		t.Fatal(err)
 	}

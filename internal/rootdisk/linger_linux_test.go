@@ -37,8 +37,8 @@ func TestImageLingers(t *testing.T) {
 			f.m.mu.Lock()
 			f.m.boot = map[string]*boot{} // no boot pins it any more
 			f.m.mu.Unlock()
-			if deleted, err := f.m.Release(f.img.SHA256); err != nil || !deleted {
-				t.Fatalf("Release: deleted=%v err=%v", deleted, err)
+			if deleted, err := release(f.m, f.img.SHA256); err != nil || !deleted {
+				t.Fatalf("release: deleted=%v err=%v", deleted, err)
 			}
 		}, time.Hour},
 		{"manager closed", func(t *testing.T, f *fixture) {

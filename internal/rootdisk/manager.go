@@ -1,7 +1,6 @@
 package rootdisk
 
 import (
-	"context"
 	"crypto/subtle"
 	"errors"
 	"fmt"
@@ -167,7 +166,7 @@ func (m *Manager) IssueBoot(mac net.HardwareAddr, img inventory.Image, overlay s
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	// Under the lock, so Release cannot delete the content between this
+	// Under the lock, so InUse's drop cannot delete the content between this
 	// check and the boot that pins it.
 	if !m.cfg.Blobs.Has(sha) {
 		return Issued{}, fmt.Errorf("rootdisk: content %.12s of image %s is missing from the data directory; import the image again", sha, img.Name)
@@ -410,41 +409,50 @@ func (m *Manager) Reset(mac net.HardwareAddr, force bool) error {
 	return nil
 }
 
-// Import stores an image's content; see imagestore.Store.ImportContext.
-func (m *Manager) Import(ctx context.Context, r io.Reader) (imagestore.Imported, error) {
-	return m.cfg.Blobs.ImportContext(ctx, r)
-}
-
-// Release deletes image content no image name points to any more, unless a
-// boot, a connected machine or a persistent overlay still uses it. The
-// caller checks the names; Release checks the rest. It reports whether the
-// content was deleted.
-func (m *Manager) Release(sha string) (bool, error) {
+// InUse reports whether a machine boots from content sha: a boot issued
+// on it, a connected machine, or a persistent overlay made on it. When
+// none does and drop is not nil, drop (which deletes the content) runs
+// under the lock IssueBoot pins content under, so no boot is issued on
+// content being deleted; a base image lingering open on sha is closed
+// first, as its mapping would hold the deleted file's space. The error is
+// drop's.
+func (m *Manager) InUse(sha string, drop func() error) (bool, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	if m.inUse(sha) {
+		return true, nil
+	}
+	if drop == nil {
+		return false, nil
+	}
+	if err := m.dropIdle(sha); err != nil {
+		m.log.Warn("closing an unused base image failed", "sha256", sha, "err", err)
+	}
+	return false, drop()
+}
+
+// inUse is InUse's answer. The caller holds m.mu.
+func (m *Manager) inUse(sha string) bool {
 	for _, b := range m.boot {
 		if b.sha == sha {
-			return false, nil
+			return true
 		}
 	}
 	for _, a := range m.att {
 		if a.sha == sha {
-			return false, nil
+			return true
 		}
 	}
 	if s := m.images[sha]; s != nil && s.refs > 0 { // machines reading it read-only
-		return false, nil
+		return true
 	}
 	bases, _ := filepath.Glob(filepath.Join(m.cfg.Data, "overlays", "*", baseFile))
 	for _, p := range bases {
 		if b, err := os.ReadFile(p); err == nil && strings.TrimSpace(string(b)) == sha {
-			return false, nil
+			return true
 		}
 	}
-	if err := m.dropIdle(sha); err != nil { // a lingering image would hold the deleted file's space
-		m.log.Warn("closing an unused base image failed", "sha256", sha, "err", err)
-	}
-	return true, m.cfg.Blobs.Remove(sha)
+	return false
 }
 
 func remoteIP(a net.Addr) net.IP {

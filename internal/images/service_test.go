@@ -1,4 +1,4 @@
-package imagecopies
+package images
 
 import (
 	"bytes"
@@ -52,12 +52,12 @@ func TestCheck(t *testing.T) {
 	if err := f.store.DeleteImage(ctx, "debian"); err != nil {
 		t.Fatal(err)
 	}
-	f.local.inUse[f.img.SHA256] = true
+	f.boots.set(f.img.SHA256, true)
 	s.Check(ctx)
 	if !f.blobs.Has(f.img.SHA256) {
 		t.Fatal("content deleted while a machine boots from it")
 	}
-	f.local.inUse[f.img.SHA256] = false
+	f.boots.set(f.img.SHA256, false)
 	s.Check(ctx)
 	if f.blobs.Has(f.img.SHA256) {
 		t.Fatalf("content kept after its name was removed and no machine uses it\n%s", f.log)
@@ -71,23 +71,40 @@ func TestCheck(t *testing.T) {
 	}
 }
 
-// TestCheckGrace: content imported here is not deleted before its name
-// is recorded.
+// checkFirst runs a check of s before every PutImage: the check that
+// reads the names between an import's content and its name.
+type checkFirst struct {
+	Store
+	s *Service
+}
+
+func (c checkFirst) PutImage(ctx context.Context, img inventory.Image) (inventory.Image, error) {
+	c.s.Check(ctx)
+	return c.Store.PutImage(ctx, img)
+}
+
+// TestCheckGrace: content imported here is not deleted by a check that
+// runs before its name is recorded.
 func TestCheckGrace(t *testing.T) {
 	f := newFleet(t)
 	s := f.service(time.Second)
 	s.Check(context.Background())
-	res, err := s.Import(context.Background(), bytes.NewReader([]byte("just imported; PutImage comes next")))
+	s.cfg.Store = checkFirst{f.store, s}
+	res, err := s.Import(context.Background(), Upload{Name: "alpine", Body: bytes.NewReader([]byte("just imported; its name comes next"))})
 	if err != nil {
 		t.Fatal(err)
 	}
-	s.Check(context.Background())
-	if !f.blobs.Has(res.SHA256) {
+	if !f.blobs.Has(res.Image.SHA256) {
 		t.Fatal("content deleted within Grace of its import")
 	}
 	copies, _ := f.store.ListImageCopies(context.Background())
-	if !hasCopy(copies, "self", res.SHA256) {
+	if !hasCopy(copies, "self", res.Image.SHA256) {
 		t.Fatalf("copies after import = %+v, want self's recorded", copies)
+	}
+	s.cfg.Grace = -1 // the check after Grace: the name keeps it
+	s.Check(context.Background())
+	if !f.blobs.Has(res.Image.SHA256) {
+		t.Fatal("named content deleted by a check")
 	}
 }
 

@@ -1,4 +1,4 @@
-package imagecopies
+package images
 
 import (
 	"context"
@@ -13,27 +13,40 @@ import (
 	"github.com/bootfleet/bootfleet/internal/inventory"
 )
 
-// Store is what a Service reads and writes in the fleet's store.
+// Store is what a Service reads and writes in the fleet's store: the
+// names, the copies, and the servers holding them.
 type Store interface {
-	ListImages(ctx context.Context) ([]inventory.Image, error)
+	inventory.Images
 	inventory.ImageCopies
+	ListServers(ctx context.Context) ([]inventory.ServerInfo, error)
 }
 
-// Blobs is this server's image store; *imagestore.Store implements it.
+// Blobs is this server's image content; *imagestore.Store implements it.
 type Blobs interface {
 	Has(sha string) bool
 	List() ([]string, error)
+	// ImportContext stores an upload; see imagestore.Store.ImportContext.
+	ImportContext(ctx context.Context, r io.Reader) (imagestore.Imported, error)
 	PutCopy(ctx context.Context, r io.Reader, sha string, size int64) (imagestore.Imported, error)
+	Remove(sha string) error
 }
 
-// Local imports and deletes content on this server, with the rules of
-// which content a machine still boots from; *diskless.Service implements
-// it.
-type Local interface {
-	Import(ctx context.Context, r io.Reader) (imagestore.Imported, error)
-	// Release deletes content unless a machine still boots from it and
-	// reports whether it did.
-	Release(sha string) (bool, error)
+// Boots is what the machines of this server boot from; *rootdisk.Manager
+// implements it.
+type Boots interface {
+	// InUse reports whether a machine boots from content sha: a boot
+	// issued on it, a connected machine, or a persistent overlay made on
+	// it. When none does and drop is not nil, drop runs before InUse
+	// returns, with new boots of sha held off, so content drop deletes is
+	// never promised to a machine; the error is drop's.
+	InUse(sha string, drop func() error) (bool, error)
+}
+
+// Kernels are the boot files built from image content;
+// *imagekernel.Builder implements it.
+type Kernels interface {
+	// Remove deletes the files built from content sha, if any.
+	Remove(sha string) error
 }
 
 // Peers opens transfers from peers; *imagepeer.Client implements it.
@@ -46,8 +59,10 @@ type Config struct {
 	Self  string // this server's name in the fleet; required
 	Store Store  // required
 	Blobs Blobs  // required
-	Local Local  // required
+	Boots Boots  // required
 	Peers Peers  // required
+	// Kernels, if set, loses the files built from content as it goes.
+	Kernels Kernels
 	// Interval between checks of the store: new images to fetch, removed
 	// ones to delete. Default 10 s.
 	Interval time.Duration
@@ -55,8 +70,9 @@ type Config struct {
 	// to 2: a copy competes with boots for the disk and the link.
 	Fetches int
 	// Grace is how long content imported here is kept even though no
-	// image names it yet: an import stores the content before it records
-	// the name. (A fetch is always of named content.) Default 1 min.
+	// image names it yet: Import stores the content before it records the
+	// name, and a check may read the names in between. (A fetch is always
+	// of named content.) Default 1 min.
 	Grace time.Duration
 	// Retry is how long a background fetch that failed waits before it
 	// is tried again, doubled at each failure in a row up to 16 times
@@ -67,8 +83,9 @@ type Config struct {
 	Logger *slog.Logger     // default: discard
 }
 
-// Service is this server's part in keeping the fleet's images. Create it
-// with New, run Run in the server's errgroup.
+// Service is this server's part in keeping the fleet's images: the API
+// imports and removes through it, boots ensure content through it. Create
+// it with New, run Run in the server's errgroup.
 type Service struct {
 	cfg Config
 	log *slog.Logger
@@ -98,8 +115,8 @@ type Service struct {
 
 // New checks cfg and fills its defaults.
 func New(cfg Config) (*Service, error) {
-	if cfg.Self == "" || cfg.Store == nil || cfg.Blobs == nil || cfg.Local == nil || cfg.Peers == nil {
-		return nil, errors.New("imagecopies: Config.Self, Store, Blobs, Local and Peers are required")
+	if cfg.Self == "" || cfg.Store == nil || cfg.Blobs == nil || cfg.Boots == nil || cfg.Peers == nil {
+		return nil, errors.New("images: Config.Self, Store, Blobs, Boots and Peers are required")
 	}
 	if cfg.Interval <= 0 {
 		cfg.Interval = 10 * time.Second
@@ -184,7 +201,7 @@ func (s *Service) Check(ctx context.Context) {
 	}
 	for _, sha := range local {
 		if _, ok := named[sha]; !ok && s.isKnown(sha) && !s.fresh(sha, listed) {
-			s.releaseUnnamed(ctx, sha)
+			s.drop(sha)
 		}
 	}
 }
@@ -234,26 +251,6 @@ func (s *Service) isRecorded() bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.recorded
-}
-
-// releaseUnnamed deletes content no image names, unless a machine of
-// this server still boots from it.
-func (s *Service) releaseUnnamed(ctx context.Context, sha string) {
-	deleted, err := s.Release(sha)
-	switch {
-	case err != nil:
-		s.log.Warn("image copies: deleting content no image names failed", "sha256", sha, "err", err)
-	case deleted:
-		s.log.Info("image copies: deleted content no image names any more", "sha256", sha, "server", s.cfg.Self)
-	default:
-		s.mu.Lock()
-		first := !s.kept[sha]
-		s.kept[sha] = true
-		s.mu.Unlock()
-		if first {
-			s.log.Info("image copies: content no image names is kept while machines boot from it", "sha256", sha)
-		}
-	}
 }
 
 // fresh reports whether sha was imported within Grace, or fetched by a

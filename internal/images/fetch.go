@@ -1,4 +1,4 @@
-package imagecopies
+package images
 
 import (
 	"cmp"
@@ -124,12 +124,12 @@ func (s *Service) fetch(sha string) error {
 			return nil
 		}
 		if s.ctx.Err() != nil {
-			return fmt.Errorf("imagecopies: fetch of %s stopped: the server is stopping", sha)
+			return fmt.Errorf("images: fetch of %s stopped: the server is stopping", sha)
 		}
 		s.log.Warn("image copies: fetch from peer failed; asking the next", "image", img.Name, "sha256", sha, "peer", p.Name, "url", base, "err", err)
 		errs = append(errs, fmt.Sprintf("%s: %v", p.Name, err))
 	}
-	return fmt.Errorf("imagecopies: content %.12s of image %s: no live peer gave it: %s", sha, img.Name, strings.Join(errs, "; "))
+	return fmt.Errorf("images: content %.12s of image %s: no live peer gave it: %s", sha, img.Name, strings.Join(errs, "; "))
 }
 
 // fetchFrom copies the content of img from peer at base into the image
@@ -162,11 +162,11 @@ func (s *Service) plan(ctx context.Context, sha string) (inventory.Image, []inve
 	listed := s.cfg.Now()
 	imgs, err := s.cfg.Store.ListImages(ctx)
 	if err != nil {
-		return inventory.Image{}, nil, fmt.Errorf("imagecopies: content %.12s: reading the images: %w", sha, err)
+		return inventory.Image{}, nil, fmt.Errorf("images: content %.12s: reading the images: %w", sha, err)
 	}
 	i := slices.IndexFunc(imgs, func(img inventory.Image) bool { return img.SHA256 == sha })
 	if i < 0 {
-		return inventory.Image{}, nil, fmt.Errorf("imagecopies: no image names content %.12s (removed?); import the image again", sha)
+		return inventory.Image{}, nil, fmt.Errorf("images: no image names content %.12s (removed?); import the image again", sha)
 	}
 	s.mu.Lock()
 	s.named[sha] = listed
@@ -174,7 +174,7 @@ func (s *Service) plan(ctx context.Context, sha string) (inventory.Image, []inve
 	img := imgs[i]
 	holders, err := s.cfg.Store.ImageHolders(ctx, sha)
 	if err != nil {
-		return img, nil, fmt.Errorf("imagecopies: image %s: reading which servers hold it: %w", img.Name, err)
+		return img, nil, fmt.Errorf("images: image %s: reading which servers hold it: %w", img.Name, err)
 	}
 	now := s.cfg.Now()
 	var live []inventory.ServerInfo
@@ -189,7 +189,7 @@ func (s *Service) plan(ctx context.Context, sha string) (inventory.Image, []inve
 		}
 	}
 	if len(live) == 0 {
-		return img, nil, fmt.Errorf("imagecopies: image %s (content %.12s): no live server holds it (others: %s); start a server that holds it or import the image again",
+		return img, nil, fmt.Errorf("images: image %s (content %.12s): no live server holds it (others: %s); start a server that holds it or import the image again",
 			img.Name, sha, cmp.Or(strings.Join(others, ", "), "none"))
 	}
 	slices.SortStableFunc(live, func(a, b inventory.ServerInfo) int {

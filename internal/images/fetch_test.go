@@ -1,4 +1,4 @@
-package imagecopies
+package images
 
 import (
 	"bytes"
@@ -23,6 +23,7 @@ import (
 	"github.com/bootfleet/bootfleet/internal/imagestore"
 	"github.com/bootfleet/bootfleet/internal/inventory"
 	"github.com/bootfleet/bootfleet/internal/inventory/sqlite"
+	"github.com/bootfleet/bootfleet/internal/testutil"
 )
 
 var secret = bytes.Repeat([]byte{7}, 32)
@@ -33,8 +34,8 @@ type fleet struct {
 	t       *testing.T
 	store   inventory.Store
 	blobs   *imagestore.Store
-	local   *fakeLocal
-	log     *syncBuffer
+	boots   *fakeBoots
+	log     *testutil.SyncBuffer
 	content []byte
 	img     inventory.Image
 }
@@ -58,8 +59,8 @@ func newFleet(t *testing.T) *fleet {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &fleet{t: t, store: st, blobs: blobs, local: &fakeLocal{blobs: blobs, inUse: map[string]bool{}},
-		log: &syncBuffer{}, content: content, img: img}
+	return &fleet{t: t, store: st, blobs: blobs, boots: &fakeBoots{inUse: map[string]bool{}},
+		log: &testutil.SyncBuffer{}, content: content, img: img}
 }
 
 // peer registers a live server name at url holding the image, with
@@ -79,7 +80,7 @@ func (f *fleet) peer(name, url string, nbd int, heartbeat time.Time) {
 
 func (f *fleet) service(idle time.Duration) *Service {
 	f.t.Helper()
-	s, err := New(Config{Self: "self", Store: f.store, Blobs: f.blobs, Local: f.local,
+	s, err := New(Config{Self: "self", Store: f.store, Blobs: f.blobs, Boots: f.boots,
 		Peers:    &imagepeer.Client{Self: "self", Secret: secret, Idle: idle},
 		Interval: time.Hour, Logger: slog.New(slog.NewTextHandler(f.log, nil))})
 	if err != nil {
@@ -322,39 +323,26 @@ func hasCopy(copies []inventory.ImageCopy, server, sha string) bool {
 	return false
 }
 
-// fakeLocal is the diskless service: Release deletes unless inUse.
-type fakeLocal struct {
-	blobs *imagestore.Store
+// fakeBoots is rootdisk: content in inUse is booted from.
+type fakeBoots struct {
 	mu    sync.Mutex
 	inUse map[string]bool
 }
 
-func (l *fakeLocal) Import(ctx context.Context, r io.Reader) (imagestore.Imported, error) {
-	return l.blobs.ImportContext(ctx, r)
-}
-
-func (l *fakeLocal) Release(sha string) (bool, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.inUse[sha] {
+func (b *fakeBoots) InUse(sha string, drop func() error) (bool, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.inUse[sha] {
+		return true, nil
+	}
+	if drop == nil {
 		return false, nil
 	}
-	return true, l.blobs.Remove(sha)
+	return false, drop()
 }
 
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
+func (b *fakeBoots) set(sha string, inUse bool) {
 	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.String()
+	b.inUse[sha] = inUse
+	b.mu.Unlock()
 }
