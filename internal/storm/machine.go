@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/netip"
 	"net/url"
@@ -11,6 +12,7 @@ import (
 	"time"
 
 	"github.com/bootfleet/bootfleet/internal/agent"
+	"github.com/bootfleet/bootfleet/internal/tftp"
 )
 
 // addrManager puts a machine's leased address on the interface and takes
@@ -89,9 +91,9 @@ func (m *machine) phases(ctx context.Context) error {
 		}
 		m.enter("tftp")
 		p := m.begin(&ph.TFTP)
-		st, err := tftpGet(ctx, l.addr.Addr(), netip.AddrPortFrom(l.server, 69), l.bootFile, m.cfg.TFTP)
-		m.end(p, st.bytes)
-		p.Tries, p.Retransmits = st.tries, st.retransmits
+		st, err := tftp.Get(ctx, l.addr.Addr(), netip.AddrPortFrom(l.server, 69), l.bootFile, io.Discard, m.cfg.TFTP)
+		m.end(p, st.Bytes)
+		p.Tries, p.Retransmits = st.Tries, st.Retransmits
 		if err != nil {
 			return &phaseError{"tftp", err}
 		}
