@@ -11,8 +11,8 @@ import (
 )
 
 // Peers tells a server about the other servers answering DHCP on its LAN
-// from the same lease store; dhcplb.Watcher is one. Fleet is called for
-// every packet and must read memory.
+// from the same lease store; fleetservers.DHCPPeers is one, wired in by
+// internal/app. Fleet is called for every packet and must read memory.
 type Peers interface {
 	Fleet() *dhcplb.Fleet
 }

@@ -131,6 +131,10 @@ func weight(name string, b int) uint64 {
 	return x ^ x>>31
 }
 
+// WaitSecs is the secs value from which a client counts as having
+// waited for its server; 0: never.
+func (f *Fleet) WaitSecs() uint16 { return f.wait }
+
 // Alone reports whether no other server answers DHCP on this LAN.
 func (f *Fleet) Alone() bool { return f.alone }
 
