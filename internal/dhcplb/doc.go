@@ -5,7 +5,7 @@
 // It is RFC 3074 load balancing: the client's hardware address hashes
 // (the RFC's Pearson hash, hash.go) to one of 256 buckets, and every
 // server computes the same owner for each bucket from the same list of
-// servers (fleet.go). The owner answers; a live server covers a bucket
+// servers (assign.go). The owner answers; a live server covers a bucket
 // whose owner is stale, or a client whose secs field says it has waited
 // past a threshold (Decision).
 //

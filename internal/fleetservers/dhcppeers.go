@@ -16,7 +16,7 @@ import (
 type DHCPPeersConfig struct {
 	View  *View  // required: the servers table as last read, memory only
 	Scope string // this server's dhcplb.Scope
-	// Wait is the secs threshold of dhcplb.Fleet.Decide. Default
+	// Wait is the secs threshold of dhcplb.Assignment.Decide. Default
 	// dhcplb.DefaultWait; negative turns the cover for waiting clients off.
 	Wait time.Duration
 	// Every is how often the picture is rebuilt from View. Default 1 s;
@@ -26,13 +26,13 @@ type DHCPPeersConfig struct {
 	Logger *slog.Logger     // default: discard
 }
 
-// DHCPPeers keeps the current dhcplb.Fleet of this server's LAN: the
+// DHCPPeers keeps the current dhcplb.Assignment of this server's LAN: the
 // servers of the table that registered the same scope, live or stale.
 // The DHCP server reads it on every packet (dhcp.Peers).
 type DHCPPeers struct {
 	cfg   DHCPPeersConfig
 	log   *slog.Logger
-	cur   atomic.Pointer[dhcplb.Fleet]
+	cur   atomic.Pointer[dhcplb.Assignment]
 	peers string // the last membership logged
 }
 
@@ -53,12 +53,12 @@ func NewDHCPPeers(cfg DHCPPeersConfig) *DHCPPeers {
 	}
 	// Alone is logged only when it follows company.
 	w := &DHCPPeers{cfg: cfg, log: cfg.Logger, peers: "|"}
-	w.cur.Store(dhcplb.NewFleet(cfg.View.Self(), nil, 0))
+	w.cur.Store(dhcplb.Assign(cfg.View.Self(), nil, 0))
 	return w
 }
 
-// Fleet is the current picture; the packet path calls it.
-func (w *DHCPPeers) Fleet() *dhcplb.Fleet { return w.cur.Load() }
+// Assignment is the current picture; the packet path calls it.
+func (w *DHCPPeers) Assignment() *dhcplb.Assignment { return w.cur.Load() }
 
 // Run rebuilds the picture every Every until ctx is done; it returns nil.
 func (w *DHCPPeers) Run(ctx context.Context) error {
@@ -93,7 +93,7 @@ func (w *DHCPPeers) Update() {
 	if w.cfg.Wait > 0 {
 		wait = uint16(min(max(w.cfg.Wait/time.Second, 1), 0xffff))
 	}
-	w.cur.Store(dhcplb.NewFleet(w.cfg.View.Self(), others, wait))
+	w.cur.Store(dhcplb.Assign(w.cfg.View.Self(), others, wait))
 	w.logChange(others)
 }
 

@@ -34,11 +34,11 @@ func TestDHCPPeers(t *testing.T) {
 	view := NewView(ViewConfig{Store: tbl, Self: "a", Now: func() time.Time { return now }})
 	view.Refresh(context.Background())
 	w := NewDHCPPeers(DHCPPeersConfig{View: view, Scope: lan, Now: func() time.Time { return now }})
-	if !w.Fleet().Alone() {
+	if !w.Assignment().Alone() {
 		t.Fatal("before the first read the server must see itself alone")
 	}
 	w.Update()
-	f := w.Fleet()
+	f := w.Assignment()
 	if i, n := f.Slot(); f.Alone() || i != 0 || n != 2 {
 		t.Fatalf("Slot = %d of %d, alone %v; want 0 of 2 (a and b live; c stale; d, e, f, g not on this LAN's DHCP)", i, n, f.Alone())
 	}
