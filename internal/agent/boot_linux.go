@@ -17,6 +17,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/bootfleet/bootfleet/internal/rootarg"
 )
 
 // Paths inside the initramfs that internal/initramfs writes.
@@ -258,7 +260,7 @@ func firstEthernet() string {
 // dialExport connects and handshakes, retrying for a server that is still
 // starting or a network that is still settling, and trying the root's
 // servers in turn. It returns the index of the server that answered.
-func (a *Agent) dialExport(ctx context.Context, t Target) (*net.TCPConn, ExportInfo, int, error) {
+func (a *Agent) dialExport(ctx context.Context, t rootarg.Target) (*net.TCPConn, ExportInfo, int, error) {
 	servers := t.Servers()
 	var last error
 	for i := range dialAttempts {
@@ -277,7 +279,7 @@ func (a *Agent) dialExport(ctx context.Context, t Target) (*net.TCPConn, ExportI
 	return nil, ExportInfo{}, 0, fmt.Errorf("connect to %s after %d attempts: %w", t, dialAttempts, last)
 }
 
-func dialAndHandshake(ctx context.Context, s Server, export string) (*net.TCPConn, ExportInfo, error) {
+func dialAndHandshake(ctx context.Context, s rootarg.Server, export string) (*net.TCPConn, ExportInfo, error) {
 	d := net.Dialer{Timeout: dialTimeout}
 	c, err := d.DialContext(ctx, "tcp", s.Addr())
 	if err != nil {

@@ -4,6 +4,8 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/bootfleet/bootfleet/internal/rootarg"
 )
 
 // FuzzParseCmdline: any kernel command line either parses into options
@@ -19,7 +21,7 @@ func FuzzParseCmdline(f *testing.F) {
 			return
 		}
 		servers := o.Root.Servers()
-		if o.Root.Export == "" || len(servers) > MaxServers {
+		if o.Root.Export == "" || len(servers) > rootarg.MaxServers {
 			t.Fatalf("ParseCmdline(%q) accepted root %+v", cmdline, o.Root)
 		}
 		for _, s := range servers {
@@ -37,7 +39,7 @@ func FuzzParseCmdline(f *testing.F) {
 			t.Fatalf("ParseCmdline(%q) accepted milestones %q", cmdline, o.Milestones)
 		}
 		// The target is what the server wrote: it must read back the same.
-		back, err := ParseTarget(o.Root.Arg())
+		back, err := rootarg.Parse(o.Root.Arg())
 		if err != nil || !reflect.DeepEqual(back, o.Root) {
 			t.Fatalf("root %+v does not survive its own form: %+v, %v", o.Root, back, err)
 		}

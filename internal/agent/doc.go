@@ -12,7 +12,7 @@
 //     script in /etc/udhcpc/script, which records the lease in LeaseFile);
 //  4. read bootfleet.root=nbd:HOST:PORT:EXPORT from the kernel command line
 //     (or nbd:HOST:PORT,HOST:PORT,...:EXPORT: every server that serves the
-//     export, in order), dial the first that answers and run the NBD fixed
+//     export, in order; internal/rootarg parses it), dial the first that answers and run the NBD fixed
 //     newstyle handshake itself (NBD_OPT_GO, falling back to
 //     NBD_OPT_EXPORT_NAME), with internal/nbd's codec;
 //  5. hand the socket to the kernel over the NBD generic netlink family

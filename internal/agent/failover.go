@@ -6,6 +6,8 @@ import (
 	"net/url"
 	"strconv"
 	"time"
+
+	"github.com/bootfleet/bootfleet/internal/rootarg"
 )
 
 // Failover: when the kernel reports the root's NBD link dead, the watcher
@@ -64,7 +66,7 @@ const ReconnectMilestonePrefix = "nbd-reconnected-"
 // same scheme, port and path on s's host. The server that rendered the URL
 // may be the one that died; the fleet's servers share one HTTP port. An
 // unparsable base is returned as it is.
-func milestonesAt(base string, s Server) string {
+func milestonesAt(base string, s rootarg.Server) string {
 	u, err := url.Parse(base)
 	if err != nil || u.Host == "" {
 		return base
@@ -82,7 +84,7 @@ func milestonesAt(base string, s Server) string {
 // reconnectReport is the URL the watcher GETs after a reconnect: the
 // milestone, with the server it left and a label of the export (never the
 // whole name, which opens the disk) for the server's log.
-func reconnectReport(base string, to, from Server, export string, after time.Duration) string {
+func reconnectReport(base string, to, from rootarg.Server, export string, after time.Duration) string {
 	q := url.Values{"from": {from.Addr()}, "export": {exportLabel(export)}, "after_ms": {strconv.FormatInt(after.Milliseconds(), 10)}}
 	return milestonesAt(base, to) + "/" + reconnectMilestone(after) + "?" + q.Encode()
 }

@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/bootfleet/bootfleet/internal/rootarg"
 )
 
 func TestRotation(t *testing.T) {
@@ -41,14 +43,14 @@ func TestRotation(t *testing.T) {
 func TestMilestonesAt(t *testing.T) {
 	for _, tc := range []struct {
 		base string
-		to   Server
+		to   rootarg.Server
 		want string
 	}{
-		{"http://10.0.0.1:8080/milestone/52-54-00-00-00-01", Server{"10.0.0.2", 10809}, "http://10.0.0.2:8080/milestone/52-54-00-00-00-01"},
-		{"http://10.0.0.1/milestone/m", Server{"10.0.0.2", 10809}, "http://10.0.0.2/milestone/m"},
-		{"http://[fd00::1]:8080/milestone/m", Server{"fd00::2", 1}, "http://[fd00::2]:8080/milestone/m"},
-		{"http://10.0.0.1/milestone/m", Server{"fd00::2", 1}, "http://[fd00::2]/milestone/m"},
-		{"http://%zz", Server{"10.0.0.2", 1}, "http://%zz"},
+		{"http://10.0.0.1:8080/milestone/52-54-00-00-00-01", rootarg.Server{Host: "10.0.0.2", Port: 10809}, "http://10.0.0.2:8080/milestone/52-54-00-00-00-01"},
+		{"http://10.0.0.1/milestone/m", rootarg.Server{Host: "10.0.0.2", Port: 10809}, "http://10.0.0.2/milestone/m"},
+		{"http://[fd00::1]:8080/milestone/m", rootarg.Server{Host: "fd00::2", Port: 1}, "http://[fd00::2]:8080/milestone/m"},
+		{"http://10.0.0.1/milestone/m", rootarg.Server{Host: "fd00::2", Port: 1}, "http://[fd00::2]/milestone/m"},
+		{"http://%zz", rootarg.Server{Host: "10.0.0.2", Port: 1}, "http://%zz"},
 	} {
 		t.Run(tc.base, func(t *testing.T) {
 			if got := milestonesAt(tc.base, tc.to); got != tc.want {
@@ -60,7 +62,7 @@ func TestMilestonesAt(t *testing.T) {
 
 func TestReconnectReport(t *testing.T) {
 	export := "m-52-54-00-00-00-01-0123456789abcdef0123456789abcdef"
-	got := reconnectReport("http://10.0.0.1:8080/milestone/52-54-00-00-00-01", Server{"10.0.0.2", 10809}, Server{"10.0.0.1", 10809},
+	got := reconnectReport("http://10.0.0.1:8080/milestone/52-54-00-00-00-01", rootarg.Server{Host: "10.0.0.2", Port: 10809}, rootarg.Server{Host: "10.0.0.1", Port: 10809},
 		export, 1234567*time.Microsecond)
 	u, err := url.Parse(got)
 	if err != nil {

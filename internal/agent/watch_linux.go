@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"syscall"
 	"time"
+
+	"github.com/bootfleet/bootfleet/internal/rootarg"
 )
 
 // startWatcher starts a copy of the agent that reconnects the NBD socket
@@ -61,7 +63,7 @@ type watcher struct {
 	*Agent
 	nl         *genlConn
 	index      uint32
-	target     Target
+	target     rootarg.Target
 	cur        int    // index in target.Servers() of the server in use
 	milestones string // bootfleet.milestones=, "" for none
 	kmsg       *os.File
@@ -71,7 +73,7 @@ type watcher struct {
 func (a *Agent) watchMain(args []string) {
 	w := &watcher{Agent: a, index: nbdIndex, milestones: os.Getenv("BOOTFLEET_MILESTONES")}
 	var err error
-	if w.target, err = ParseTarget(os.Getenv("BOOTFLEET_NBD_ROOT")); err != nil {
+	if w.target, err = rootarg.Parse(os.Getenv("BOOTFLEET_NBD_ROOT")); err != nil {
 		a.Log.Error("watcher: no root to watch", "err", err)
 		return
 	}

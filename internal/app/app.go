@@ -138,7 +138,7 @@ func Run(ctx context.Context, c *config.Config, log *slog.Logger) error {
 	}
 	var dhcpScope string // registered beside the addresses, so DHCP servers on one LAN find each other
 	if c.DHCP.Mode != "off" {
-		scope, balance := dhcpFleet(c, serverIP, name, fleetView, log)
+		scope, balance := dhcpPeers(c, serverIP, fleetView, log)
 		d, err := newDHCP(c, serverIP, baseURL, view, leases, inv.Observer(taps.dhcp), taps.dhcpReply, balance, log)
 		if err != nil {
 			return err

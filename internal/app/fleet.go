@@ -21,7 +21,7 @@ func serverName(c *config.Config) (string, error) {
 }
 
 // fleetRegistry registers this server in the store's servers table under
-// its name, with its address, HTTP base and DHCP scope (dhcpFleet; empty
+// its name, with its address, HTTP base and DHCP scope (dhcpPeers; empty
 // without DHCP), and reports the load the servers count anyway.
 func fleetRegistry(name string, store inventory.Servers, serverIP net.IP, baseURL, dhcpScope string,
 	tftpActive func() int, dl *diskless.Service, rec *telemetry.Recorder, log *slog.Logger) (*fleetservers.Registry, error) {

@@ -11,10 +11,10 @@ import (
 )
 
 // Peers tells a server about the other servers answering DHCP on its LAN
-// from the same lease store; dhcplb.Watcher is one. Fleet is called for
-// every packet and must read memory.
+// from the same lease store; fleetservers.DHCPPeers is one, wired in by
+// internal/app. Assignment is called for every packet and must read memory.
 type Peers interface {
-	Fleet() *dhcplb.Fleet
+	Assignment() *dhcplb.Assignment
 }
 
 // leaseRefresh is how often a server sharing its lease store rereads it,
@@ -54,7 +54,7 @@ func (s *Server) answers(r request) (bool, string) {
 		return true, ""
 	}
 	mac, secs := r.msg.ClientHWAddr, r.msg.NumSeconds
-	d := s.cfg.Peers.Fleet().Decide(mac, secs)
+	d := s.cfg.Peers.Assignment().Decide(mac, secs)
 	switch d.Reason {
 	case dhcplb.Alone:
 	case dhcplb.Own:
@@ -84,7 +84,7 @@ func (s *Server) observes(r request) bool {
 	if !balanced(r) && !named {
 		return true
 	}
-	return s.cfg.Peers.Fleet().Decide(r.msg.ClientHWAddr, r.msg.NumSeconds).Answer
+	return s.cfg.Peers.Assignment().Decide(r.msg.ClientHWAddr, r.msg.NumSeconds).Answer
 }
 
 // runShared keeps the allocator in step with the fleet until ctx is
@@ -100,7 +100,7 @@ func (s *Server) runShared(ctx context.Context) {
 		failing     bool
 	)
 	for {
-		f := s.cfg.Peers.Fleet()
+		f := s.cfg.Peers.Assignment()
 		i, n := f.Slot()
 		if !f.Alone() != shared || i != slot || n != slots {
 			shared, slot, slots = !f.Alone(), i, n

@@ -63,9 +63,9 @@ func (s *sharedStore) Delete(_ context.Context, mac net.HardwareAddr) error {
 }
 
 // fixedPeers is a Peers that never changes.
-type fixedPeers struct{ f *dhcplb.Fleet }
+type fixedPeers struct{ f *dhcplb.Assignment }
 
-func (p fixedPeers) Fleet() *dhcplb.Fleet { return p.f }
+func (p fixedPeers) Assignment() *dhcplb.Assignment { return p.f }
 
 // fleetOfServers starts one test server per name, each with its own
 // address (10.0.0.1, .2, ...), sharing store and a range of 100, each
@@ -80,7 +80,7 @@ func fleetOfServers(t *testing.T, store LeaseStore, logs *strings.Builder, names
 				others = append(others, dhcplb.Member{Name: o, Live: true})
 			}
 		}
-		f := dhcplb.NewFleet(name, others, 3)
+		f := dhcplb.Assign(name, others, 3)
 		ts := newTestServer(t, ModeFull, func(c *Config) {
 			c.ServerIP = net.IPv4(10, 0, 0, byte(1+i)).To4()
 			c.RangeEnd = net.IPv4(10, 0, 0, 199)
@@ -296,7 +296,7 @@ func TestFleetRenewAndCover(t *testing.T) {
 	var mac net.HardwareAddr
 	for c := range 256 {
 		m := net.HardwareAddr{0x52, 0x54, 0x00, 0x40, 0, byte(c)}
-		if d := servers[1].cfg.Peers.Fleet().Decide(m, 0); d.Reason == dhcplb.Own {
+		if d := servers[1].cfg.Peers.Assignment().Decide(m, 0); d.Reason == dhcplb.Own {
 			mac = m
 			break
 		}
@@ -319,9 +319,9 @@ func TestFleetRenewAndCover(t *testing.T) {
 		t.Fatalf("REBIND broadcast, boot-b's client, at boot-a: %v %q, want silence naming boot-b", r.msg, why)
 	}
 	// boot-b goes stale: boot-a covers its clients and says so.
-	a.cfg.Peers = fixedPeers{dhcplb.NewFleet("boot-a", []dhcplb.Member{{Name: "boot-b"}}, 3)}
+	a.cfg.Peers = fixedPeers{dhcplb.Assign("boot-a", []dhcplb.Member{{Name: "boot-b"}}, 3)}
 	other := net.HardwareAddr{0x52, 0x54, 0x00, 0x40, 1, 1}
-	for c := 0; servers[1].cfg.Peers.Fleet().Decide(other, 0).Reason != dhcplb.Own; c++ {
+	for c := 0; servers[1].cfg.Peers.Assignment().Decide(other, 0).Reason != dhcplb.Own; c++ {
 		other[5] = byte(c)
 	}
 	if r, why := a.send(t, discover(t, other, fwOVMF), false); r.msg == nil {
@@ -388,7 +388,7 @@ func TestProxyFleetOneOffer(t *testing.T) {
 		}
 		servers = append(servers, newTestServer(t, ModeProxy, func(c *Config) {
 			c.ServerIP = net.IPv4(10, 0, 0, byte(1+i)).To4()
-			c.Peers = fixedPeers{dhcplb.NewFleet(name, other, 3)}
+			c.Peers = fixedPeers{dhcplb.Assign(name, other, 3)}
 		}))
 	}
 	for c := range 40 {

@@ -5,14 +5,16 @@
 // It is RFC 3074 load balancing: the client's hardware address hashes
 // (the RFC's Pearson hash, hash.go) to one of 256 buckets, and every
 // server computes the same owner for each bucket from the same list of
-// servers, read from the fleet's servers table (fleet.go). The owner
-// answers; a live server covers a bucket whose owner is stale, or a
-// client whose secs field says it has waited past a threshold
-// (Decision). Watcher keeps the current picture (watch.go), rebuilt from
-// the table as the fleet view last read it, so the packet path reads
-// memory only.
+// servers (assign.go). The owner answers; a live server covers a bucket
+// whose owner is stale, or a client whose secs field says it has waited
+// past a threshold (Decision).
 //
 // Which servers share a LAN is told by an address each registers beside
 // its others: dhcp-MODE://SUBNET (Scope), so servers of one fleet on
 // other LANs, or without DHCP, never own a bucket here.
+//
+// The package is pure: it knows neither the store nor the servers table.
+// fleetservers.DHCPPeers builds the current picture from the table as
+// the fleet view last read it, so the packet path reads memory only, and
+// the DHCP server takes it through its own small interface (dhcp.Peers).
 package dhcplb

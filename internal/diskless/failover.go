@@ -7,10 +7,10 @@ import (
 	"slices"
 	"strconv"
 
-	"github.com/bootfleet/bootfleet/internal/agent"
 	"github.com/bootfleet/bootfleet/internal/fleetservers"
 	"github.com/bootfleet/bootfleet/internal/httpboot"
 	"github.com/bootfleet/bootfleet/internal/inventory"
+	"github.com/bootfleet/bootfleet/internal/rootarg"
 )
 
 // WithFailover wraps roots so that a machine whose root can be served by
@@ -43,41 +43,41 @@ func (f *failoverRoots) IssueRoot(ctx context.Context, mac net.HardwareAddr, roo
 	if err != nil || !inventory.ClientOverlay(root.Overlay) {
 		return b, err
 	}
-	t, err := agent.ParseTarget(b.Arg)
+	t, err := rootarg.Parse(b.Arg)
 	if err != nil {
 		// Ours, so never; the script still boots from this server.
 		f.log.Error("diskless root argument unreadable; naming only this server", "mac", mac.String(), "err", err)
 		return b, nil
 	}
-	var list []agent.Server
+	var list []rootarg.Server
 	for _, s := range f.order(mac, b.SHA256) {
 		addr := fleetservers.NBDAddr(s)
 		if s.Name == f.self {
 			addr = t.Addr()
 		}
-		if sv, ok := parseServer(addr); ok && !slices.Contains(list, sv) && len(list) < agent.MaxServers {
+		if sv, ok := parseServer(addr); ok && !slices.Contains(list, sv) && len(list) < rootarg.MaxServers {
 			list = append(list, sv)
 		}
 	}
-	own := agent.Server{Host: t.Host, Port: t.Port}
+	own := rootarg.Server{Host: t.Host, Port: t.Port}
 	if !slices.Contains(list, own) {
-		list = append([]agent.Server{own}, list...)[:min(len(list)+1, agent.MaxServers)]
+		list = append([]rootarg.Server{own}, list...)[:min(len(list)+1, rootarg.MaxServers)]
 	}
 	t.Host, t.Port, t.Fallbacks = list[0].Host, list[0].Port, list[1:]
 	b.Arg = t.Arg()
 	return b, nil
 }
 
-func parseServer(hostport string) (agent.Server, bool) {
+func parseServer(hostport string) (rootarg.Server, bool) {
 	host, port, err := net.SplitHostPort(hostport)
 	if err != nil || host == "" {
-		return agent.Server{}, false
+		return rootarg.Server{}, false
 	}
 	n, err := strconv.Atoi(port)
 	if err != nil || n < 1 || n > 65535 {
-		return agent.Server{}, false
+		return rootarg.Server{}, false
 	}
-	return agent.Server{Host: host, Port: n}, true
+	return rootarg.Server{Host: host, Port: n}, true
 }
 
 // NBDPort is the port the NBD server listens on, 0 when NBD is off. The

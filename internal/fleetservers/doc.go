@@ -6,10 +6,12 @@
 // server list`, the dashboard) list the table and call a server live or
 // stale by the age of its heartbeat (inventory.ServerInfo.Status).
 //
-// It is a package of its own, not part of inventorysvc, because it is
-// about servers rather than machines, and because the later parts of
-// issue 21 (DHCP load balancing, picking the least-loaded server for an
-// image) read the same table and belong beside it.
+// The readers that act on the table live beside it: [View] keeps it in
+// memory, [Spread] orders the servers for a machine's boot by load and by
+// the image copies each holds ([Holdings]), and [DHCPPeers] turns it into
+// the RFC 3074 bucket assignment (package dhcplb) of the servers
+// answering DHCP on this server's LAN. It is a package of its own, not
+// part of inventorysvc, because it is about servers rather than machines.
 //
 // Nothing here runs on a hot path: the heartbeat has its own goroutine,
 // reads counters the servers keep anyway, and bounds every store write

@@ -16,9 +16,9 @@
 //   - pure codecs and parsers (script.go, trace.go, udp4.go, tcpstream.go,
 //     nbdstream.go, dhcpmsg.go, mac.go, report.go): bytes or text in,
 //     values out, each decoder with a fuzz target seeded from testdata/fuzz;
-//   - protocol clients (dhcp.go over dhcpconn_linux.go, tftp.go, fetch.go,
-//     nbd.go, addr_linux.go): one exchange each, bounded by a context and
-//     timeouts;
+//   - protocol clients (dhcp.go over dhcpconn_linux.go, fetch.go, nbd.go,
+//     addr_linux.go, and tftp.Get beside bootfleet's TFTP server): one
+//     exchange each, bounded by a context and timeouts;
 //   - orchestration (machine.go, run.go, progress.go, summary.go): power-on
 //     ramp, per-machine phases, progress on stderr and the final report.
 //

@@ -4,13 +4,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/netip"
 	"net/url"
 	"strings"
 	"time"
 
-	"github.com/bootfleet/bootfleet/internal/agent"
+	"github.com/bootfleet/bootfleet/internal/rootarg"
+	"github.com/bootfleet/bootfleet/internal/tftp"
 )
 
 // addrManager puts a machine's leased address on the interface and takes
@@ -89,9 +91,9 @@ func (m *machine) phases(ctx context.Context) error {
 		}
 		m.enter("tftp")
 		p := m.begin(&ph.TFTP)
-		st, err := tftpGet(ctx, l.addr.Addr(), netip.AddrPortFrom(l.server, 69), l.bootFile, m.cfg.TFTP)
-		m.end(p, st.bytes)
-		p.Tries, p.Retransmits = st.tries, st.retransmits
+		st, err := tftp.Get(ctx, l.addr.Addr(), netip.AddrPortFrom(l.server, 69), l.bootFile, io.Discard, m.cfg.TFTP)
+		m.end(p, st.Bytes)
+		p.Tries, p.Retransmits = st.Tries, st.Retransmits
 		if err != nil {
 			return &phaseError{"tftp", err}
 		}
@@ -118,9 +120,9 @@ func (m *machine) phases(ctx context.Context) error {
 		return &phaseError{"http", err}
 	}
 
-	opts, err := agent.ParseCmdline(kernel.Args)
+	root, err := rootarg.FromCmdline(kernel.Args)
 	switch {
-	case errors.Is(err, agent.ErrNoRoot):
+	case errors.Is(err, rootarg.ErrNoRoot):
 	case err != nil:
 		return &phaseError{"nbd", fmt.Errorf("kernel command line: %w", err)}
 	case m.cfg.Trace == nil || len(m.cfg.Trace.Reads) == 0:
@@ -128,11 +130,11 @@ func (m *machine) phases(ctx context.Context) error {
 	default:
 		m.enter("nbd")
 		p := m.begin(&ph.NBD)
-		n, err := nbdReplay(ctx, l.addr.Addr(), opts.Root, m.cfg.Trace, m.cfg.NBDDepth, m.moved)
+		n, err := nbdReplay(ctx, l.addr.Addr(), root, m.cfg.Trace, m.cfg.NBDDepth, m.moved)
 		m.end(p, 0) // moved has counted the bytes as they came
 		p.Bytes = n
 		if err != nil {
-			return &phaseError{"nbd", fmt.Errorf("%s: %w", opts.Root, err)}
+			return &phaseError{"nbd", fmt.Errorf("%s: %w", root, err)}
 		}
 	}
 

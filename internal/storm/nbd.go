@@ -12,6 +12,7 @@ import (
 
 	"github.com/bootfleet/bootfleet/internal/agent"
 	"github.com/bootfleet/bootfleet/internal/nbd"
+	"github.com/bootfleet/bootfleet/internal/rootarg"
 )
 
 // nbdReplay connects to the export from local, as the initramfs agent
@@ -19,7 +20,7 @@ import (
 // reads with up to depth in flight, as the kernel's readahead keeps
 // several, and disconnects with NBD_CMD_DISC. It returns the data bytes
 // read, and tells moved of them as each reply arrives.
-func nbdReplay(ctx context.Context, local netip.Addr, target agent.Target, trace *Trace, depth int, moved func(int64)) (int64, error) {
+func nbdReplay(ctx context.Context, local netip.Addr, target rootarg.Target, trace *Trace, depth int, moved func(int64)) (int64, error) {
 	ctx, cancel := context.WithCancel(ctx) // also ends the writer when the reader fails
 	defer cancel()
 	d := net.Dialer{LocalAddr: net.TCPAddrFromAddrPort(netip.AddrPortFrom(local, 0)), Timeout: 10 * time.Second}

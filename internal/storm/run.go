@@ -9,6 +9,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/bootfleet/bootfleet/internal/tftp"
 )
 
 // Config is one storm. Zero fields get the defaults documented on them.
@@ -28,7 +30,7 @@ type Config struct {
 	// the chainloaded iPXE's exchange too, except that an unset Timeout
 	// is iPXE's own there.
 	DHCP DHCPOptions
-	TFTP TFTPOptions
+	TFTP tftp.ClientOptions
 	// ipxeDHCP is DHCP as the chainloaded iPXE uses it.
 	ipxeDHCP DHCPOptions
 	// Trace is the NBD reads each machine with a diskless root replays.
@@ -69,11 +71,11 @@ func DefaultDHCP(fw Firmware) DHCPOptions {
 // DefaultTFTP returns a firmware's TFTP options: OVMF asks windowsize 4
 // and blksize 1468 and probes the size first; a BIOS PXE ROM is lockstep
 // at 1432.
-func DefaultTFTP(fw Firmware) TFTPOptions {
+func DefaultTFTP(fw Firmware) tftp.ClientOptions {
 	if fw == FirmwareUEFI {
-		return TFTPOptions{BlockSize: 1468, WindowSize: 4, SizeProbe: true, Timeout: 4 * time.Second, Tries: 6}
+		return tftp.ClientOptions{BlockSize: 1468, WindowSize: 4, SizeProbe: true, Timeout: 4 * time.Second, Tries: 6}
 	}
-	return TFTPOptions{BlockSize: 1432, Timeout: 4 * time.Second, Tries: 6}
+	return tftp.ClientOptions{BlockSize: 1432, Timeout: 4 * time.Second, Tries: 6}
 }
 
 //go:embed testdata/debian12.trace

@@ -3,6 +3,8 @@ package storm
 import (
 	"testing"
 	"time"
+
+	"github.com/bootfleet/bootfleet/internal/tftp"
 )
 
 func TestConfigDefaults(t *testing.T) {
@@ -19,7 +21,7 @@ func TestConfigDefaults(t *testing.T) {
 		{"no interface", Config{Clients: 1, Firmware: FirmwareUEFI}, true, 0, 0},
 		{"no clients", Config{Interface: "eth0", Firmware: FirmwareUEFI}, true, 0, 0},
 		{"unknown firmware", Config{Interface: "eth0", Clients: 1, Firmware: "coreboot"}, true, 0, 0},
-		{"blksize too small", Config{Interface: "eth0", Clients: 1, Firmware: FirmwareBIOS, TFTP: TFTPOptions{BlockSize: 4}}, true, 0, 0},
+		{"blksize too small", Config{Interface: "eth0", Clients: 1, Firmware: FirmwareBIOS, TFTP: tftp.ClientOptions{BlockSize: 4}}, true, 0, 0},
 		{"prefix too long for the clients", Config{Interface: "eth0", Clients: 300, Firmware: FirmwareBIOS, MACPrefix: "02:00:00:00:00"}, true, 0, 0},
 		{"negative ramp", Config{Interface: "eth0", Clients: 1, Firmware: FirmwareBIOS, Ramp: -time.Second}, true, 0, 0},
 	}

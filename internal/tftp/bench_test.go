@@ -2,16 +2,14 @@ package tftp
 
 import (
 	"context"
-	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
-	"net/netip"
 	"os"
 	"os/exec"
 	"strconv"
 	"sync"
-	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -28,8 +26,8 @@ import (
 // so cpu-s/GB is the server alone and client-cpu-s/GB the clients.
 
 const (
-	benchBlk    = "1456" // what firmware asks for on a 1500-MTU link
-	benchWindow = "64"
+	benchBlk    = 1456 // what firmware asks for on a 1500-MTU link
+	benchWindow = 64
 )
 
 // benchServer serves one cached file of size bytes on loopback.
@@ -74,7 +72,7 @@ func BenchmarkTransfer(b *testing.B) {
 	cpu := cpuNow()
 	b.ResetTimer()
 	for range b.N {
-		n, err := leanGet(testCtx(b, 60*time.Second), addr, "img", benchBlk, benchWindow)
+		n, err := benchGet(testCtx(b, 60*time.Second), addr, "img")
 		if err != nil || n != len(data) {
 			b.Fatalf("got %d bytes, %v; want %d", n, err, len(data))
 		}
@@ -95,7 +93,7 @@ func BenchmarkTransferConcurrent(b *testing.B) {
 		ctx := testCtx(b, 120*time.Second)
 		for range clients {
 			wg.Go(func() {
-				if n, err := leanGet(ctx, addr, "img", benchBlk, benchWindow); err != nil || n != len(data) {
+				if n, err := benchGet(ctx, addr, "img"); err != nil || n != len(data) {
 					errs <- fmt.Errorf("got %d bytes, %v; want %d", n, err, len(data))
 				}
 			})
@@ -111,7 +109,7 @@ func BenchmarkTransferConcurrent(b *testing.B) {
 }
 
 func BenchmarkTransferAtftp(b *testing.B) {
-	benchAtftp(b, 64<<20, "--option", "windowsize "+benchWindow)
+	benchAtftp(b, 64<<20, "--option", "windowsize "+strconv.Itoa(benchWindow))
 }
 
 // BenchmarkLockstepAtftp is one atftp client asking no windowsize, as BIOS
@@ -132,7 +130,7 @@ func benchAtftp(b *testing.B, size int, opts ...string) {
 	}
 	addr, _ := benchServer(b, size)
 	port := strconv.Itoa(addr.(*net.UDPAddr).Port)
-	args := append(append([]string{"--option", "blksize " + benchBlk}, opts...), "-g", "-r", "img", "-l", os.DevNull, "127.0.0.1", port)
+	args := append(append([]string{"--option", "blksize " + strconv.Itoa(benchBlk)}, opts...), "-g", "-r", "img", "-l", os.DevNull, "127.0.0.1", port)
 	b.SetBytes(int64(size))
 	cpu := cpuNow()
 	b.ResetTimer()
@@ -145,91 +143,11 @@ func benchAtftp(b *testing.B, size int, opts ...string) {
 	cpu.report(b, int64(size))
 }
 
-// leanGet is a minimal RFC 7440 receiver for benchmarks: no tracing, no
-// copies of the payload, one ACK per window. It returns the bytes received.
-func leanGet(ctx context.Context, server net.Addr, name, blksize, window string) (int, error) {
-	return leanGetProgress(ctx, server, name, blksize, window, nil)
-}
-
-// leanGetProgress is leanGet that also adds each in-order payload to
-// progress, if not nil.
-func leanGetProgress(ctx context.Context, server net.Addr, name, blksize, window string, progress *atomic.Int64) (int, error) {
-	conn, err := net.ListenUDP("udp4", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
-	if err != nil {
-		return 0, err
-	}
-	defer conn.Close()
-	conn.SetReadBuffer(4 << 20)
-	stop := context.AfterFunc(ctx, func() { conn.Close() })
-	defer stop()
-	srv := server.(*net.UDPAddr).AddrPort()
-	rrq := (&Request{Op: OpRRQ, Filename: name, Mode: "octet",
-		Options: []Option{{"blksize", blksize}, {"windowsize", window}}}).Append(nil)
-	if _, err := conn.WriteToUDPAddrPort(rrq, srv); err != nil {
-		return 0, err
-	}
-	blk, _ := strconv.Atoi(blksize)
-	win, _ := strconv.Atoi(window)
-	var (
-		peer     netip.AddrPort
-		buf      = make([]byte, 65536)
-		ack      = []byte{0, byte(OpACK), 0, 0}
-		received uint64
-		lastAck  uint64
-		total    int
-		idle     int
-	)
-	sendAck := func(n uint64) {
-		ack[2], ack[3] = byte(n>>8), byte(n)
-		conn.WriteToUDPAddrPort(ack, peer)
-		lastAck = n
-	}
-	for {
-		conn.SetReadDeadline(time.Now().Add(time.Second))
-		n, from, err := conn.ReadFromUDPAddrPort(buf)
-		if err != nil {
-			var ne net.Error
-			if errors.As(err, &ne) && ne.Timeout() && idle < 5 && peer.IsValid() {
-				idle++
-				sendAck(received)
-				continue
-			}
-			return total, fmt.Errorf("lean client after %d blocks: %w", received, err)
-		}
-		idle = 0
-		if !peer.IsValid() {
-			peer = from
-		}
-		if n < 4 {
-			continue
-		}
-		switch Opcode(buf[1]) {
-		case OpOACK:
-			if received == 0 {
-				sendAck(0)
-			}
-		case OpERROR:
-			return total, fmt.Errorf("server error: %q", buf[4:n])
-		case OpDATA:
-			bn := uint16(buf[2])<<8 | uint16(buf[3])
-			if bn != uint16(received+1) {
-				if lastAck != received {
-					sendAck(received)
-				}
-				continue
-			}
-			received++
-			total += n - 4
-			if progress != nil {
-				progress.Add(int64(n - 4))
-			}
-			if n-4 < blk {
-				sendAck(received)
-				return total, nil
-			}
-			if received-lastAck >= uint64(win) {
-				sendAck(received)
-			}
-		}
-	}
+// benchGet downloads name with the client as a benchmark sees it: a
+// window of benchWindow blocks of benchBlk bytes and a socket buffer that
+// holds a few windows. It returns the bytes received.
+func benchGet(ctx context.Context, server net.Addr, name string) (int, error) {
+	o := ClientOptions{BlockSize: benchBlk, WindowSize: benchWindow, ReadBuffer: 4 << 20, Timeout: time.Second}
+	st, err := Get(ctx, loopback, addrPort(server), name, io.Discard, o)
+	return int(st.Bytes), err
 }

@@ -310,12 +310,12 @@ func TestCacheErrors(t *testing.T) {
 func TestTransferMovesToMemory(t *testing.T) {
 	for _, tt := range []struct {
 		name string
-		opts []string
-	}{{"lockstep", nil}, {"windowsize 8", []string{"windowsize", "8"}}} {
+		opts ClientOptions
+	}{{"lockstep", ClientOptions{}}, {"windowsize 8", ClientOptions{WindowSize: 8}}} {
 		t.Run(tt.name, func(t *testing.T) {
 			sfs := &switchingFS{data: randBytes(7, 400*512), after: 50}
 			addr, _, _ := startServer(t, Config{FS: sfs})
-			got, err := newTestClient(addr).withOpts(tt.opts...).get(testCtx(t, 20*time.Second), "f")
+			got, err := fetch(testCtx(t, 20*time.Second), addr, "f", tt.opts)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -1,239 +1,162 @@
 package tftp
 
 import (
+	"bytes"
 	"context"
 	"errors"
-	"fmt"
 	"net"
-	"strconv"
+	"net/netip"
 	"strings"
-	"sync"
+	"testing"
 	"time"
 )
 
-// testClient is an RFC 7440 receiver with knobs to misbehave: drop chosen
-// DATA packets, duplicate ACKs, ignore the OACK. It records every DATA block
-// it sees, so tests can check where retransmission resumed.
-type testClient struct {
-	server  *net.UDPAddr
-	mode    string
-	opts    []Option
-	timeout time.Duration // client-side retransmission of the last ACK
+var loopback = netip.MustParseAddr("127.0.0.1")
 
-	// drop returns true to discard DATA for block index idx (1-based,
-	// unwrapped); seen counts earlier arrivals of that block.
-	drop func(idx uint64, seen int) bool
-	// dupAcks sends every ACK this many extra times.
-	dupAcks int
-	// ignoreOACKs ignores this many OACKs before answering one.
-	ignoreOACKs int
-	// refuseOACK answers the OACK with ERROR 8.
-	refuseOACK bool
-	// dropAck returns true to not send the ACK for block index n; seen
-	// counts earlier ACKs for n.
-	dropAck func(n uint64, seen int) bool
-	// atftpDups makes a windowed client answer unexpected blocks like
-	// atftp 0.8 (seen on the wire): the first unexpected block, duplicate
-	// or gap, after in-order progress draws one ACK of the last in-order
-	// block; later ones are ignored until an in-order block arrives.
-	atftpDups bool
+func addrPort(a net.Addr) netip.AddrPort { return a.(*net.UDPAddr).AddrPort() }
 
-	mu     sync.Mutex
-	trace  []uint64 // unwrapped block index of every DATA received, in order
-	acks   []uint64
-	oack   []Option
-	nDATA  int
-	gotErr *Error
-}
-
-func newTestClient(server net.Addr) *testClient {
-	return &testClient{server: server.(*net.UDPAddr), mode: "octet", timeout: 3 * time.Second}
-}
-
-func (c *testClient) withOpts(kv ...string) *testClient {
-	for i := 0; i+1 < len(kv); i += 2 {
-		c.opts = append(c.opts, Option{kv[i], kv[i+1]})
+// TestGet fetches files of awkward sizes from the server with each
+// firmware's options: the content must be the file's, with one RRQ per
+// request and no retransmission on a clean loopback.
+func TestGet(t *testing.T) {
+	fsys := newMapFS()
+	files := map[string][]byte{"empty": nil, "one": {1}, "blocks": randBytes(1, 1468*8), "nbp": randBytes(2, 1<<20+1)}
+	for name, b := range files {
+		fsys.put(name, b)
 	}
-	return c
+	addr, _, _ := startServer(t, Config{FS: fsys})
+	opts := map[string]ClientOptions{
+		"uefi":     {BlockSize: 1468, WindowSize: 4, SizeProbe: true, Timeout: time.Second},
+		"bios":     {BlockSize: 1432, Timeout: time.Second},
+		"no-opts":  {Timeout: time.Second, Tries: 3},
+		"window16": {BlockSize: 8192, WindowSize: 16, Timeout: time.Second, Tries: 3, ReadBuffer: 1 << 20},
+	}
+	for oname, o := range opts {
+		for name, content := range files {
+			t.Run(oname+"/"+name, func(t *testing.T) {
+				var got bytes.Buffer
+				st, err := Get(testCtx(t, 20*time.Second), loopback, addrPort(addr), name, &got, o)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if !bytes.Equal(got.Bytes(), content) || st.Bytes != int64(len(content)) {
+					t.Fatalf("got %d bytes (stats say %d), want the file's %d", got.Len(), st.Bytes, len(content))
+				}
+				wantTries := 1
+				if o.SizeProbe {
+					wantTries = 2
+				}
+				if st.Tries != wantTries || st.Retransmits != 0 {
+					t.Fatalf("tries %d, retransmits %d on a clean loopback; want %d and 0", st.Tries, st.Retransmits, wantTries)
+				}
+			})
+		}
+	}
 }
 
-// get downloads name and returns its content.
-func (c *testClient) get(ctx context.Context, name string) ([]byte, error) {
-	conn, err := net.ListenUDP("udp4", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
+func TestGetMissingFile(t *testing.T) {
+	addr, _, _ := startServer(t, Config{FS: newMapFS()})
+	_, err := Get(testCtx(t, 10*time.Second), loopback, addrPort(addr), "bootx64.efi", &bytes.Buffer{}, ClientOptions{BlockSize: 1432})
+	if err == nil || !strings.Contains(err.Error(), "server sent ERROR 1") || !strings.Contains(err.Error(), "bootx64.efi after 1 try") {
+		t.Fatalf("err = %v, want the server's ERROR 1 for bootx64.efi after 1 try", err)
+	}
+}
+
+// TestGetRetriesRRQ: the first two RRQs are lost; the third reaches the
+// server, and the tries say so.
+func TestGetRetriesRRQ(t *testing.T) {
+	conn, err := net.ListenPacket("udp4", "127.0.0.1:0")
 	if err != nil {
-		return nil, err
+		t.Fatal(err)
 	}
-	defer conn.Close()
-	stop := context.AfterFunc(ctx, func() { conn.Close() })
-	defer stop()
-
-	rrq := (&Request{Op: OpRRQ, Filename: name, Mode: c.mode, Options: c.opts}).Append(nil)
-	if _, err := conn.WriteToUDP(rrq, c.server); err != nil {
-		return nil, err
+	fsys := newMapFS()
+	content := randBytes(3, 50000)
+	fsys.put("nbp", content)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		buf := make([]byte, 1500)
+		for range 2 { // lost on the way: read before the server runs
+			if _, _, err := conn.ReadFrom(buf); err != nil {
+				done <- err
+				return
+			}
+		}
+		done <- NewServer(Config{FS: fsys}).Serve(ctx, conn)
+	}()
+	defer func() {
+		cancel()
+		conn.Close()
+		if err := <-done; err != nil {
+			t.Errorf("server: %v", err)
+		}
+	}()
+	var got bytes.Buffer
+	o := ClientOptions{BlockSize: 1432, Timeout: 100 * time.Millisecond}
+	st, err := Get(testCtx(t, 10*time.Second), loopback, addrPort(conn.LocalAddr()), "nbp", &got, o)
+	if err != nil {
+		t.Fatal(err)
 	}
-	var (
-		peer     *net.UDPAddr
-		blk      = 512
-		window   = 1
-		received uint64 // highest in-order block
-		lastAck  uint64
-		out      []byte
-		buf      = make([]byte, 70000)
-		started  bool // first DATA or OACK handled
-		idleRuns int
-		seen     = map[uint64]int{}
-		ackSeen  = map[uint64]int{}
-		reacked  bool // atftpDups: the extra ACK since the last in-order block was sent
-	)
-	sendAck := func(n uint64) error {
-		c.mu.Lock()
-		c.acks = append(c.acks, n)
-		c.mu.Unlock()
-		ackSeen[n]++
-		if c.dropAck != nil && c.dropAck(n, ackSeen[n]-1) {
-			lastAck = n
-			return nil
-		}
-		pkt := (&Ack{Block: uint16(n)}).Append(nil)
-		for i := 0; i <= c.dupAcks; i++ {
-			if _, err := conn.WriteToUDP(pkt, peer); err != nil {
-				return err
-			}
-		}
-		lastAck = n
-		return nil
-	}
-	for {
-		conn.SetReadDeadline(time.Now().Add(c.timeout))
-		n, from, err := conn.ReadFromUDP(buf)
-		if err != nil {
-			var ne net.Error
-			if errors.As(err, &ne) && ne.Timeout() && idleRuns < 5 {
-				idleRuns++
-				if !started { // like real clients, repeat a lost RRQ
-					if _, err := conn.WriteToUDP(rrq, c.server); err != nil {
-						return nil, err
-					}
-					continue
-				}
-				if err := sendAck(received); err != nil {
-					return nil, err
-				}
-				continue
-			}
-			return nil, fmt.Errorf("client read (received %d blocks): %w", received, err)
-		}
-		idleRuns = 0
-		if peer == nil {
-			peer = from
-		} else if !from.IP.Equal(peer.IP) || from.Port != peer.Port {
-			continue // wrong transfer ID
-		}
-		p, err := ParsePacket(buf[:n])
-		if err != nil {
-			return nil, fmt.Errorf("client: server sent undecodable packet: %w", err)
-		}
-		switch p := p.(type) {
-		case *Error:
-			c.mu.Lock()
-			c.gotErr = p
-			c.mu.Unlock()
-			return nil, p
-		case *OAck:
-			if started {
-				continue
-			}
-			if c.ignoreOACKs > 0 {
-				c.ignoreOACKs--
-				continue
-			}
-			if c.refuseOACK {
-				conn.WriteToUDP((&Error{Code: ErrCodeOptionRefused, Message: "no thanks"}).Append(nil), peer)
-				return nil, errors.New("refused OACK")
-			}
-			c.mu.Lock()
-			c.oack = p.Options
-			c.mu.Unlock()
-			for _, o := range p.Options {
-				v, _ := strconv.Atoi(o.Value)
-				switch strings.ToLower(o.Name) {
-				case "blksize":
-					blk = v
-				case "windowsize":
-					window = v
-				}
-			}
-			started = true
-			if err := sendAck(0); err != nil {
-				return nil, err
-			}
-		case *Data:
-			started = true
-			// Unwrap relative to the next expected block.
-			idx := received + 1 + uint64(int64(int16(p.Block-uint16(received+1))))
-			c.mu.Lock()
-			c.trace = append(c.trace, idx)
-			c.nDATA++
-			c.mu.Unlock()
-			if c.drop != nil && c.drop(idx, seen[idx]) {
-				seen[idx]++
-				continue
-			}
-			seen[idx]++
-			switch {
-			case idx == received+1:
-				received = idx
-				reacked = false
-				out = append(out, p.Payload...)
-				if len(p.Payload) < blk {
-					if err := sendAck(received); err != nil {
-						return nil, err
-					}
-					return out, nil
-				}
-				if received-lastAck >= uint64(window) {
-					if err := sendAck(received); err != nil {
-						return nil, err
-					}
-				}
-			case idx > received+1:
-				// Gap: ACK the last in-order block once (RFC 7440 section 4).
-				if lastAck != received {
-					if err := sendAck(received); err != nil {
-						return nil, err
-					}
-				}
-			case idx == received && window == 1:
-				// Lockstep duplicate: our ACK was lost; repeat it.
-				if err := sendAck(received); err != nil {
-					return nil, err
-				}
-			case c.atftpDups:
-				if !reacked {
-					reacked = true
-					if err := sendAck(received); err != nil {
-						return nil, err
-					}
-				}
-			}
-		}
+	if !bytes.Equal(got.Bytes(), content) || st.Tries != 3 {
+		t.Fatalf("%d bytes after %d RRQs; want %d bytes after 3 RRQs (the first two lost)", got.Len(), st.Tries, len(content))
 	}
 }
 
-// goBackPoints returns, for each place the trace goes backwards (a
-// retransmission), the block it restarted from.
-func (c *testClient) goBackPoints() []uint64 {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	var out []uint64
-	var hi uint64
-	for _, b := range c.trace {
-		if b <= hi {
-			out = append(out, b)
-			hi = b
-			continue
-		}
-		hi = b
+// TestGetGivesUp: nobody answers; the error says how many tries.
+func TestGetGivesUp(t *testing.T) {
+	conn, err := net.ListenPacket("udp4", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
 	}
-	return out
+	defer conn.Close() // bound, silent
+	o := ClientOptions{BlockSize: 1432, Timeout: 100 * time.Millisecond, Tries: 3}
+	_, err = Get(testCtx(t, 10*time.Second), loopback, addrPort(conn.LocalAddr()), "undionly.kpxe", &bytes.Buffer{}, o)
+	if err == nil || !strings.Contains(err.Error(), "no answer to RRQ for undionly.kpxe") || !strings.Contains(err.Error(), "after 3 tries") {
+		t.Fatalf("err = %v, want no answer after 3 tries", err)
+	}
+}
+
+// TestGetBlockWrap: past block 65535 the block number wraps to 0, as the
+// server's sender and most servers do.
+func TestGetBlockWrap(t *testing.T) {
+	content := randBytes(4, 70000*8+3)
+	addr := serveFile(t, "big", content)
+	var got bytes.Buffer
+	o := ClientOptions{BlockSize: 8, WindowSize: 64, Timeout: time.Second, Tries: 3}
+	if _, err := Get(testCtx(t, 60*time.Second), loopback, addrPort(addr), "big", &got, o); err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(got.Bytes(), content) {
+		t.Fatalf("got %d bytes, want the file's %d over 70001 blocks", got.Len(), len(content))
+	}
+}
+
+type failingWriter struct{ err error }
+
+func (w failingWriter) Write([]byte) (int, error) { return 0, w.err }
+
+// TestGetWriteError: a writer that fails ends the transfer with its error.
+func TestGetWriteError(t *testing.T) {
+	addr := serveFile(t, "f", randBytes(5, 4096))
+	full := errors.New("disk full")
+	_, err := Get(testCtx(t, 10*time.Second), loopback, addrPort(addr), "f", failingWriter{full}, ClientOptions{})
+	if !errors.Is(err, full) || !strings.Contains(err.Error(), "block 1 of f") {
+		t.Fatalf("err = %v, want the writer's error at block 1 of f", err)
+	}
+}
+
+// fetch downloads name from the server at addr with o and returns it.
+func fetch(ctx context.Context, addr net.Addr, name string, o ClientOptions) ([]byte, error) {
+	var b bytes.Buffer
+	_, err := Get(ctx, loopback, addrPort(addr), name, &b, o)
+	return b.Bytes(), err
+}
+
+// serveFile serves one file on loopback until the test ends.
+func serveFile(t *testing.T, name string, data []byte) net.Addr {
+	t.Helper()
+	fsys := newMapFS()
+	fsys.put(name, data)
+	addr, _, _ := startServer(t, Config{FS: fsys})
+	return addr
 }

@@ -68,14 +68,14 @@ func runConcurrent(t testing.TB, nClients int) {
 	for i := range nClients {
 		wg.Go(func() {
 			name := fmt.Sprintf("g%d", i%nFiles)
-			opts := [][]string{{"blksize", "1456", "windowsize", "16"}, {"windowsize", "4"}, nil, {"blksize", "1456", "windowsize", "64"}}[i%4]
-			c := newTestClient(addr).withOpts(opts...)
-			c.timeout = 2 * time.Second
-			got, err := c.get(ctx, name)
+			o := []ClientOptions{{BlockSize: 1456, WindowSize: 16}, {WindowSize: 4}, {}, {BlockSize: 1456, WindowSize: 64}}[i%4]
+			o.Timeout = 2 * time.Second
+			h := sha256.New()
+			_, err := Get(ctx, loopback, addrPort(addr), name, h, o)
 			switch {
 			case err != nil:
-				errs <- fmt.Errorf("client %d (%s %v): %w", i, name, opts, err)
-			case sha256.Sum256(got) != sums[name]:
+				errs <- fmt.Errorf("client %d (%s %+v): %w", i, name, o, err)
+			case [32]byte(h.Sum(nil)) != sums[name]:
 				errs <- fmt.Errorf("client %d (%s): sha256 mismatch", i, name)
 			}
 		})
@@ -87,8 +87,8 @@ func runConcurrent(t testing.TB, nClients int) {
 	for err := range errs {
 		t.Error(err)
 	}
-	// The heap holds both ends here (the test clients keep every file and
-	// a trace); 256 KiB per transfer is far above what either needs and far
+	// The heap holds both ends here (each client has a 64 KiB receive
+	// buffer); 256 KiB per transfer is far above what either needs and far
 	// below what an unbounded window buffer would take.
 	grew := int64(peak.Load()) - int64(base.HeapInuse)
 	t.Logf("%d transfers in %v; peak heap growth %d KiB (%d bytes per transfer, both ends)",
@@ -120,7 +120,9 @@ func TestFairness(t *testing.T) {
 	progress := make([]atomic.Int64, clients)
 	var wg sync.WaitGroup
 	for i := range clients {
-		wg.Go(func() { leanGetProgress(ctx, addr, "big", "1456", "16", &progress[i]) })
+		wg.Go(func() {
+			Get(ctx, loopback, addrPort(addr), "big", progressWriter{&progress[i]}, ClientOptions{BlockSize: 1456, WindowSize: 16})
+		})
 	}
 	// Wait until every client has data, then measure over a fixed span.
 	deadline := time.Now().Add(10 * time.Second)
@@ -151,4 +153,12 @@ func TestFairness(t *testing.T) {
 	}
 	cancel()
 	wg.Wait()
+}
+
+// progressWriter counts the bytes written to it.
+type progressWriter struct{ n *atomic.Int64 }
+
+func (w progressWriter) Write(p []byte) (int, error) {
+	w.n.Add(int64(len(p)))
+	return len(p), nil
 }

@@ -17,6 +17,11 @@
 //   - transfer policy (options.go, sender.go, rtt.go): option negotiation,
 //     the windowed go-back-N sender and its adaptive retransmission timer.
 //
+// The client beside the server (client.go) fetches a file as boot firmware
+// does: the options it asks, EDK II's size probe, the last ACK resent when
+// DATA stops. The boot storm simulator emulates firmware with it, and this
+// package's tests download with it.
+//
 // Files come from a FileSystem, a small interface any source can implement.
 // RootsFS adapts a *safefs.Roots, and NewCache wraps any FileSystem with a
 // shared, size-bounded in-memory cache.

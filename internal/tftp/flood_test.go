@@ -31,7 +31,7 @@ func TestRRQFloodFromOneHost(t *testing.T) {
 		t.Helper()
 		ctx := testCtx(t, 30*time.Second)
 		start := time.Now()
-		got, err := newTestClient(addr).withOpts("blksize", "1456", "windowsize", "16").get(ctx, "big.img")
+		got, err := fetch(ctx, addr, "big.img", ClientOptions{BlockSize: 1456, WindowSize: 16})
 		if err != nil || !bytes.Equal(got, big) {
 			t.Fatalf("legitimate download: %v (%d bytes, want %d)", err, len(got), len(big))
 		}
@@ -147,7 +147,7 @@ func TestMaxTransfers(t *testing.T) {
 	if st := rec.next(t); st.Err == nil {
 		t.Fatalf("the hog's transfer ended without an error: %+v", st)
 	}
-	got, err := newTestClient(addr).get(testCtx(t, 10*time.Second), "f")
+	got, err := fetch(testCtx(t, 10*time.Second), addr, "f", ClientOptions{})
 	if err != nil || len(got) != 4096 {
 		t.Fatalf("after the slot freed: %v, %d bytes", err, len(got))
 	}

@@ -102,7 +102,7 @@ func TestRefusals(t *testing.T) {
 		})
 	}
 	// The good file is still served through the same FS.
-	got, err := newTestClient(addr).get(testCtx(t, 5*time.Second), "/ok")
+	got, err := fetch(testCtx(t, 5*time.Second), addr, "/ok", ClientOptions{})
 	if err != nil || string(got) != "fine" {
 		t.Fatalf("get ok = %q, %v", got, err)
 	}
@@ -136,7 +136,7 @@ func TestIgnoredPackets(t *testing.T) {
 	if n, _, err := conn.ReadFrom(make([]byte, 100)); err == nil {
 		t.Fatalf("got a %d-byte reply to garbage", n)
 	}
-	if got, err := newTestClient(addr).get(testCtx(t, 5*time.Second), "f"); err != nil || string(got) != "x" {
+	if got, err := fetch(testCtx(t, 5*time.Second), addr, "f", ClientOptions{}); err != nil || string(got) != "x" {
 		t.Fatalf("server broken after garbage: %q %v", got, err)
 	}
 	if !strings.Contains(logs.String(), "undecodable") {

@@ -105,7 +105,7 @@ func TestDHCPFleet(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("dlb-c still running 10 s after SIGKILL")
 	}
-	all := dhcplb.NewFleet("dlb-a", []dhcplb.Member{{Name: "dlb-b", Live: true}, {Name: "dlb-c", Live: true}}, 3)
+	all := dhcplb.Assign("dlb-a", []dhcplb.Member{{Name: "dlb-b", Live: true}, {Name: "dlb-c", Live: true}}, 3)
 	var orphans []net.HardwareAddr
 	for i := 0; len(orphans) < 12 && i < 256; i++ {
 		m := net.HardwareAddr{0x52, 0x54, 0x00, 0xd1, 0xb1, byte(i)}

@@ -15,8 +15,8 @@ import (
 
 	"github.com/insomniacslk/dhcp/dhcpv4"
 
-	"github.com/bootfleet/bootfleet/internal/agent"
 	"github.com/bootfleet/bootfleet/internal/nbd"
+	"github.com/bootfleet/bootfleet/internal/rootarg"
 )
 
 // The flood generators of TestFloodsWhileBooting. Each runs from its own
@@ -249,7 +249,7 @@ func sleepCtx(ctx context.Context, d time.Duration) {
 // floodNBD attaches unread sessions to target, which send requests and
 // never read a reply (floodUnread), then opens count connections, one
 // every interval, that never say a word after the greeting.
-func floodNBD(ctx context.Context, ns *netns, count int, interval time.Duration, target agent.Target, unread int) (*floodCounts, error) {
+func floodNBD(ctx context.Context, ns *netns, count int, interval time.Duration, target rootarg.Target, unread int) (*floodCounts, error) {
 	var got floodCounts
 	var mu sync.Mutex
 	var conns []net.Conn

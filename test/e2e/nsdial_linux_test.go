@@ -19,6 +19,7 @@ import (
 
 	"github.com/bootfleet/bootfleet/internal/agent"
 	"github.com/bootfleet/bootfleet/internal/nbd"
+	"github.com/bootfleet/bootfleet/internal/rootarg"
 )
 
 // inNetns runs f on an OS thread moved into ns's network namespace, so
@@ -119,14 +120,14 @@ func (ns *netns) httpClient(timeout time.Duration) *http.Client {
 // rootTarget fetches mac's iPXE script from inside ns, as the machine
 // would, and returns the NBD root its kernel command line names. Each
 // fetch makes a new per-boot export and voids the one before.
-func rootTarget(t *testing.T, ns *netns, mac string) agent.Target {
+func rootTarget(t *testing.T, ns *netns, mac string) rootarg.Target {
 	t.Helper()
 	args := scriptCmdline(t, ns, mac)
-	opts, err := agent.ParseCmdline(args)
+	root, err := rootarg.FromCmdline(args)
 	if err != nil {
 		t.Fatalf("script of %s: kernel command line %q: %v", mac, args, err)
 	}
-	return opts.Root
+	return root
 }
 
 // nbdConn is a plain NBD client for tests that must control every
@@ -138,7 +139,7 @@ type nbdConn struct {
 }
 
 // attachNBD connects from ns to target and finishes the handshake.
-func attachNBD(ns *netns, target agent.Target) (*nbdConn, error) {
+func attachNBD(ns *netns, target rootarg.Target) (*nbdConn, error) {
 	c, err := ns.dial("tcp", target.Addr(), 10*time.Second)
 	if err != nil {
 		return nil, err

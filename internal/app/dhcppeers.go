@@ -10,17 +10,17 @@ import (
 	"github.com/bootfleet/bootfleet/internal/fleetservers"
 )
 
-// dhcpFleet is this server's place among the servers answering DHCP on
+// dhcpPeers is this server's place among the servers answering DHCP on
 // its LAN: the dhcp-MODE://SUBNET address it registers beside its others,
-// and the watcher that tells its DHCP server which clients are its own.
+// and the DHCPPeers that tells its DHCP server which clients are its own.
 // A server alone (SQLite, or the only one registered with that address)
 // answers every client, as without it.
-func dhcpFleet(c *config.Config, serverIP net.IP, name string, view *fleetservers.View, log *slog.Logger) (string, *dhcplb.Watcher) {
+func dhcpPeers(c *config.Config, serverIP net.IP, view *fleetservers.View, log *slog.Logger) (string, *fleetservers.DHCPPeers) {
 	mask := net.CIDRMask(32, 32)
 	if a, err := lookupInterface(c.Interface); err == nil && (&net.IPNet{IP: a.IP.Mask(a.Mask), Mask: a.Mask}).Contains(serverIP) {
 		mask = a.Mask
 	}
 	scope := dhcplb.Scope(c.DHCP.Mode, serverIP, mask)
-	return scope, dhcplb.NewWatcher(dhcplb.WatchConfig{Source: view, Self: name, Scope: scope,
+	return scope, fleetservers.NewDHCPPeers(fleetservers.DHCPPeersConfig{View: view, Scope: scope,
 		Wait: time.Duration(c.DHCP.CoverAfter), Logger: log})
 }

@@ -13,9 +13,9 @@ func testMACs(n int) [][]byte {
 	return out
 }
 
-// views builds each live server's own Fleet of the same table.
-func views(members []Member, wait uint16) map[string]*Fleet {
-	out := map[string]*Fleet{}
+// views builds each live server's own Assignment of the same table.
+func views(members []Member, wait uint16) map[string]*Assignment {
+	out := map[string]*Assignment{}
 	for _, m := range members {
 		if !m.Live {
 			continue
@@ -26,7 +26,7 @@ func views(members []Member, wait uint16) map[string]*Fleet {
 				others = append(others, o)
 			}
 		}
-		out[m.Name] = NewFleet(m.Name, others, wait)
+		out[m.Name] = Assign(m.Name, others, wait)
 	}
 	return out
 }
@@ -121,8 +121,8 @@ func TestDecideShares(t *testing.T) {
 // TestDecideSameEverywhere: the order in which a server lists its peers
 // does not change any owner.
 func TestDecideSameEverywhere(t *testing.T) {
-	f1 := NewFleet("a", []Member{{"b", true}, {"c", true}, {"d", false}}, 3)
-	f2 := NewFleet("a", []Member{{"d", false}, {"c", true}, {"b", true}, {"b", true}}, 3)
+	f1 := Assign("a", []Member{{"b", true}, {"c", true}, {"d", false}}, 3)
+	f2 := Assign("a", []Member{{"d", false}, {"c", true}, {"b", true}, {"b", true}}, 3)
 	for _, hw := range testMACs(500) {
 		if d1, d2 := f1.Decide(hw, 0), f2.Decide(hw, 0); d1 != d2 {
 			t.Fatalf("client %x: %+v and %+v from the same fleet listed in another order", hw, d1, d2)
@@ -150,7 +150,7 @@ func TestDecideWaitedCycles(t *testing.T) {
 	if len(covers) != 3 || covers[owner] {
 		t.Fatalf("covers over 3..12 s: %v (owner %s), want the three others", covers, owner)
 	}
-	if d := NewFleet("a", []Member{{"b", true}}, 0).Decide(hw, 60000); d.Reason == CoverWaited {
+	if d := Assign("a", []Member{{"b", true}}, 0).Decide(hw, 60000); d.Reason == CoverWaited {
 		t.Fatalf("wait 0 must turn the cover off, got %+v", d)
 	}
 }
@@ -168,7 +168,7 @@ func TestSlot(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(fmt.Sprint(tt.self, tt.others), func(t *testing.T) {
-			f := NewFleet(tt.self, tt.others, 3)
+			f := Assign(tt.self, tt.others, 3)
 			if i, n := f.Slot(); i != tt.i || n != tt.n || f.Alone() != tt.isAlone {
 				t.Fatalf("Slot() = %d, %d, Alone %v; want %d, %d, %v", i, n, f.Alone(), tt.i, tt.n, tt.isAlone)
 			}

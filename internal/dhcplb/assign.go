@@ -55,11 +55,11 @@ type Decision struct {
 	Owner  string // the bucket's server, live or stale; empty when Alone
 }
 
-// Fleet is the assignment of buckets to the servers of one LAN at one
-// moment, as one of them sees it. Every server that reads the same
-// table computes the same owners. Build it with NewFleet; it is never
+// Assignment is the assignment of buckets to the servers of one LAN at
+// one moment, as one of them sees it. Every server that reads the same
+// table computes the same owners. Build it with Assign; it is never
 // changed afterwards, so the packet path reads it without a lock.
-type Fleet struct {
+type Assignment struct {
 	self  string
 	wait  uint16 // secs from which a client counts as having waited; 0: never
 	alone bool
@@ -71,7 +71,7 @@ type Fleet struct {
 	slot, size int // this server's place among the live ones by name
 }
 
-// NewFleet computes the assignment for server self, live by definition
+// Assign computes the assignment for server self, live by definition
 // (it is the one asking), and the other servers answering DHCP on its
 // LAN. waitSecs is the secs value from which a client counts as having
 // waited for its server; 0 turns that cover off.
@@ -80,8 +80,8 @@ type Fleet struct {
 // bucket) (rendezvous hashing): every server gets about the same share,
 // and when one goes stale or joins only its own buckets move, so the
 // clients of the others keep their server.
-func NewFleet(self string, others []Member, waitSecs uint16) *Fleet {
-	f := &Fleet{self: self, wait: waitSecs, size: 1}
+func Assign(self string, others []Member, waitSecs uint16) *Assignment {
+	a := &Assignment{self: self, wait: waitSecs, size: 1}
 	all := []Member{{Name: self, Live: true}}
 	for _, m := range others {
 		if m.Name != self && !slices.ContainsFunc(all, func(o Member) bool { return o.Name == m.Name }) {
@@ -89,23 +89,23 @@ func NewFleet(self string, others []Member, waitSecs uint16) *Fleet {
 		}
 	}
 	if len(all) == 1 {
-		f.alone = true
-		return f
+		a.alone = true
+		return a
 	}
-	slices.SortFunc(all, func(a, b Member) int { return cmp.Compare(a.Name, b.Name) })
+	slices.SortFunc(all, func(x, y Member) int { return cmp.Compare(x.Name, y.Name) })
 	var live []string
 	for _, m := range all {
 		if m.Live {
 			live = append(live, m.Name)
 		}
 	}
-	f.slot, f.size = slices.Index(live, self), len(live)
+	a.slot, a.size = slices.Index(live, self), len(live)
 	for b := range Buckets {
-		byWeight := func(a, c string) int {
-			if d := cmp.Compare(weight(c, b), weight(a, b)); d != 0 {
+		byWeight := func(x, y string) int {
+			if d := cmp.Compare(weight(y, b), weight(x, b)); d != 0 {
 				return d
 			}
-			return cmp.Compare(a, c)
+			return cmp.Compare(x, y)
 		}
 		best := all[0].Name
 		for _, m := range all[1:] {
@@ -113,10 +113,10 @@ func NewFleet(self string, others []Member, waitSecs uint16) *Fleet {
 				best = m.Name
 			}
 		}
-		f.owner[b] = best
-		f.ranked[b] = slices.SortedFunc(slices.Values(live), byWeight)
+		a.owner[b] = best
+		a.ranked[b] = slices.SortedFunc(slices.Values(live), byWeight)
 	}
-	return f
+	return a
 }
 
 // weight is name's rendezvous weight for bucket b: FNV-1a of the name,
@@ -131,14 +131,18 @@ func weight(name string, b int) uint64 {
 	return x ^ x>>31
 }
 
+// WaitSecs is the secs value from which a client counts as having
+// waited for its server; 0: never.
+func (a *Assignment) WaitSecs() uint16 { return a.wait }
+
 // Alone reports whether no other server answers DHCP on this LAN.
-func (f *Fleet) Alone() bool { return f.alone }
+func (a *Assignment) Alone() bool { return a.alone }
 
 // Slot returns this server's place among the live servers ordered by
 // name, and how many there are; (0, 1) when alone. Servers use it to
 // start their search for a free address in different parts of the
 // range, so that two of them rarely offer the same one.
-func (f *Fleet) Slot() (i, n int) { return f.slot, f.size }
+func (a *Assignment) Slot() (i, n int) { return a.slot, a.size }
 
 // Decide says whether this server answers a client with hardware
 // address hw whose request carries secs (RFC 2131's seconds since the
@@ -148,21 +152,21 @@ func (f *Fleet) Slot() (i, n int) { return f.slot, f.size }
 // besides the owner: the next in the ranking, and for each further
 // multiple of the threshold the one after, so a client whose owner died
 // before it went stale still finds, one by one, a server that answers.
-func (f *Fleet) Decide(hw []byte, secs uint16) Decision {
-	if f.alone {
+func (a *Assignment) Decide(hw []byte, secs uint16) Decision {
+	if a.alone {
 		return Decision{Answer: true, Reason: Alone}
 	}
 	b := Bucket(hw)
-	d := Decision{Bucket: b, Owner: f.owner[b], Reason: Peer}
-	ranked := f.ranked[b]
+	d := Decision{Bucket: b, Owner: a.owner[b], Reason: Peer}
+	ranked := a.ranked[b]
 	switch {
-	case d.Owner == f.self:
+	case d.Owner == a.self:
 		d.Answer, d.Reason = true, Own
-	case ranked[0] == f.self && ranked[0] != d.Owner:
+	case ranked[0] == a.self && ranked[0] != d.Owner:
 		d.Answer, d.Reason = true, CoverStale
-	case f.wait > 0 && secs >= f.wait && len(ranked) > 1:
-		k := int(secs/f.wait) - 1
-		if ranked[1+k%(len(ranked)-1)] == f.self {
+	case a.wait > 0 && secs >= a.wait && len(ranked) > 1:
+		k := int(secs/a.wait) - 1
+		if ranked[1+k%(len(ranked)-1)] == a.self {
 			d.Answer, d.Reason = true, CoverWaited
 		}
 	}
