@@ -16,11 +16,11 @@ import (
 	"github.com/bootfleet/bootfleet/internal/config"
 	"github.com/bootfleet/bootfleet/internal/dhcp"
 	"github.com/bootfleet/bootfleet/internal/diskless"
-	"github.com/bootfleet/bootfleet/internal/fleet"
-	"github.com/bootfleet/bootfleet/internal/fleetservers"
 	"github.com/bootfleet/bootfleet/internal/httpboot"
 	"github.com/bootfleet/bootfleet/internal/inventory"
 	"github.com/bootfleet/bootfleet/internal/inventorysvc"
+	"github.com/bootfleet/bootfleet/internal/machineview"
+	"github.com/bootfleet/bootfleet/internal/membership"
 	"github.com/bootfleet/bootfleet/internal/ndp"
 	"github.com/bootfleet/bootfleet/internal/pxe"
 	"github.com/bootfleet/bootfleet/internal/rootdisk"
@@ -79,7 +79,7 @@ func Run(ctx context.Context, c *config.Config, log *slog.Logger) error {
 	}
 	// The fleet as this server sees it, read every few seconds, for
 	// whatever must know the other servers without a store read per request.
-	fleetView := fleetservers.NewView(fleetservers.ViewConfig{Store: store, Self: name, Logger: log})
+	fleetView := membership.NewView(membership.ViewConfig{Store: store, Self: name, Logger: log})
 	imgs, peers, err := newImages(ctx, store, name, dl, log)
 	if err != nil {
 		return err
@@ -93,8 +93,8 @@ func Run(ctx context.Context, c *config.Config, log *slog.Logger) error {
 	}
 	// Scripts name the least-loaded live server holding what the machine
 	// boots, for its files and its NBD root, and the others as fallbacks.
-	holdings := fleetservers.NewHoldings(store, 0, log)
-	spread := fleetservers.NewSpread(fleetservers.SpreadConfig{View: fleetView, SelfBaseURL: baseURL, Holders: holdings.Holders})
+	holdings := membership.NewHoldings(store, 0, log)
+	spread := membership.NewSpread(membership.SpreadConfig{View: fleetView, SelfBaseURL: baseURL, Holders: holdings.Holders})
 	hc := httpboot.Config{
 		Files: roots, Fleet: view, Boots: inv.BootClock(taps.boots),
 		Transfers: taps.transfers, Milestones: taps.milestones, Roots: diskless.WithFailover(dl, spread.Root, name, log), Kernels: dl.Kernels(),
@@ -253,7 +253,7 @@ func tftpFS(c *config.Config, roots *safefs.Roots, hc httpboot.Config) tftp.File
 	return httpboot.GrubTFTP(hc, fs)
 }
 
-func newDHCP(c *config.Config, serverIP net.IP, baseURL string, view *fleet.View, leases dhcp.LeaseStore, obs dhcp.Observer,
+func newDHCP(c *config.Config, serverIP net.IP, baseURL string, view *machineview.View, leases dhcp.LeaseStore, obs dhcp.Observer,
 	onReply func(dhcp.Reply), peers dhcp.Peers, log *slog.Logger) (*dhcp.Server, error) {
 	dc := dhcp.Config{
 		Mode:       dhcp.ModeFull,

@@ -7,7 +7,7 @@ import (
 
 	"github.com/bootfleet/bootfleet/internal/config"
 	"github.com/bootfleet/bootfleet/internal/dhcplb"
-	"github.com/bootfleet/bootfleet/internal/fleetservers"
+	"github.com/bootfleet/bootfleet/internal/membership"
 )
 
 // dhcpPeers is this server's place among the servers answering DHCP on
@@ -15,12 +15,12 @@ import (
 // and the DHCPPeers that tells its DHCP server which clients are its own.
 // A server alone (SQLite, or the only one registered with that address)
 // answers every client, as without it.
-func dhcpPeers(c *config.Config, serverIP net.IP, view *fleetservers.View, log *slog.Logger) (string, *fleetservers.DHCPPeers) {
+func dhcpPeers(c *config.Config, serverIP net.IP, view *membership.View, log *slog.Logger) (string, *membership.DHCPPeers) {
 	mask := net.CIDRMask(32, 32)
 	if a, err := lookupInterface(c.Interface); err == nil && (&net.IPNet{IP: a.IP.Mask(a.Mask), Mask: a.Mask}).Contains(serverIP) {
 		mask = a.Mask
 	}
 	scope := dhcplb.Scope(c.DHCP.Mode, serverIP, mask)
-	return scope, fleetservers.NewDHCPPeers(fleetservers.DHCPPeersConfig{View: view, Scope: scope,
+	return scope, membership.NewDHCPPeers(membership.DHCPPeersConfig{View: view, Scope: scope,
 		Wait: time.Duration(c.DHCP.CoverAfter), Logger: log})
 }

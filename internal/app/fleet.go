@@ -7,8 +7,8 @@ import (
 
 	"github.com/bootfleet/bootfleet/internal/config"
 	"github.com/bootfleet/bootfleet/internal/diskless"
-	"github.com/bootfleet/bootfleet/internal/fleetservers"
 	"github.com/bootfleet/bootfleet/internal/inventory"
+	"github.com/bootfleet/bootfleet/internal/membership"
 	"github.com/bootfleet/bootfleet/internal/telemetry"
 )
 
@@ -17,23 +17,23 @@ func serverName(c *config.Config) (string, error) {
 	if c.Server.Name != "" {
 		return c.Server.Name, nil
 	}
-	return fleetservers.HostName()
+	return membership.HostName()
 }
 
 // fleetRegistry registers this server in the store's servers table under
 // its name, with its address, HTTP base and DHCP scope (dhcpPeers; empty
 // without DHCP), and reports the load the servers count anyway.
 func fleetRegistry(name string, store inventory.Servers, serverIP net.IP, baseURL, dhcpScope string,
-	tftpActive func() int, dl *diskless.Service, rec *telemetry.Recorder, log *slog.Logger) (*fleetservers.Registry, error) {
+	tftpActive func() int, dl *diskless.Service, rec *telemetry.Recorder, log *slog.Logger) (*membership.Registry, error) {
 	addrs := []string{serverIP.String(), baseURL}
 	if dhcpScope != "" {
 		addrs = append(addrs, dhcpScope)
 	}
 	if port := dl.NBDPort(); port != 0 { // peers name it in the roots they fail over
-		addrs = append(addrs, fleetservers.NBDAddrEntry(net.JoinHostPort(serverIP.String(), strconv.Itoa(port))))
+		addrs = append(addrs, membership.NBDAddrEntry(net.JoinHostPort(serverIP.String(), strconv.Itoa(port))))
 	}
-	return fleetservers.New(fleetservers.Config{Store: store, Name: name, Addrs: addrs,
-		Logger: log, Counters: func() fleetservers.Counters {
-			return fleetservers.Counters{TFTPTransfers: tftpActive(), NBDSessions: dl.Sessions(), BytesServed: rec.BytesServed()}
+	return membership.New(membership.Config{Store: store, Name: name, Addrs: addrs,
+		Logger: log, Counters: func() membership.Counters {
+			return membership.Counters{TFTPTransfers: tftpActive(), NBDSessions: dl.Sessions(), BytesServed: rec.BytesServed()}
 		}})
 }

@@ -14,8 +14,8 @@ import (
 	"github.com/bootfleet/bootfleet/internal/config"
 	"github.com/bootfleet/bootfleet/internal/dhcp"
 	"github.com/bootfleet/bootfleet/internal/dhcp6"
-	"github.com/bootfleet/bootfleet/internal/fleet"
 	"github.com/bootfleet/bootfleet/internal/inventory"
+	"github.com/bootfleet/bootfleet/internal/machineview"
 	"github.com/bootfleet/bootfleet/internal/pxe"
 )
 
@@ -46,7 +46,7 @@ func serverIP6(c *config.Config, serverIP net.IP) (net.IP, *net.Interface, error
 // go to leases (the inventory), and its packets reach the same observer
 // as DHCPv4's: Solicit as DISCOVER, the rest as REQUEST, which is what
 // boot records and discovery tell apart.
-func newDHCP6(c *config.Config, ip6 net.IP, ifc *net.Interface, httpPort string, view *fleet.View, leases dhcp6.LeaseStore,
+func newDHCP6(c *config.Config, ip6 net.IP, ifc *net.Interface, httpPort string, view *machineview.View, leases dhcp6.LeaseStore,
 	obs dhcp.Observer, log *slog.Logger) (*dhcp6.Server, error) {
 	var first, last netip.Addr
 	if c.DHCP6.Mode == "full" {

@@ -11,7 +11,7 @@ import (
 )
 
 // Peers tells a server about the other servers answering DHCP on its LAN
-// from the same lease store; fleetservers.DHCPPeers is one, wired in by
+// from the same lease store; membership.DHCPPeers is one, wired in by
 // internal/app. Assignment is called for every packet and must read memory.
 type Peers interface {
 	Assignment() *dhcplb.Assignment

@@ -14,7 +14,7 @@
 // other LANs, or without DHCP, never own a bucket here.
 //
 // The package is pure: it knows neither the store nor the servers table.
-// fleetservers.DHCPPeers builds the current picture from the table as
+// membership.DHCPPeers builds the current picture from the table as
 // the fleet view last read it, so the packet path reads memory only, and
 // the DHCP server takes it through its own small interface (dhcp.Peers).
 package dhcplb

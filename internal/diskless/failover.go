@@ -7,9 +7,9 @@ import (
 	"slices"
 	"strconv"
 
-	"github.com/bootfleet/bootfleet/internal/fleetservers"
 	"github.com/bootfleet/bootfleet/internal/httpboot"
 	"github.com/bootfleet/bootfleet/internal/inventory"
+	"github.com/bootfleet/bootfleet/internal/membership"
 	"github.com/bootfleet/bootfleet/internal/rootarg"
 )
 
@@ -24,7 +24,7 @@ import (
 // Server-side overlays (ephemeral, persistent, none) keep naming only the
 // server that rendered the script: their export and overlay exist on that
 // server alone, and another server would refuse the name.
-func WithFailover(roots httpboot.Roots, order fleetservers.Order, self string, log *slog.Logger) httpboot.Roots {
+func WithFailover(roots httpboot.Roots, order membership.Order, self string, log *slog.Logger) httpboot.Roots {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
@@ -33,7 +33,7 @@ func WithFailover(roots httpboot.Roots, order fleetservers.Order, self string, l
 
 type failoverRoots struct {
 	httpboot.Roots
-	order fleetservers.Order
+	order membership.Order
 	self  string
 	log   *slog.Logger
 }
@@ -51,7 +51,7 @@ func (f *failoverRoots) IssueRoot(ctx context.Context, mac net.HardwareAddr, roo
 	}
 	var list []rootarg.Server
 	for _, s := range f.order(mac, b.SHA256) {
-		addr := fleetservers.NBDAddr(s)
+		addr := membership.NBDAddr(s)
 		if s.Name == f.self {
 			addr = t.Addr()
 		}
@@ -81,7 +81,7 @@ func parseServer(hostport string) (rootarg.Server, bool) {
 }
 
 // NBDPort is the port the NBD server listens on, 0 when NBD is off. The
-// server registers it in the fleet (fleetservers.NBDAddrEntry), so its
+// server registers it in the fleet (membership.NBDAddrEntry), so its
 // peers can name it as a failover server.
 func (s *Service) NBDPort() int {
 	if s.ln == nil {

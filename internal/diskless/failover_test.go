@@ -5,9 +5,9 @@ import (
 	"net"
 	"testing"
 
-	"github.com/bootfleet/bootfleet/internal/fleetservers"
 	"github.com/bootfleet/bootfleet/internal/httpboot"
 	"github.com/bootfleet/bootfleet/internal/inventory"
+	"github.com/bootfleet/bootfleet/internal/membership"
 )
 
 // ownRoot is what this server's rootdisk renders: only itself.
@@ -25,13 +25,13 @@ func server(name string, addrs ...string) inventory.ServerInfo {
 // this server by the address it rendered; server-side overlays name only
 // this server; servers without a usable NBD address are left out.
 func TestWithFailover(t *testing.T) {
-	nbdA := fleetservers.NBDAddrEntry("10.0.0.9:1") // what A registered; A's own render wins
+	nbdA := membership.NBDAddrEntry("10.0.0.9:1") // what A registered; A's own render wins
 	fleet := []inventory.ServerInfo{
 		server("a", "10.0.0.1", nbdA),
-		server("c", "10.0.0.3", fleetservers.NBDAddrEntry("10.0.0.3:10809")),
+		server("c", "10.0.0.3", membership.NBDAddrEntry("10.0.0.3:10809")),
 		server("old", "10.0.0.4", "http://10.0.0.4:8080"),
-		server("b", fleetservers.NBDAddrEntry("[fd00::2]:10809")),
-		server("dup", fleetservers.NBDAddrEntry("10.0.0.3:10809")),
+		server("b", membership.NBDAddrEntry("[fd00::2]:10809")),
+		server("dup", membership.NBDAddrEntry("10.0.0.3:10809")),
 		server("bad", "nbd://10.0.0.5"),
 	}
 	for _, tc := range []struct {

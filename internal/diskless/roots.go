@@ -7,9 +7,9 @@ import (
 	"slices"
 	"time"
 
-	"github.com/bootfleet/bootfleet/internal/fleet"
 	"github.com/bootfleet/bootfleet/internal/httpboot"
 	"github.com/bootfleet/bootfleet/internal/inventory"
+	"github.com/bootfleet/bootfleet/internal/machineview"
 )
 
 // IssueRoot implements httpboot.Roots. It resolves the image name at
@@ -34,7 +34,7 @@ func (s *Service) IssueRoot(ctx context.Context, mac net.HardwareAddr, root inve
 // boot of a new image version need not wait for them. Call it after every
 // fleet view reload: at start, after API writes such as an image import,
 // and on the reloads of a shared store. It does not block.
-func (s *Service) PrepareKernels(in fleet.Input) {
+func (s *Service) PrepareKernels(in machineview.Input) {
 	var names []string
 	for _, p := range in.Profiles {
 		if p.Root.Kernel == inventory.RootKernelImage && !slices.Contains(names, p.Root.Image) {

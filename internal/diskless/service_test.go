@@ -10,11 +10,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/bootfleet/bootfleet/internal/fleet"
 	"github.com/bootfleet/bootfleet/internal/imagekernel"
 	"github.com/bootfleet/bootfleet/internal/imagestore"
 	"github.com/bootfleet/bootfleet/internal/initramfs"
 	"github.com/bootfleet/bootfleet/internal/inventory"
+	"github.com/bootfleet/bootfleet/internal/machineview"
 	"github.com/bootfleet/bootfleet/internal/rootdisk"
 )
 
@@ -64,7 +64,7 @@ func TestPrepareKernels(t *testing.T) {
 	built := filepath.Join(data, "kernels", res.SHA256, "vmlinuz")
 
 	images["debian"] = inventory.Image{Name: "debian", SHA256: res.SHA256}
-	d.PrepareKernels(fleet.Input{Profiles: map[string]inventory.Profile{
+	d.PrepareKernels(machineview.Input{Profiles: map[string]inventory.Profile{
 		"own":   {Root: inventory.Root{Image: "debian", Kernel: inventory.RootKernelImage}},
 		"other": {Kernel: "/k", Root: inventory.Root{Image: "missing", Kernel: inventory.RootKernelImage}},
 	}})

@@ -9,9 +9,9 @@ import (
 	"net/http"
 	"strings"
 
-	"github.com/bootfleet/bootfleet/internal/fleet"
 	"github.com/bootfleet/bootfleet/internal/grub"
 	"github.com/bootfleet/bootfleet/internal/inventory"
+	"github.com/bootfleet/bootfleet/internal/machineview"
 )
 
 // MilestoneGrubConfig is recorded when grub fetches a machine's config:
@@ -74,7 +74,7 @@ func (s *server) recordGrubMilestone(mac net.HardwareAddr, name, remote string) 
 
 // grubConfigText renders the machine's grub.cfg. It names the files as
 // paths on grub's own server, which serves them over HTTP and TFTP alike.
-func (s *server) grubConfigText(ctx context.Context, t fleet.Target) (string, error) {
+func (s *server) grubConfigText(ctx context.Context, t machineview.Target) (string, error) {
 	if t.Spec.Root.Kernel == inventory.RootKernelImage {
 		return "", errors.New("root.kernel: image is not served to grub yet; give the profile its own kernel and initrd, or loader: ipxe")
 	}

@@ -13,8 +13,8 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/bootfleet/bootfleet/internal/fleet"
 	"github.com/bootfleet/bootfleet/internal/inventory"
+	"github.com/bootfleet/bootfleet/internal/machineview"
 	"github.com/bootfleet/bootfleet/internal/tftp"
 )
 
@@ -40,13 +40,13 @@ func grubEnv(t *testing.T) (Config, *milestones, string) {
 	dir := t.TempDir()
 	os.WriteFile(filepath.Join(dir, "vmlinuz"), []byte("signed kernel"), 0o644)
 	os.WriteFile(filepath.Join(dir, "initrd.img"), []byte("initrd"), 0o644)
-	v := newView(t, fleet.Input{
+	v := newView(t, machineview.Input{
 		Profiles: map[string]inventory.Profile{
 			"sb": {Name: "sb", Loader: inventory.LoaderGrub, Kernel: filepath.Join(dir, "vmlinuz"),
 				Initrd: []string{filepath.Join(dir, "initrd.img")}, Cmdline: "console=ttyS0 done={{ .DoneURL }}"},
 			"linux": {Name: "linux", Kernel: filepath.Join(dir, "vmlinuz")},
 		},
-		Machines:       []fleet.Machine{enrolled("52:54:00:00:00:01", "pc1", "sb"), enrolled("52:54:00:00:00:02", "pc2", "linux")},
+		Machines:       []machineview.Machine{enrolled("52:54:00:00:00:01", "pc1", "sb"), enrolled("52:54:00:00:00:02", "pc2", "linux")},
 		DefaultProfile: "linux",
 		UnknownProfile: "linux",
 	})

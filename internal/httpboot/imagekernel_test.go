@@ -15,8 +15,8 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/bootfleet/bootfleet/internal/fleet"
 	"github.com/bootfleet/bootfleet/internal/inventory"
+	"github.com/bootfleet/bootfleet/internal/machineview"
 	"github.com/bootfleet/bootfleet/internal/testutil"
 )
 
@@ -64,10 +64,10 @@ var (
 
 func imageKernelServer(t *testing.T, kernels ImageKernels) (*httptest.Server, *testutil.SyncBuffer) {
 	t.Helper()
-	v := newView(t, fleet.Input{
+	v := newView(t, machineview.Input{
 		Profiles: map[string]inventory.Profile{"own": {Name: "own", Cmdline: "console=ttyS0",
 			Root: inventory.Root{Image: "debian", Overlay: inventory.OverlayPersistent, Kernel: inventory.RootKernelImage}}},
-		Machines: []fleet.Machine{enrolled("52:54:00:00:00:01", "", "own")},
+		Machines: []machineview.Machine{enrolled("52:54:00:00:00:01", "", "own")},
 	})
 	logs := &testutil.SyncBuffer{}
 	srv := httptest.NewServer(New(Config{Fleet: v, Boots: noClock{}, BaseURL: "http://10.0.0.1:8080",

@@ -10,7 +10,7 @@ import (
 )
 
 // Mirrors orders the fleet's servers a machine's boot files can come
-// from. *fleetservers.Spread implements it.
+// from. *membership.Spread implements it.
 type Mirrors interface {
 	// BaseURLs returns the HTTP bases of the live servers able to serve
 	// content sha256 (sha "" for a profile's files, which every server

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/bootfleet/bootfleet/internal/fleet"
+	"github.com/bootfleet/bootfleet/internal/machineview"
 	"github.com/bootfleet/bootfleet/internal/testutil"
 )
 
@@ -16,7 +16,7 @@ import (
 // which machine, which export, from where and after how long; other
 // milestones and unreadable times log no reconnect.
 func TestReconnectMilestoneLogged(t *testing.T) {
-	v := newView(t, fleet.Input{})
+	v := newView(t, machineview.Input{})
 	var logs testutil.SyncBuffer
 	srv := httptest.NewServer(New(Config{Fleet: v, Boots: noClock{}, BaseURL: "http://10.0.0.2:8080", Milestones: noMilestones{},
 		Logger: slog.New(slog.NewTextHandler(&logs, nil))}))

@@ -11,8 +11,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/bootfleet/bootfleet/internal/fleet"
 	"github.com/bootfleet/bootfleet/internal/inventory"
+	"github.com/bootfleet/bootfleet/internal/machineview"
 )
 
 type fakeRoots struct{ calls int }
@@ -37,7 +37,7 @@ func (noClock) Complete(net.HardwareAddr) (time.Duration, bool) { return 0, fals
 // TestRootCmdline: a profile with a root gets bootfleet.root= appended,
 // once, whether or not its template uses {{ .Root }}.
 func TestRootCmdline(t *testing.T) {
-	v := newView(t, fleet.Input{
+	v := newView(t, machineview.Input{
 		Profiles: map[string]inventory.Profile{
 			"auto":  {Name: "auto", Kernel: "/k", Cmdline: "console=ttyS0", Root: inventory.Root{Image: "debian", Overlay: inventory.OverlayPersistent}},
 			"templ": {Name: "templ", Kernel: "/k", Cmdline: "root=/dev/nbd0 agent={{ .Root }}", Root: inventory.Root{Image: "debian", Overlay: inventory.OverlayEphemeral}},
@@ -45,7 +45,7 @@ func TestRootCmdline(t *testing.T) {
 			"gone":  {Name: "gone", Kernel: "/k", Root: inventory.Root{Image: "gone", Overlay: inventory.OverlayEphemeral}},
 			"ram":   {Name: "ram", Kernel: "/k", Cmdline: "quiet", Root: inventory.Root{Image: "debian", Overlay: inventory.OverlayClientRAM}},
 		},
-		Machines: []fleet.Machine{enrolled("52:54:00:00:00:01", "", "auto"), enrolled("52:54:00:00:00:02", "", "templ"),
+		Machines: []machineview.Machine{enrolled("52:54:00:00:00:01", "", "auto"), enrolled("52:54:00:00:00:02", "", "templ"),
 			enrolled("52:54:00:00:00:03", "", "plain"), enrolled("52:54:00:00:00:04", "", "gone"), enrolled("52:54:00:00:00:05", "", "ram")},
 	})
 	roots := &fakeRoots{}
@@ -89,10 +89,10 @@ func (noMilestones) Milestone(net.HardwareAddr, string, string) {}
 // TestRootCmdlineMilestones: with telemetry on, the diskless agent is told
 // where to report its steps.
 func TestRootCmdlineMilestones(t *testing.T) {
-	v := newView(t, fleet.Input{
+	v := newView(t, machineview.Input{
 		Profiles: map[string]inventory.Profile{"auto": {Name: "auto", Kernel: "/k", Cmdline: "console=ttyS0",
 			Root: inventory.Root{Image: "debian", Overlay: inventory.OverlayEphemeral}}},
-		Machines: []fleet.Machine{enrolled("52:54:00:00:00:01", "", "auto")},
+		Machines: []machineview.Machine{enrolled("52:54:00:00:00:01", "", "auto")},
 	})
 	srv := httptest.NewServer(New(Config{Fleet: v, Boots: noClock{}, BaseURL: "http://10.0.0.1:8080", Roots: &fakeRoots{}, Milestones: noMilestones{}}))
 	defer srv.Close()

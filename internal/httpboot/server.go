@@ -16,10 +16,10 @@ import (
 	"strings"
 	"time"
 
-	"github.com/bootfleet/bootfleet/internal/fleet"
 	"github.com/bootfleet/bootfleet/internal/grub"
 	"github.com/bootfleet/bootfleet/internal/inventory"
 	"github.com/bootfleet/bootfleet/internal/ipxe"
+	"github.com/bootfleet/bootfleet/internal/machineview"
 )
 
 // FileOpener opens a client-supplied path inside the served roots, refusing
@@ -30,7 +30,7 @@ type FileOpener interface {
 
 // Fleet says what each machine boots.
 type Fleet interface {
-	Resolve(mac net.HardwareAddr) (fleet.Target, bool)
+	Resolve(mac net.HardwareAddr) (machineview.Target, bool)
 	Profile(name string) (inventory.Profile, bool)
 }
 
@@ -168,8 +168,8 @@ func (s *server) script(w http.ResponseWriter, r *http.Request) {
 
 // serveBoot answers a machine's boot, rendered by render (an iPXE script
 // or a grub config), and records milestone: the client fetched it.
-func (s *server) serveBoot(w http.ResponseWriter, r *http.Request, t fleet.Target, what, milestone string,
-	render func(context.Context, fleet.Target) (string, error)) {
+func (s *server) serveBoot(w http.ResponseWriter, r *http.Request, t machineview.Target, what, milestone string,
+	render func(context.Context, machineview.Target) (string, error)) {
 	mac := t.Machine.MAC
 	body, err := render(r.Context(), t)
 	if err != nil {
@@ -185,7 +185,7 @@ func (s *server) serveBoot(w http.ResponseWriter, r *http.Request, t fleet.Targe
 	s.log.Info(what+" served", "mac", mac.String(), "name", t.Machine.Name, "profile", t.Profile, "remote", r.RemoteAddr)
 }
 
-func (s *server) render(ctx context.Context, t fleet.Target) (string, error) {
+func (s *server) render(ctx context.Context, t machineview.Target) (string, error) {
 	b, err := s.boot(ctx, t)
 	if err != nil {
 		return "", err
@@ -196,7 +196,7 @@ func (s *server) render(ctx context.Context, t fleet.Target) (string, error) {
 // boot is what the machine loads for this boot, as URLs on this server
 // (with ?mac= for telemetry) or the profile's own URLs. It issues the
 // machine's diskless root, if it has one, and so voids the previous one.
-func (s *server) boot(ctx context.Context, t fleet.Target) (ipxe.Boot, error) {
+func (s *server) boot(ctx context.Context, t machineview.Target) (ipxe.Boot, error) {
 	mp := macPath(t.Machine.MAC)
 	vars := ipxe.Vars{
 		MAC:      t.Machine.MAC.String(),

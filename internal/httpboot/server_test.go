@@ -14,8 +14,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/bootfleet/bootfleet/internal/fleet"
 	"github.com/bootfleet/bootfleet/internal/inventory"
+	"github.com/bootfleet/bootfleet/internal/machineview"
 	"github.com/bootfleet/bootfleet/internal/testutil"
 )
 
@@ -31,9 +31,9 @@ func (d dirOpener) Open(name string) (*os.File, error) {
 }
 
 // newView is the fleet view of in, as the inventory would give it.
-func newView(t *testing.T, in fleet.Input) *fleet.View {
+func newView(t *testing.T, in machineview.Input) *machineview.View {
 	t.Helper()
-	v, err := fleet.New(in)
+	v, err := machineview.New(in)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -41,12 +41,12 @@ func newView(t *testing.T, in fleet.Input) *fleet.View {
 }
 
 // enrolled is a machine an admin listed.
-func enrolled(mac, name, profile string) fleet.Machine {
+func enrolled(mac, name, profile string) machineview.Machine {
 	hw, err := net.ParseMAC(mac)
 	if err != nil {
 		panic(err)
 	}
-	return fleet.Machine{MAC: hw, Name: name, Profile: profile, Enrolled: true}
+	return machineview.Machine{MAC: hw, Name: name, Profile: profile, Enrolled: true}
 }
 
 type env struct {
@@ -80,14 +80,14 @@ func newEnvWith(t *testing.T, edit func(*Config)) *env {
 	files := filepath.Join(dir, "files")
 	os.MkdirAll(files, 0o755)
 	os.WriteFile(filepath.Join(files, "ipxe.efi"), []byte("EFI"), 0o644)
-	v := newView(t, fleet.Input{
+	v := newView(t, machineview.Input{
 		Profiles: map[string]inventory.Profile{
 			"linux": {Name: "linux", Kernel: filepath.Join(dir, "vmlinuz"), Initrd: []string{filepath.Join(dir, "initrd.img")},
 				Cmdline: "console=ttyS0 done={{ .DoneURL }}"},
 			"rescue": {Name: "rescue", Kernel: "http://mirror.example/vmlinuz", Cmdline: "rescue host={{ .Name }}"},
 			"broken": {Name: "broken", Kernel: "/k", Cmdline: "{{ .Nope }}"},
 		},
-		Machines:       []fleet.Machine{enrolled("52:54:00:12:34:56", "pc1", "rescue"), enrolled("52:54:00:00:00:0b", "bad", "broken")},
+		Machines:       []machineview.Machine{enrolled("52:54:00:12:34:56", "pc1", "rescue"), enrolled("52:54:00:00:00:0b", "bad", "broken")},
 		DefaultProfile: "linux",
 		UnknownProfile: "linux",
 	})

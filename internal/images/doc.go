@@ -29,5 +29,5 @@
 //
 // Nothing here runs on a DHCP or TFTP hot path. Ensure costs a stat when
 // the content is here. Which server holds what, for script renders, is
-// fleetservers.Holdings, read from the same table.
+// membership.Holdings, read from the same table.
 package images

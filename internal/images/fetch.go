@@ -8,8 +8,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/bootfleet/bootfleet/internal/fleetservers"
 	"github.com/bootfleet/bootfleet/internal/inventory"
+	"github.com/bootfleet/bootfleet/internal/membership"
 )
 
 // storeTimeout bounds each store read or write a fetch makes.
@@ -114,7 +114,7 @@ func (s *Service) fetch(sha string) error {
 	}
 	var errs []string
 	for _, p := range peers {
-		base := fleetservers.BaseURL(p)
+		base := membership.BaseURL(p)
 		if base == "" {
 			errs = append(errs, fmt.Sprintf("%s: registered no http:// address", p.Name))
 			continue

@@ -4,7 +4,7 @@ import (
 	"net"
 	"time"
 
-	"github.com/bootfleet/bootfleet/internal/fleet"
+	"github.com/bootfleet/bootfleet/internal/machineview"
 )
 
 // Recording a DHCP sighting is one or two store transactions, and with
@@ -79,7 +79,7 @@ func (b *backlog) pop(now time.Time) sighting {
 // discoveries adds newly recorded machines to the fleet view: at once when
 // the last addition is viewBatch old, else in one batch when it is.
 type discoveries struct {
-	view    *fleet.View
+	view    *machineview.View
 	pending map[string]net.HardwareAddr // by MAC string; recorded, not yet in the view
 	last    time.Time                   // last addition to the view
 	timer   <-chan time.Time            // set while pending waits

@@ -1,5 +1,5 @@
 // Package inventorysvc runs the inventory for a serving bootfleet. It
-// keeps the fleet view (package fleet) in step with the store, writes
+// keeps the fleet view (package machineview) in step with the store, writes
 // DHCP's leases, records the machines DHCP sees and marks booted those
 // whose boot completes. Nothing here runs in the DHCP hot path except a
 // non-blocking channel send.

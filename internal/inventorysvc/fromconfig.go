@@ -5,8 +5,8 @@ import (
 	"net"
 
 	"github.com/bootfleet/bootfleet/internal/config"
-	"github.com/bootfleet/bootfleet/internal/fleet"
 	"github.com/bootfleet/bootfleet/internal/inventory"
+	"github.com/bootfleet/bootfleet/internal/machineview"
 )
 
 // This file is the one place where the config file's schema becomes the
@@ -69,8 +69,8 @@ func machineFromConfig(cm config.Machine) (inventory.Machine, error) {
 // policyFromConfig is what the file says boots the machines nobody
 // enrolled: default_profile, discovery_profile and discovery. Profiles and
 // machines come from the store.
-func policyFromConfig(c *config.Config) fleet.Input {
-	in := fleet.Input{DefaultProfile: c.DefaultProfile, UnknownProfile: c.DefaultProfile}
+func policyFromConfig(c *config.Config) machineview.Input {
+	in := machineview.Input{DefaultProfile: c.DefaultProfile, UnknownProfile: c.DefaultProfile}
 	if c.DiscoveryProfile != "" {
 		in.UnknownProfile = c.DiscoveryProfile
 	}

@@ -7,8 +7,8 @@ import (
 	"testing"
 
 	"github.com/bootfleet/bootfleet/internal/config"
-	"github.com/bootfleet/bootfleet/internal/fleet"
 	"github.com/bootfleet/bootfleet/internal/inventory"
+	"github.com/bootfleet/bootfleet/internal/machineview"
 )
 
 // TestProfileFromConfig: a profile of the file becomes the inventory's
@@ -105,15 +105,15 @@ func TestPolicyFromConfig(t *testing.T) {
 	tests := []struct {
 		name string
 		c    config.Config
-		want fleet.Input
+		want machineview.Input
 	}{
 		{"default boots everyone", config.Config{DefaultProfile: "linux", Discovery: "boot"},
-			fleet.Input{DefaultProfile: "linux", UnknownProfile: "linux"}},
+			machineview.Input{DefaultProfile: "linux", UnknownProfile: "linux"}},
 		{"discovery profile", config.Config{DefaultProfile: "linux", DiscoveryProfile: "rescue", Discovery: "boot"},
-			fleet.Input{DefaultProfile: "linux", UnknownProfile: "rescue"}},
+			machineview.Input{DefaultProfile: "linux", UnknownProfile: "rescue"}},
 		{"ignore", config.Config{DefaultProfile: "linux", DiscoveryProfile: "rescue", Discovery: "ignore"},
-			fleet.Input{DefaultProfile: "linux"}},
-		{"nothing", config.Config{Discovery: "boot"}, fleet.Input{}},
+			machineview.Input{DefaultProfile: "linux"}},
+		{"nothing", config.Config{Discovery: "boot"}, machineview.Input{}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

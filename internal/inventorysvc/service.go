@@ -9,8 +9,8 @@ import (
 	"time"
 
 	"github.com/bootfleet/bootfleet/internal/config"
-	"github.com/bootfleet/bootfleet/internal/fleet"
 	"github.com/bootfleet/bootfleet/internal/inventory"
+	"github.com/bootfleet/bootfleet/internal/machineview"
 )
 
 // Config configures a Service.
@@ -35,7 +35,7 @@ type Config struct {
 	Refresh time.Duration
 	// Reloaded, if set, is called with the view's new input after every
 	// reload of the view, the first at New. It must not block.
-	Reloaded func(fleet.Input)
+	Reloaded func(machineview.Input)
 	Logger   *slog.Logger // default: discard
 }
 
@@ -44,11 +44,11 @@ type Config struct {
 type Service struct {
 	cfg   Config
 	store inventory.Store
-	view  *fleet.View
+	view  *machineview.View
 	log   *slog.Logger
 	// policy holds what the config file says about machines nobody
 	// enrolled; a reload fills in profiles and machines from the store.
-	policy fleet.Input
+	policy machineview.Input
 
 	seen chan sighting // DHCP sightings for the worker in Run
 	mu   sync.Mutex    // serializes view reloads
@@ -88,7 +88,7 @@ func New(ctx context.Context, cfg Config) (*Service, error) {
 	if err != nil {
 		return nil, err
 	}
-	if s.view, err = fleet.New(in); err != nil {
+	if s.view, err = machineview.New(in); err != nil {
 		return nil, err
 	}
 	if cfg.Reloaded != nil {
@@ -99,7 +99,7 @@ func New(ctx context.Context, cfg Config) (*Service, error) {
 
 // View is the fleet view the service keeps in step with the store; DHCP
 // and the HTTP boot server look machines up in it.
-func (s *Service) View() *fleet.View { return s.view }
+func (s *Service) View() *machineview.View { return s.view }
 
 // Run does the service's background work until ctx ends: recording DHCP
 // sightings and, for shared stores, reloading the view.

@@ -4,8 +4,8 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/bootfleet/bootfleet/internal/fleet"
 	"github.com/bootfleet/bootfleet/internal/inventory"
+	"github.com/bootfleet/bootfleet/internal/machineview"
 )
 
 // Refresh reloads the fleet view from the store. Lookups keep using the
@@ -37,24 +37,24 @@ func (s *Service) Changed() {
 
 // input is the store's profiles and machines under the config file's
 // policy for machines nobody enrolled.
-func (s *Service) input(ctx context.Context) (fleet.Input, error) {
+func (s *Service) input(ctx context.Context) (machineview.Input, error) {
 	ps, err := s.store.ListProfiles(ctx)
 	if err != nil {
-		return fleet.Input{}, fmt.Errorf("load fleet view from the inventory: %w", err)
+		return machineview.Input{}, fmt.Errorf("load fleet view from the inventory: %w", err)
 	}
 	ms, err := s.store.ListMachines(ctx, inventory.MachineFilter{})
 	if err != nil {
-		return fleet.Input{}, fmt.Errorf("load fleet view from the inventory: %w", err)
+		return machineview.Input{}, fmt.Errorf("load fleet view from the inventory: %w", err)
 	}
 	in := s.policy
 	in.Profiles = make(map[string]inventory.Profile, len(ps))
 	for _, p := range ps {
 		in.Profiles[p.Name] = p
 	}
-	in.Machines = make([]fleet.Machine, 0, len(ms))
+	in.Machines = make([]machineview.Machine, 0, len(ms))
 	for _, m := range ms {
 		// A machine nobody named or gave a profile was only discovered.
-		in.Machines = append(in.Machines, fleet.Machine{MAC: m.MAC, Name: m.Name, Profile: m.Profile, IP: m.IP,
+		in.Machines = append(in.Machines, machineview.Machine{MAC: m.MAC, Name: m.Name, Profile: m.Profile, IP: m.IP,
 			Enrolled: m.Name != "" || m.Profile != ""})
 	}
 	return in, nil

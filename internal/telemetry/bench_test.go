@@ -12,9 +12,9 @@ import (
 
 	"github.com/insomniacslk/dhcp/dhcpv4"
 
-	"github.com/bootfleet/bootfleet/internal/fleet"
 	"github.com/bootfleet/bootfleet/internal/httpboot"
 	"github.com/bootfleet/bootfleet/internal/inventory"
+	"github.com/bootfleet/bootfleet/internal/machineview"
 	"github.com/bootfleet/bootfleet/internal/tftp"
 )
 
@@ -35,8 +35,10 @@ func (d dirOpener) Open(name string) (*os.File, error) {
 
 type noFleet struct{}
 
-func (noFleet) Resolve(net.HardwareAddr) (fleet.Target, bool) { return fleet.Target{}, false }
-func (noFleet) Profile(string) (inventory.Profile, bool)      { return inventory.Profile{}, false }
+func (noFleet) Resolve(net.HardwareAddr) (machineview.Target, bool) {
+	return machineview.Target{}, false
+}
+func (noFleet) Profile(string) (inventory.Profile, bool) { return inventory.Profile{}, false }
 
 type noClock struct{}
 

@@ -1,4 +1,4 @@
-// Package fleetservers makes a bootfleet server a member of its fleet:
+// Package membership makes a bootfleet server a member of its fleet:
 // the servers that share one inventory store. [Registry.Run] registers
 // the server in the store's servers table (name, addresses, version,
 // start time), writes a heartbeat with the server's load every 10 s and
@@ -17,4 +17,4 @@
 // reads counters the servers keep anyway, and bounds every store write
 // with a timeout, so a slow or unreachable database delays heartbeats,
 // never a DHCP reply or a block of a transfer.
-package fleetservers
+package membership

@@ -1,4 +1,4 @@
-package fleetservers
+package membership
 
 import (
 	"bytes"

@@ -1,4 +1,4 @@
-package fleetservers
+package membership
 
 import (
 	"context"
@@ -59,10 +59,10 @@ type Registry struct {
 // New checks cfg and fills its defaults.
 func New(cfg Config) (*Registry, error) {
 	if cfg.Store == nil {
-		return nil, errors.New("fleetservers: no store")
+		return nil, errors.New("membership: no store")
 	}
 	if !inventory.ValidServerName(cfg.Name) {
-		return nil, fmt.Errorf("fleetservers: server name %q: want letters, digits, . _ -, at most 253 characters; set server.name", cfg.Name)
+		return nil, fmt.Errorf("membership: server name %q: want letters, digits, . _ -, at most 253 characters; set server.name", cfg.Name)
 	}
 	if cfg.Version == "" {
 		cfg.Version = buildinfo.Version()
