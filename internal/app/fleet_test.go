@@ -2,7 +2,7 @@ package app
 
 import (
 	"context"
-	"log/slog"
+	"errors"
 	"path/filepath"
 	"testing"
 	"time"
@@ -18,9 +18,7 @@ import (
 func TestRunRegistersInFleet(t *testing.T) {
 	c := testConfig(t, testutil.FreeAddr(t))
 	c.Server.Name = "boot-test"
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- Run(ctx, c, slog.New(slog.DiscardHandler)) }()
+	r := startRun(t, c)
 
 	list := func() []inventory.ServerInfo {
 		t.Helper()
@@ -36,25 +34,17 @@ func TestRunRegistersInFleet(t *testing.T) {
 		return l
 	}
 	var l []inventory.ServerInfo
-	for deadline := time.Now().Add(20 * time.Second); len(l) == 0; time.Sleep(100 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			cancel()
-			t.Fatal("after 20 s the server has not registered")
+	testutil.Eventually(t, 20*time.Second, "the server's registration", func() error {
+		if l = list(); len(l) == 0 {
+			return errors.New("no server listed")
 		}
-		l = list()
-	}
+		return nil
+	})
 	if s := l[0]; len(l) != 1 || s.Name != "boot-test" || s.Status(time.Now()) != inventory.ServerLive || len(s.Addrs) == 0 || s.Addrs[0] != "127.0.0.1" {
-		cancel()
 		t.Fatalf("servers = %+v, want boot-test live at 127.0.0.1", l)
 	}
-	cancel()
-	select {
-	case err := <-done:
-		if err != nil {
-			t.Fatalf("Run after cancel: %v", err)
-		}
-	case <-time.After(15 * time.Second):
-		t.Fatal("Run did not stop after cancel")
+	if err := r.stop(t); err != nil {
+		t.Fatalf("Run after cancel: %v", err)
 	}
 	if l = list(); len(l) != 1 || l[0].Status(time.Now()) != inventory.ServerStopped {
 		t.Fatalf("after shutdown servers = %+v, want boot-test stopped", l)
