@@ -3,10 +3,13 @@ package app
 import (
 	"context"
 	"errors"
+	"fmt"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/bootfleet/bootfleet/internal/config"
 	"github.com/bootfleet/bootfleet/internal/inventory"
 	"github.com/bootfleet/bootfleet/internal/inventory/sqlite"
 	"github.com/bootfleet/bootfleet/internal/testutil"
@@ -48,5 +51,37 @@ func TestRunRegistersInFleet(t *testing.T) {
 	}
 	if l = list(); len(l) != 1 || l[0].Status(time.Now()) != inventory.ServerStopped {
 		t.Fatalf("after shutdown servers = %+v, want boot-test stopped", l)
+	}
+}
+
+// TestRunRefusesLiveServersName: a second server on the same store under
+// the name of a live one (two hosts cloned with one host name) refuses to
+// start and says to set server.name; the first stays listed, live.
+func TestRunRefusesLiveServersName(t *testing.T) {
+	db := filepath.Join(t.TempDir(), sqlite.FileName)
+	first, second := testConfig(t, testutil.FreeAddr(t)), testConfig(t, testutil.FreeAddr(t))
+	for _, c := range []*config.Config{first, second} {
+		c.Server.Name, c.Store = "boot-twin", db
+	}
+	startRun(t, first)
+	live := func() error {
+		st, err := sqlite.Open(context.Background(), db)
+		if err != nil {
+			return err
+		}
+		defer st.Close()
+		l, err := st.ListServers(context.Background())
+		if err == nil && (len(l) != 1 || l[0].Status(time.Now()) != inventory.ServerLive) {
+			err = fmt.Errorf("servers %+v, want boot-twin live", l)
+		}
+		return err
+	}
+	testutil.Eventually(t, 20*time.Second, "the first server live", live)
+	err := startRun(t, second).wait(t, 20*time.Second)
+	if !errors.Is(err, inventory.ErrConflict) || !strings.Contains(err.Error(), "set server.name") {
+		t.Fatalf("second server under a live name: Run = %v, want a conflict saying to set server.name", err)
+	}
+	if err := live(); err != nil {
+		t.Fatalf("after the refusal: %v", err)
 	}
 }

@@ -5,6 +5,10 @@
 // marks the server stopped when it shuts down. Readers (the API, `bootfleet
 // server list`, the dashboard) list the table and call a server live or
 // stale by the age of its heartbeat (inventory.ServerInfo.Status).
+// A name belongs to one server at a time: [Registry.Register] refuses
+// the name of a live server of another instance (LoadInstance keeps this
+// server's in its data directory), so cloned hosts with one host name do
+// not merge into one row.
 //
 // It is a package of its own, not part of inventorysvc, because it is
 // about servers rather than machines, and because the later parts of
