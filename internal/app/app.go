@@ -164,9 +164,12 @@ func Run(ctx context.Context, c *config.Config, log *slog.Logger) error {
 		}
 		runs = append(runs, ra.Run) // never fails: warns and returns if IPv6 is missing
 	}
-	reg, err := fleetRegistry(name, store, serverIP, baseURL, dhcpScope, tftpActive, dl, rec, log)
+	reg, err := fleetRegistry(name, c.Data, store, serverIP, baseURL, dhcpScope, tftpActive, dl, rec, log)
 	if err != nil {
 		return err
+	}
+	if err := reg.Register(ctx); err != nil {
+		return err // another live server has this name: serve nothing
 	}
 	runs = append(runs, reg.Run, fleetView.Run, holdings.Run) // this server in the servers table, until it stops; the others
 	g, gctx := errgroup.WithContext(ctx)

@@ -1,9 +1,7 @@
 package app
 
 import (
-	"context"
 	"io"
-	"log/slog"
 	"net"
 	"net/http"
 	"os"
@@ -59,26 +57,19 @@ profiles:
 func TestRunServesAndStopsCleanly(t *testing.T) {
 	addr := testutil.FreeAddr(t)
 	c := testConfig(t, addr)
-	logs := &syncBuffer{}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- Run(ctx, c, slog.New(slog.NewTextHandler(logs, nil))) }()
+	r := startRun(t, c)
 
 	var body string
-	deadline := time.Now().Add(5 * time.Second)
-	for time.Now().Before(deadline) {
+	testutil.Eventually(t, 5*time.Second, "the iPXE script", func() error {
 		resp, err := http.Get("http://" + addr + "/ipxe/52-54-00-00-00-01")
-		if err == nil {
-			b, err := io.ReadAll(resp.Body)
-			resp.Body.Close()
-			if err != nil {
-				t.Fatalf("read the script: %v", err)
-			}
-			body = string(b)
-			break
+		if err != nil {
+			return err
 		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		defer resp.Body.Close()
+		b, err := io.ReadAll(resp.Body)
+		body = string(b)
+		return err
+	})
 	if want := "done=http://" + addr + "/done/52-54-00-00-00-01"; !strings.Contains(body, want) {
 		t.Fatalf("script %q lacks %q", body, want)
 	}
@@ -113,17 +104,11 @@ func TestRunServesAndStopsCleanly(t *testing.T) {
 			t.Fatalf("%s: GET /api/v1/machines = %d, want %d", tt.name, resp.StatusCode, tt.want)
 		}
 	}
-	cancel()
-	select {
-	case err := <-done:
-		if err != nil {
-			t.Fatalf("Run after cancel: %v", err)
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("Run did not stop after cancel")
+	if err := r.stop(t); err != nil {
+		t.Fatalf("Run after cancel: %v", err)
 	}
-	if !strings.Contains(logs.String(), "bootfleet stopped") {
-		t.Fatalf("no stop line in logs:\n%s", logs)
+	if !strings.Contains(r.logs.String(), "bootfleet stopped") {
+		t.Fatalf("no stop line in logs:\n%s", r.logs)
 	}
 }
 
@@ -148,15 +133,9 @@ func TestRunFailsFastWithClearErrors(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			c := testConfig(t, testutil.FreeAddr(t))
 			tt.mutate(c)
-			done := make(chan error, 1)
-			go func() { done <- Run(context.Background(), c, slog.New(slog.DiscardHandler)) }()
-			select {
-			case err := <-done:
-				if err == nil || !strings.Contains(err.Error(), tt.want) {
-					t.Fatalf("err = %v, want it to mention %q", err, tt.want)
-				}
-			case <-time.After(10 * time.Second):
-				t.Fatal("Run did not fail")
+			// Run fails by itself: the wait is for that, not for a cancel.
+			if err := startRun(t, c).wait(t, 10*time.Second); err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("err = %v, want it to mention %q", err, tt.want)
 			}
 		})
 	}
@@ -171,10 +150,7 @@ func TestTelemetryOff(t *testing.T) {
 			c := testConfig(t, addr)
 			c.Telemetry = mode
 			c.API.OpenReads = true
-			ctx, cancel := context.WithCancel(context.Background())
-			done := make(chan error, 1)
-			go func() { done <- Run(ctx, c, slog.New(slog.DiscardHandler)) }()
-			defer func() { cancel(); <-done }()
+			startRun(t, c)
 			get := func(path string) string {
 				var last error
 				for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {

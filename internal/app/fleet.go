@@ -21,10 +21,15 @@ func serverName(c *config.Config) (string, error) {
 }
 
 // fleetRegistry registers this server in the store's servers table under
-// its name, with its address, HTTP base and DHCP scope (dhcpPeers; empty
-// without DHCP), and reports the load the servers count anyway.
-func fleetRegistry(name string, store inventory.Servers, serverIP net.IP, baseURL, dhcpScope string,
+// its name, as the instance kept in dataDir, with its address, HTTP base
+// and DHCP scope (dhcpPeers; empty without DHCP), and reports the load the
+// servers count anyway.
+func fleetRegistry(name, dataDir string, store inventory.Servers, serverIP net.IP, baseURL, dhcpScope string,
 	tftpActive func() int, dl *diskless.Service, rec *telemetry.Recorder, log *slog.Logger) (*membership.Registry, error) {
+	instance, err := membership.LoadInstance(dataDir)
+	if err != nil {
+		return nil, err
+	}
 	addrs := []string{serverIP.String(), baseURL}
 	if dhcpScope != "" {
 		addrs = append(addrs, dhcpScope)
@@ -32,7 +37,7 @@ func fleetRegistry(name string, store inventory.Servers, serverIP net.IP, baseUR
 	if port := dl.NBDPort(); port != 0 { // peers name it in the roots they fail over
 		addrs = append(addrs, membership.NBDAddrEntry(net.JoinHostPort(serverIP.String(), strconv.Itoa(port))))
 	}
-	return membership.New(membership.Config{Store: store, Name: name, Addrs: addrs,
+	return membership.New(membership.Config{Store: store, Name: name, Instance: instance, Addrs: addrs,
 		Logger: log, Counters: func() membership.Counters {
 			return membership.Counters{TFTPTransfers: tftpActive(), NBDSessions: dl.Sessions(), BytesServed: rec.BytesServed()}
 		}})

@@ -2,11 +2,14 @@ package app
 
 import (
 	"context"
-	"log/slog"
+	"errors"
+	"fmt"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/bootfleet/bootfleet/internal/config"
 	"github.com/bootfleet/bootfleet/internal/inventory"
 	"github.com/bootfleet/bootfleet/internal/inventory/sqlite"
 	"github.com/bootfleet/bootfleet/internal/testutil"
@@ -18,9 +21,7 @@ import (
 func TestRunRegistersInFleet(t *testing.T) {
 	c := testConfig(t, testutil.FreeAddr(t))
 	c.Server.Name = "boot-test"
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- Run(ctx, c, slog.New(slog.DiscardHandler)) }()
+	r := startRun(t, c)
 
 	list := func() []inventory.ServerInfo {
 		t.Helper()
@@ -36,27 +37,51 @@ func TestRunRegistersInFleet(t *testing.T) {
 		return l
 	}
 	var l []inventory.ServerInfo
-	for deadline := time.Now().Add(20 * time.Second); len(l) == 0; time.Sleep(100 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			cancel()
-			t.Fatal("after 20 s the server has not registered")
+	testutil.Eventually(t, 20*time.Second, "the server's registration", func() error {
+		if l = list(); len(l) == 0 {
+			return errors.New("no server listed")
 		}
-		l = list()
-	}
+		return nil
+	})
 	if s := l[0]; len(l) != 1 || s.Name != "boot-test" || s.Status(time.Now()) != inventory.ServerLive || len(s.Addrs) == 0 || s.Addrs[0] != "127.0.0.1" {
-		cancel()
 		t.Fatalf("servers = %+v, want boot-test live at 127.0.0.1", l)
 	}
-	cancel()
-	select {
-	case err := <-done:
-		if err != nil {
-			t.Fatalf("Run after cancel: %v", err)
-		}
-	case <-time.After(15 * time.Second):
-		t.Fatal("Run did not stop after cancel")
+	if err := r.stop(t); err != nil {
+		t.Fatalf("Run after cancel: %v", err)
 	}
 	if l = list(); len(l) != 1 || l[0].Status(time.Now()) != inventory.ServerStopped {
 		t.Fatalf("after shutdown servers = %+v, want boot-test stopped", l)
+	}
+}
+
+// TestRunRefusesLiveServersName: a second server on the same store under
+// the name of a live one (two hosts cloned with one host name) refuses to
+// start and says to set server.name; the first stays listed, live.
+func TestRunRefusesLiveServersName(t *testing.T) {
+	db := filepath.Join(t.TempDir(), sqlite.FileName)
+	first, second := testConfig(t, testutil.FreeAddr(t)), testConfig(t, testutil.FreeAddr(t))
+	for _, c := range []*config.Config{first, second} {
+		c.Server.Name, c.Store = "boot-twin", db
+	}
+	startRun(t, first)
+	live := func() error {
+		st, err := sqlite.Open(context.Background(), db)
+		if err != nil {
+			return err
+		}
+		defer st.Close()
+		l, err := st.ListServers(context.Background())
+		if err == nil && (len(l) != 1 || l[0].Status(time.Now()) != inventory.ServerLive) {
+			err = fmt.Errorf("servers %+v, want boot-twin live", l)
+		}
+		return err
+	}
+	testutil.Eventually(t, 20*time.Second, "the first server live", live)
+	err := startRun(t, second).wait(t, 20*time.Second)
+	if !errors.Is(err, inventory.ErrConflict) || !strings.Contains(err.Error(), "set server.name") {
+		t.Fatalf("second server under a live name: Run = %v, want a conflict saying to set server.name", err)
+	}
+	if err := live(); err != nil {
+		t.Fatalf("after the refusal: %v", err)
 	}
 }

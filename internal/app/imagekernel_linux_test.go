@@ -3,10 +3,8 @@ package app
 import (
 	"bytes"
 	"compress/gzip"
-	"context"
 	"encoding/json"
 	"io"
-	"log/slog"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -33,18 +31,7 @@ func TestImageKernelBoot(t *testing.T) {
 	p := c.Profiles["linux"]
 	p.Kernel, p.Root.Image, p.Root.Overlay, p.Root.Kernel = "", "debian", "ephemeral", "image"
 	c.Profiles["linux"] = p
-	logs := &syncBuffer{}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- Run(ctx, c, slog.New(slog.NewTextHandler(logs, nil))) }()
-	t.Cleanup(func() {
-		cancel()
-		select {
-		case <-done:
-		case <-time.After(10 * time.Second):
-			t.Error("Run did not stop")
-		}
-	})
+	logs := startRun(t, c).logs
 	base := "http://" + addr
 	waitHTTP(t, base+"/api/v1/openapi.json")
 	tok, err := api.ReadToken(filepath.Join(c.Data, api.TokenFile))
@@ -122,12 +109,8 @@ func TestImageKernelBoot(t *testing.T) {
 
 func waitFile(t *testing.T, path string) {
 	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for time.Now().Before(deadline) {
-		if _, err := os.Stat(path); err == nil {
-			return
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	t.Fatalf("%s did not appear within 20s", path)
+	testutil.Eventually(t, 20*time.Second, path, func() error {
+		_, err := os.Stat(path)
+		return err
+	})
 }

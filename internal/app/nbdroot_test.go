@@ -2,11 +2,9 @@ package app
 
 import (
 	"bytes"
-	"context"
 	"crypto/rand"
 	"encoding/json"
 	"io"
-	"log/slog"
 	"net/http"
 	"os"
 	"os/exec"
@@ -45,18 +43,7 @@ func TestDisklessRootOverNBD(t *testing.T) {
 	p := c.Profiles["linux"]
 	p.Root.Image, p.Root.Overlay = "debian", "ephemeral"
 	c.Profiles["linux"] = p
-	logs := &syncBuffer{}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- Run(ctx, c, slog.New(slog.NewTextHandler(logs, nil))) }()
-	t.Cleanup(func() {
-		cancel()
-		select {
-		case <-done:
-		case <-time.After(10 * time.Second):
-			t.Error("Run did not stop")
-		}
-	})
+	logs := startRun(t, c).logs
 	base := "http://" + addr
 	waitHTTP(t, base+"/api/v1/openapi.json")
 	tok, err := api.ReadToken(filepath.Join(c.Data, api.TokenFile))
@@ -159,14 +146,11 @@ func TestDisklessRootOverNBD(t *testing.T) {
 
 func waitHTTP(t *testing.T, url string) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for time.Now().Before(deadline) {
+	testutil.Eventually(t, 10*time.Second, url, func() error {
 		resp, err := http.Get(url)
 		if err == nil {
 			resp.Body.Close()
-			return
 		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	t.Fatalf("%s did not answer within 10s", url)
+		return err
+	})
 }

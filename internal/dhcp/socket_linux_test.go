@@ -2,6 +2,7 @@ package dhcp
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"net"
 	"os"
@@ -37,9 +38,16 @@ func testNetns(t *testing.T, clientIP string) (srv, cli string) {
 
 func inNetns(t *testing.T, ns string, fn func()) { testutil.InNetns(t, ns, fn) }
 
-// startServer runs a server in ns until the test ends.
+// startServer runs a server in ns until the test ends, and returns once
+// it has bound its sockets, which it logs.
 func startServer(t *testing.T, ns string, cfg Config) {
 	t.Helper()
+	var started syncBuffer
+	h := slog.Handler(slog.NewTextHandler(&started, nil))
+	if cfg.Logger != nil {
+		h = slog.NewMultiHandler(cfg.Logger.Handler(), h)
+	}
+	cfg.Logger = slog.New(h)
 	ready := make(chan error, 1)
 	nsErr := testutil.ServeInNetns(t, ns, func(ctx context.Context) error {
 		s, err := New(cfg)
@@ -57,7 +65,12 @@ func startServer(t *testing.T, ns string, cfg Config) {
 	case err := <-nsErr:
 		t.Fatalf("entering %s: %v", ns, err)
 	}
-	time.Sleep(200 * time.Millisecond) // let Run bind
+	testutil.Eventually(t, 5*time.Second, "the server's sockets", func() error {
+		if !strings.Contains(started.String(), `msg="dhcp serving"`) {
+			return fmt.Errorf("server log:\n%s", started.String())
+		}
+		return nil
+	})
 }
 
 func TestSocketFullMode(t *testing.T) {
@@ -111,19 +124,15 @@ func TestSocketFullMode(t *testing.T) {
 		}
 	}
 	// OnReply runs after the send, so the client can hold the ACK before
-	// the server's goroutine has reported it: wait a little for it.
-	var got string
-	for deadline := time.Now().Add(2 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+	// the server's goroutine has reported it.
+	testutil.Eventually(t, 2*time.Second, "OnReply of DISCOVER>OFFER REQUEST>ACK", func() error {
 		repliesMu.Lock()
-		got = strings.Join(replies, " ")
-		repliesMu.Unlock()
-		if got == "DISCOVER>OFFER REQUEST>ACK" || time.Now().After(deadline) {
-			break
+		defer repliesMu.Unlock()
+		if got := strings.Join(replies, " "); got != "DISCOVER>OFFER REQUEST>ACK" {
+			return fmt.Errorf("OnReply saw %q", got)
 		}
-	}
-	if got != "DISCOVER>OFFER REQUEST>ACK" {
-		t.Errorf("OnReply saw %q, want DISCOVER>OFFER REQUEST>ACK", got)
-	}
+		return nil
+	})
 }
 
 func TestSocketProxyMode(t *testing.T) {

@@ -21,6 +21,7 @@ const (
 // in the store it shares with the others.
 type ServerInfo struct {
 	Name      string    // unique in the fleet; config server.name, default the host name
+	Instance  string    // which bootfleet holds the name: an id kept in its data directory
 	Addrs     []string  // where machines and peers reach it, e.g. 10.0.0.1 or http://10.0.0.1:8080
 	Version   string    // buildinfo.Version of its binary
 	Started   time.Time // when it registered; the store keeps microseconds
@@ -49,12 +50,29 @@ func (s ServerInfo) Status(now time.Time) string {
 	return ServerLive
 }
 
+// MayReplace reports whether s may register over held, the row its name
+// has: a stopped or stale server's row is free, and a live one only to
+// the same Instance, a server restarting before its row went stale. An
+// empty Instance is nobody's, so it never takes a live row.
+func (s ServerInfo) MayReplace(held ServerInfo) bool {
+	return held.Status(s.Heartbeat) != ServerLive || (s.Instance != "" && s.Instance == held.Instance)
+}
+
+// NameTaken is the error for s registering under the name of held, a
+// live server that s may not replace.
+func (s ServerInfo) NameTaken(held ServerInfo) error {
+	return Conflict("name", "server name %q is taken by a live server (addresses %v, started %s, last heartbeat %s ago): two servers share the name; set server.name to a name of this server's own",
+		s.Name, held.Addrs, held.Started.UTC().Format(time.RFC3339), s.Heartbeat.Sub(held.Heartbeat).Round(time.Second))
+}
+
 // Servers is the table of the fleet's servers. Each server writes its own
 // row only, so servers sharing a store never contend for a row.
 type Servers interface {
-	// RegisterServer inserts s, or replaces the row of s.Name: a server
-	// that restarts registers again, with its new start time, and is no
-	// longer stopped. Heartbeat defaults to Started.
+	// RegisterServer inserts s, or replaces the row of s.Name when
+	// s.MayReplace it: a server that restarts registers again, with its
+	// new start time, and is no longer stopped. ErrConflict when the name
+	// is held by another live server (s.NameTaken). Heartbeat defaults to
+	// Started and is the clock the held row is judged by.
 	RegisterServer(ctx context.Context, s ServerInfo) error
 	// HeartbeatServer records the heartbeat at `at` and the load of the
 	// server name that registered at started. ErrNotFound when no server

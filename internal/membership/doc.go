@@ -5,6 +5,10 @@
 // marks the server stopped when it shuts down. Readers (the API, `bootfleet
 // server list`, the dashboard) list the table and call a server live or
 // stale by the age of its heartbeat (inventory.ServerInfo.Status).
+// A name belongs to one server at a time: [Registry.Register] refuses
+// the name of a live server of another instance (LoadInstance keeps this
+// server's in its data directory), so cloned hosts with one host name do
+// not merge into one row.
 //
 // The readers that act on the table live beside it: [View] keeps it in
 // memory, [Spread] orders the servers for a machine's boot by load and by

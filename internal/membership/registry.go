@@ -26,6 +26,11 @@ type Config struct {
 	// sharing the store; required (config server.name, default the host
 	// name).
 	Name string
+	// Instance tells this server's row from another's of the same name:
+	// a live row is taken back only by its own instance. Default a random
+	// id, so a restart waits for its old row to stop or go stale; app
+	// keeps one in the data directory (LoadInstance) instead.
+	Instance string
 	// Addrs are where machines and peers reach the server.
 	Addrs []string
 	// Version defaults to buildinfo.Version().
@@ -52,6 +57,7 @@ type Registry struct {
 	// registered is false until RegisterServer succeeds, and again after
 	// the row went missing.
 	registered bool
+	begun      bool // started and the counters' first sample are taken
 	lastBytes  uint64
 	lastAt     time.Time
 }
@@ -63,6 +69,9 @@ func New(cfg Config) (*Registry, error) {
 	}
 	if !inventory.ValidServerName(cfg.Name) {
 		return nil, fmt.Errorf("membership: server name %q: want letters, digits, . _ -, at most 253 characters; set server.name", cfg.Name)
+	}
+	if cfg.Instance == "" {
+		cfg.Instance = newInstance()
 	}
 	if cfg.Version == "" {
 		cfg.Version = buildinfo.Version()
@@ -87,17 +96,40 @@ func New(cfg Config) (*Registry, error) {
 	return &Registry{cfg: cfg, log: cfg.Logger}, nil
 }
 
-// Run registers the server, beats until ctx is done, then marks the
-// server stopped. A store error is logged and the write tried again at
-// the next beat: the fleet table must never stop the server from booting
-// machines. Run returns nil.
+// Register registers the server before it serves. A live server of the
+// same name elsewhere is an error: this one must not start. Any other
+// store error is logged, and Run tries again: the fleet table must never
+// stop the server from booting machines.
+func (r *Registry) Register(ctx context.Context) error {
+	r.begin()
+	return r.beat(ctx)
+}
+
+// Run registers the server if Register did not, beats until ctx is done,
+// then marks the server stopped. It returns an error only when the name
+// is taken by another live server at a registration.
 func (r *Registry) Run(ctx context.Context) error {
+	r.begin()
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var taken error
+	every(ctx, r.cfg.Interval, func(ctx context.Context) {
+		if taken = r.beat(ctx); taken != nil {
+			cancel()
+		}
+	})
+	r.stop()
+	return taken
+}
+
+func (r *Registry) begin() {
+	if r.begun {
+		return
+	}
+	r.begun = true
 	r.started = r.cfg.Now()
 	r.lastAt = r.started
 	r.lastBytes = r.cfg.Counters().BytesServed
-	every(ctx, r.cfg.Interval, r.beat)
-	r.stop()
-	return nil
 }
 
 // every runs f at once, then every interval until ctx is done: the
@@ -116,34 +148,39 @@ func every(ctx context.Context, interval time.Duration, f func(context.Context))
 }
 
 // beat registers the server if it is not yet, else writes a heartbeat.
-func (r *Registry) beat(ctx context.Context) {
+// Its error is the name taken by another live server.
+func (r *Registry) beat(ctx context.Context) error {
 	wctx, cancel := context.WithTimeout(ctx, r.cfg.WriteTimeout)
 	defer cancel()
 	now := r.cfg.Now()
 	load := r.load(now)
 	if !r.registered {
-		err := r.cfg.Store.RegisterServer(wctx, inventory.ServerInfo{Name: r.cfg.Name, Addrs: r.cfg.Addrs,
+		err := r.cfg.Store.RegisterServer(wctx, inventory.ServerInfo{Name: r.cfg.Name, Instance: r.cfg.Instance, Addrs: r.cfg.Addrs,
 			Version: r.cfg.Version, Started: r.started, Heartbeat: now, Load: load})
+		if errors.Is(err, inventory.ErrConflict) {
+			return fmt.Errorf("fleet: %w", err)
+		}
 		if err != nil {
 			r.warn(ctx, "fleet: registering this server failed; retrying at the next heartbeat", err)
-			return
+			return nil
 		}
 		r.registered = true
 		r.log.Info("fleet: registered this server", "name", r.cfg.Name, "addrs", r.cfg.Addrs, "version", r.cfg.Version)
-		return
+		return nil
 	}
 	err := r.cfg.Store.HeartbeatServer(wctx, r.cfg.Name, r.started, now, load)
 	switch {
 	case errors.Is(err, inventory.ErrNotFound):
 		// Someone removed the row; register again at once.
 		r.registered = false
-		r.beat(ctx)
+		return r.beat(ctx)
 	case errors.Is(err, inventory.ErrConflict):
 		r.log.Error("fleet: another server registered under this server's name; give each server its own server.name",
 			"name", r.cfg.Name, "err", err)
 	case err != nil:
 		r.warn(ctx, "fleet: heartbeat failed; retrying at the next one", err)
 	}
+	return nil
 }
 
 // load samples the counters; bytes/s is over the time since the last sample.

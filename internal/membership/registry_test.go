@@ -6,6 +6,7 @@ import (
 	"errors"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/bootfleet/bootfleet/internal/inventory"
 	"github.com/bootfleet/bootfleet/internal/inventory/postgres"
+	"github.com/bootfleet/bootfleet/internal/inventory/sqlite"
 	"github.com/bootfleet/bootfleet/internal/testutil"
 )
 
@@ -161,5 +163,96 @@ func TestNewChecksConfig(t *testing.T) {
 	r, err := New(Config{Store: &cutOff{}, Name: "a", Interval: time.Hour})
 	if err != nil || r.cfg.Interval != inventory.StaleAfter/2 || r.cfg.WriteTimeout != 5*time.Second {
 		t.Errorf("Interval 1h: %v, %v, %v; want clamped to %v, timeout 5s", err, r.cfg.Interval, r.cfg.WriteTimeout, inventory.StaleAfter/2)
+	}
+}
+
+// TestSameNameRefused: a second server under the live name of the first
+// (another instance: a cloned host) is refused with what to do, and the
+// first keeps its row; the first, restarted with its instance, takes its
+// row back at once; a stopped row is anyone's.
+func TestSameNameRefused(t *testing.T) {
+	for _, b := range []struct {
+		name string
+		open func(t *testing.T) inventory.Store
+	}{{"sqlite", func(t *testing.T) inventory.Store {
+		s, err := sqlite.Open(context.Background(), filepath.Join(t.TempDir(), sqlite.FileName))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}}, {"postgres", func(t *testing.T) inventory.Store {
+		s, err := postgres.Open(context.Background(), testutil.FreshPostgres(t))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}}} {
+		t.Run(b.name, func(t *testing.T) {
+			st := b.open(t)
+			t.Cleanup(func() { st.Close() })
+			clk := newClock(time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC))
+			registry := func(instance, addr string) *Registry {
+				r, err := New(Config{Store: st, Name: "boot", Instance: instance, Addrs: []string{addr}, Now: clk.now})
+				if err != nil {
+					t.Fatal(err)
+				}
+				return r
+			}
+			held := func() inventory.ServerInfo {
+				t.Helper()
+				l, err := st.ListServers(context.Background())
+				if err != nil || len(l) != 1 {
+					t.Fatalf("servers = %+v, %v; want one", l, err)
+				}
+				return l[0]
+			}
+			ctx := context.Background()
+			if err := registry("a", "10.0.0.1").Register(ctx); err != nil {
+				t.Fatalf("first server: %v", err)
+			}
+			clk.add(5 * time.Second)
+			clone := registry("b", "10.0.0.2")
+			err := clone.Register(ctx)
+			if !errors.Is(err, inventory.ErrConflict) || !strings.Contains(err.Error(), "set server.name") {
+				t.Fatalf("second server under a live name: %v, want a conflict saying to set server.name", err)
+			}
+			// Run refuses the same way, at once, instead of beating.
+			if err := clone.Run(ctx); !errors.Is(err, inventory.ErrConflict) {
+				t.Fatalf("Run of the refused server = %v, want the conflict", err)
+			}
+			if h := held(); h.Addrs[0] != "10.0.0.1" || clk.status(h) != inventory.ServerLive {
+				t.Fatalf("after the refusal the row is %+v, want the first server's, live", h)
+			}
+
+			// The first server crashed (no stop) and restarts: its row.
+			again := registry("a", "10.0.0.1")
+			if err := again.Register(ctx); err != nil {
+				t.Fatalf("restart under the same instance: %v", err)
+			}
+			again.stop()
+			if h := held(); clk.status(h) != inventory.ServerStopped {
+				t.Fatalf("after a clean stop the row is %s, want stopped", clk.status(h))
+			}
+			if err := registry("b", "10.0.0.2").Register(ctx); err != nil {
+				t.Fatalf("second server over a stopped row: %v", err)
+			}
+			if h := held(); h.Addrs[0] != "10.0.0.2" || clk.status(h) != inventory.ServerLive {
+				t.Fatalf("row %+v, want the second server's, live", h)
+			}
+		})
+	}
+}
+
+func TestLoadInstanceKeepsOneID(t *testing.T) {
+	dir := t.TempDir()
+	a, err := LoadInstance(dir)
+	if err != nil || len(a) < 20 {
+		t.Fatalf("first LoadInstance = %q, %v; want a fresh id", a, err)
+	}
+	if b, err := LoadInstance(dir); err != nil || b != a {
+		t.Fatalf("second LoadInstance = %q, %v; want %q again", b, err, a)
+	}
+	if c, err := LoadInstance(t.TempDir()); err != nil || c == a {
+		t.Fatalf("another directory's instance = %q, %v; want another id than %q", c, err, a)
 	}
 }

@@ -37,6 +37,7 @@ type View struct {
 	mu      sync.Mutex
 	servers []inventory.ServerInfo // as last read, ordered by name
 	reads   uint64                 // successful reads so far
+	live    string                 // the live servers at the last read: names and start times
 	failed  bool                   // the last read failed (logged once per outage)
 }
 
@@ -87,6 +88,18 @@ func (v *View) Refresh(ctx context.Context) {
 	v.failed = false
 	v.servers = list
 	v.reads++
+	// Logged as it changes, a peer restarting included: a peer joining,
+	// leaving or coming back shows in each log, and the e2e tests know
+	// when a server's scripts name a peer.
+	var names, key []string
+	for _, s := range live(list, v.cfg.Now(), v.cfg.Self) {
+		names = append(names, s.Name)
+		key = append(key, s.Name+"@"+s.Started.String())
+	}
+	if k := strings.Join(key, ","); k != v.live {
+		v.live = k
+		v.log.Info("fleet: live servers changed", "servers", strings.Join(names, ","))
+	}
 }
 
 // Reads counts the successful reads of the table, so a caller can tell
@@ -107,22 +120,27 @@ func (v *View) Live() []inventory.ServerInfo {
 	now := v.cfg.Now()
 	v.mu.Lock()
 	defer v.mu.Unlock()
-	live := make([]inventory.ServerInfo, 0, len(v.servers)+1)
-	self := false
-	for _, s := range v.servers {
+	return live(v.servers, now, v.cfg.Self)
+}
+
+// live is the servers of list live at now, and self.
+func live(list []inventory.ServerInfo, now time.Time, self string) []inventory.ServerInfo {
+	out := make([]inventory.ServerInfo, 0, len(list)+1)
+	found := false
+	for _, s := range list {
 		switch {
-		case s.Name == v.cfg.Self:
-			self = true
-			live = append(live, s)
+		case s.Name == self:
+			found = true
+			out = append(out, s)
 		case s.Status(now) == inventory.ServerLive:
-			live = append(live, s)
+			out = append(out, s)
 		}
 	}
-	if !self && v.cfg.Self != "" {
-		live = append(live, inventory.ServerInfo{Name: v.cfg.Self})
-		slices.SortFunc(live, func(a, b inventory.ServerInfo) int { return strings.Compare(a.Name, b.Name) })
+	if !found && self != "" {
+		out = append(out, inventory.ServerInfo{Name: self})
+		slices.SortFunc(out, func(a, b inventory.ServerInfo) int { return strings.Compare(a.Name, b.Name) })
 	}
-	return live
+	return out
 }
 
 // BaseURL is the HTTP base a server registered (its first http:// or

@@ -88,6 +88,29 @@ func TestViewLive(t *testing.T) {
 			t.Errorf("logged the outage %d times, want once:\n%s", n, logs.String())
 		}
 	})
+
+	// A restart (a new start time) is a change too.
+	t.Run("a change of the live servers is logged once", func(t *testing.T) {
+		tab := &table{}
+		var logs syncBuf
+		v := NewView(ViewConfig{Store: tab, Self: "b", Now: c.now, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+		restarted := row("a", 0)
+		restarted.Started = t0
+		for _, rows := range [][]inventory.ServerInfo{{row("b", 0)}, {row("a", 0), row("b", 0)}, {row("a", 0), row("b", 0)},
+			{restarted, row("b", 0)}, {row("a", time.Minute), row("b", 0)}} {
+			tab.set(rows, nil)
+			v.Refresh(context.Background())
+		}
+		var got []string
+		for _, l := range strings.Split(strings.TrimSpace(logs.String()), "\n") {
+			if _, after, ok := strings.Cut(l, `msg="fleet: live servers changed" servers=`); ok {
+				got = append(got, after)
+			}
+		}
+		if want := []string{"b", "a,b", "a,b", "b"}; !slices.Equal(got, want) {
+			t.Errorf("logged live servers %q, want %q:\n%s", got, want, logs.String())
+		}
+	})
 }
 
 func TestBaseURL(t *testing.T) {

@@ -2,9 +2,14 @@ package nbd
 
 import (
 	"context"
+	"errors"
+	"log/slog"
 	"net"
+	"strings"
 	"testing"
 	"time"
+
+	"github.com/bootfleet/bootfleet/internal/testutil"
 )
 
 // TestShutdownWithUnreadReplies: a client that stops reading replies holds
@@ -18,9 +23,9 @@ func TestShutdownWithUnreadReplies(t *testing.T) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() {
-		done <- NewServer(oneExport{x}, Config{MaxBufferBytes: MaxPayload, ShutdownGrace: 200 * time.Millisecond}).Serve(ctx, ln)
-	}()
+	logs := &testutil.SyncBuffer{}
+	cfg := Config{MaxBufferBytes: MaxPayload, ShutdownGrace: 200 * time.Millisecond, Logger: slog.New(slog.NewTextHandler(logs, nil))}
+	go func() { done <- NewServer(oneExport{x}, cfg).Serve(ctx, ln) }()
 	c := dial(t, ln.Addr().String(), ClientFixedNewstyle|ClientNoZeroes)
 	if err := c.c.(*net.TCPConn).SetReadBuffer(64 << 10); err != nil {
 		t.Fatal(err)
@@ -31,7 +36,12 @@ func TestShutdownWithUnreadReplies(t *testing.T) {
 		batch = AppendRequest(batch, Request{Type: CmdRead, Handle: h, Offset: h % 4 * n, Length: n})
 	}
 	c.write(batch)
-	time.Sleep(300 * time.Millisecond) // the server fills its budget and stalls on the socket
+	testutil.Eventually(t, 5*time.Second, "the server at its buffer bound, stalled on the socket", func() error {
+		if !strings.Contains(logs.String(), "nbd requests held back") {
+			return errors.New("no request held back yet")
+		}
+		return nil
+	})
 	start := time.Now()
 	cancel()
 	select {

@@ -44,6 +44,9 @@ type Server struct {
 	log    *slog.Logger
 	now    func() time.Time
 	policy *Policy
+	// reopenFirst is the first pause of openWhenReady, doubling up to
+	// reopenMax; tests shorten it.
+	reopenFirst time.Duration
 
 	mu     sync.Mutex
 	timers map[*time.Timer]bool
@@ -78,7 +81,7 @@ func New(cfg Config) (*Server, error) {
 		log = slog.New(slog.DiscardHandler)
 	}
 	log = log.With("component", "ndp")
-	s := &Server{cfg: cfg, log: log, now: time.Now, timers: map[*time.Timer]bool{}}
+	s := &Server{cfg: cfg, log: log, now: time.Now, reopenFirst: time.Second, timers: map[*time.Timer]bool{}}
 	pc := cfg.Policy
 	pc.Interface, pc.Logger = cfg.Interface, log
 	if pc.Own == nil {
@@ -114,11 +117,12 @@ func (s *Server) Run(ctx context.Context) error {
 // openWhenReady opens the socket, warning once while it cannot; nil means
 // ctx ended first.
 func (s *Server) openWhenReady(ctx context.Context) *link {
-	for wait, warned := time.Second, false; ; wait = min(2*wait, reopenMax) {
+	for wait, warned := s.reopenFirst, false; ; wait = min(2*wait, reopenMax) {
 		l, err := s.open(ctx)
 		if err == nil {
 			return l
 		}
+		s.log.Debug("ipv6 ra: socket not open; trying again", "interface", s.cfg.Interface, "err", err, "in", wait.String())
 		if !warned {
 			warned = true
 			s.log.Warn("ipv6 ra: not answering router solicitations yet; iPXE waits about 13 s for an IPv6 router at every boot until this works",

@@ -2,6 +2,7 @@ package ndp
 
 import (
 	"errors"
+	"fmt"
 	"log/slog"
 	"net"
 	"net/netip"
@@ -254,10 +255,27 @@ func TestServerSilentWithRouter(t *testing.T) {
 func TestServerWaitsForIPv6(t *testing.T) {
 	srv, cli := ndpNetns(t, false)
 	var logs testutil.SyncBuffer
-	startServerUntil(t, srv, &logs, "not answering router solicitations yet")
-	time.Sleep(1500 * time.Millisecond)
+	s, err := New(Config{Interface: "bfs0", Logger: slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.reopenFirst = 20 * time.Millisecond
+	nsErr := testutil.ServeInNetns(t, srv, s.Run)
+	testutil.Eventually(t, 5*time.Second, "three failed attempts to open the socket", func() error {
+		select {
+		case err := <-nsErr:
+			if err != nil {
+				return fmt.Errorf("entering %s: %w", srv, err)
+			}
+		default:
+		}
+		if n := strings.Count(logs.String(), "socket not open; trying again"); n < 3 {
+			return fmt.Errorf("%d attempts logged:\n%s", n, logs.String())
+		}
+		return nil
+	})
 	if n := strings.Count(logs.String(), "level=WARN"); n != 1 {
-		t.Errorf("%d warnings, want 1:\n%s", n, logs.String())
+		t.Errorf("%d warnings after three attempts, want 1:\n%s", n, logs.String())
 	}
 	sysctl(t, srv, "net.ipv6.conf.bfs0.disable_ipv6=0")
 	waitLinkLocal(t, srv, "bfs0")

@@ -2,6 +2,7 @@ package tftp
 
 import (
 	"bytes"
+	"fmt"
 	"net"
 	"runtime"
 	"sort"
@@ -9,6 +10,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/bootfleet/bootfleet/internal/testutil"
 )
 
 // TestRRQFloodFromOneHost: 500 ports of one host (127.0.0.2) send RRQs and
@@ -88,7 +91,15 @@ func TestRRQFloodFromOneHost(t *testing.T) {
 			}
 		}
 	}()
-	time.Sleep(500 * time.Millisecond) // the flood is in full swing
+	// Full swing: the flooding host holds all its transfers, and requests
+	// beyond them are dropped.
+	testutil.Eventually(t, 10*time.Second, "the flood in full swing", func() error {
+		_, host := srv.admit.Count("127.0.0.2")
+		if dropped := strings.Contains(logs.String(), "requests dropped, too many transfers"); host < 8 || !dropped {
+			return fmt.Errorf("the flooding host has %d transfers (want 8); drops logged: %v", host, dropped)
+		}
+		return nil
+	})
 	during := median(3)
 	extra := runtime.NumGoroutine() - goroutines
 	close(stop)

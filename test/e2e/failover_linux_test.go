@@ -11,6 +11,8 @@ import (
 	"testing"
 	"text/template"
 	"time"
+
+	"github.com/bootfleet/bootfleet/internal/testutil"
 )
 
 // Failover: three bootfleet servers in namespaces on one bridge share one
@@ -186,6 +188,27 @@ func (s *foServer) waitLive(t *testing.T, timeout time.Duration, names ...string
 	}
 }
 
+// waitView waits until s's view of the fleet (read from the store every
+// 5 s; each change logged) names every one of names live, in a line
+// logged after since: a server restarted before since shows as a change.
+func (s *foServer) waitView(t *testing.T, since time.Time, names ...string) {
+	t.Helper()
+	want := strings.Join(names, ",")
+	testutil.Eventually(t, 30*time.Second, s.name+"'s view of "+want, func() error {
+		lines, times := s.proc.out.snapshotAll()
+		last := "none"
+		for i, l := range lines {
+			if kv := parseLogfmt(l); kv["msg"] == "fleet: live servers changed" && times[i].After(since) {
+				last = kv["servers"]
+			}
+		}
+		if last != want {
+			return fmt.Errorf("live servers last logged: %s", last)
+		}
+		return nil
+	})
+}
+
 // TestNBDFailover: see the comment at the top of this file.
 func TestNBDFailover(t *testing.T) {
 	e := needEnv(t)
@@ -223,8 +246,8 @@ func TestNBDFailover(t *testing.T) {
 	// of the fleet, read every 5 s: wait until every one sees them all.
 	for _, s := range servers {
 		s.waitLive(t, 40*time.Second, "fo-a", "fo-b", "fo-c")
+		s.waitView(t, time.Time{}, "fo-a", "fo-b", "fo-c")
 	}
-	time.Sleep(6 * time.Second)
 
 	vm1 := &reportListener{arrived: make(chan struct{}, 1)}
 	vm2 := &reportListener{arrived: make(chan struct{}, 1)}
@@ -330,6 +353,7 @@ func TestNBDFailover(t *testing.T) {
 			bootWhileDown(t, e, lan, dir, victim, vm2, fail)
 		}
 		nextPid := next.proc.cmd.Process.Pid
+		restarted := time.Now()
 		victim.start(t, e)
 		next.waitLive(t, 60*time.Second, "fo-a", "fo-b", "fo-c")
 		if next.proc.alive() != nil || next.proc.cmd.Process.Pid != nextPid {
@@ -337,7 +361,9 @@ func TestNBDFailover(t *testing.T) {
 		}
 		// The next victim's successor must see the restarted server in
 		// its view before its turn comes.
-		time.Sleep(6 * time.Second)
+		for _, s := range servers {
+			s.waitView(t, restarted, "fo-a", "fo-b", "fo-c")
+		}
 	}
 	if disk == 0 {
 		t.Errorf("fo3 (client-disk) never moved, though each of its servers was killed once")

@@ -10,6 +10,8 @@ import (
 	"testing"
 	"text/template"
 	"time"
+
+	"github.com/bootfleet/bootfleet/internal/testutil"
 )
 
 // The machines of TestFloodsWhileBooting. They are enrolled, so DHCP's
@@ -49,8 +51,10 @@ type floodCase struct {
 	// growth bounds the peak RSS over the quiet peak, derived from the
 	// limits in force (see each case).
 	growth int64
-	// ready says the flood is in full force; the machines power on then.
-	ready func(c *floodCounts) bool
+	// ready says the flood is in full force, with the lines of atBound in
+	// the server's log; the machines power on then.
+	ready   func(c *floodCounts) bool
+	atBound []string
 }
 
 // floodRig is what the floods need: the flooding host's namespace and
@@ -61,6 +65,12 @@ type floodRig struct {
 }
 
 const mib = 1 << 20
+
+// unreadSessions is how many sessions of the NBD flood read no reply.
+// Each READ holds 32 MiB (nbd.MaxPayload) of the client's 128 MiB budget
+// until its reply leaves, so five always run into the bound and the
+// server says so, however it answers the READs.
+const unreadSessions = 5
 
 // floodRuns is how many times the machines boot quiet and during each
 // flood; the medians are compared. The machine is shared and its load
@@ -125,19 +135,25 @@ var floodCases = []floodCase{
 		},
 	},
 	{
-		// 600 connections at 100/s that never finish the handshake, and 4
-		// sessions on one machine's export that send a READ of 32 MiB and
-		// then WRITEs of 4 MiB and never read a reply. 64 handshakes (the
-		// per-client bound) hold a 64 KiB reader and a goroutine each;
-		// the unread sessions hold at most the client's buffer budget,
-		// 128 MiB, and each a 64 KiB reader and up to 16 workers.
+		// 600 connections at 100/s that never finish the handshake, and
+		// unreadSessions sessions on one machine's export that send a READ
+		// of 32 MiB and then WRITEs of 4 MiB and never read a reply. 64
+		// handshakes (the per-client bound) hold a 64 KiB reader and a
+		// goroutine each; the unread sessions hold at most the client's
+		// buffer budget, 128 MiB, and each a 64 KiB reader and up to 16
+		// workers.
 		name: "nbd connect flood and unread replies", prefix: legitPrefix,
 		start: func(ctx context.Context, t *testing.T, f *floodRig) (*floodCounts, error) {
-			return floodNBD(ctx, f.ns, 600, 10*time.Millisecond, rootTarget(t, f.ns, abuserMAC), 4)
+			return floodNBD(ctx, f.ns, 600, 10*time.Millisecond, rootTarget(t, f.ns, abuserMAC), unreadSessions)
 		},
 		refused: []string{"nbd connections closed unserved", "nbd requests held back"},
-		growth:  2*(64*72<<10+128*mib+4*(64<<10+16*8<<10)) + 16*mib,
-		ready:   func(c *floodCounts) bool { return c.get("connected") >= 500 && c.get("WRITE sent") >= 4 },
+		growth:  2*(64*72<<10+128*mib+unreadSessions*(64<<10+16*8<<10)) + 16*mib,
+		// How many WRITEs the server takes is no sign of full force: a
+		// READ answered on a session's request loop (its range in the page
+		// cache) leaves that loop writing the unread reply, so it takes
+		// none. The server's own line says the client is at its bound.
+		ready:   func(c *floodCounts) bool { return c.get("connected") >= 500 && c.get("READ sent") >= unreadSessions },
+		atBound: []string{"nbd requests held back"},
 	},
 }
 
@@ -206,11 +222,21 @@ func TestFloodsWhileBooting(t *testing.T) {
 			if err != nil {
 				t.Fatalf("start the flood: %v", err)
 			}
-			for deadline := time.Now().Add(30 * time.Second); !fc.ready(got); time.Sleep(100 * time.Millisecond) {
-				if time.Now().After(deadline) {
-					t.Fatalf("the flood did not reach full force within 30 s: %v", got)
+			testutil.Eventually(t, 30*time.Second, "the flood in full force", func() error {
+				if !fc.ready(got) {
+					return fmt.Errorf("flood %v", got)
 				}
-			}
+				logged, err := os.ReadFile(logFile)
+				if err != nil {
+					return err
+				}
+				for _, line := range fc.atBound {
+					if !strings.Contains(string(logged[logStart:]), line) {
+						return fmt.Errorf("flood %v, but the server has not logged %q", got, line)
+					}
+				}
+				return nil
+			})
 			cpu0 = cpuSeconds(t, pid)
 			during, runs := median(t, fc.prefix)
 			floodCPU := cpuSeconds(t, pid) - cpu0

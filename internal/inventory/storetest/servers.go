@@ -129,3 +129,63 @@ func testRemoveServer(t *testing.T, b Backend) {
 		t.Fatal(err)
 	}
 }
+
+// testServerNameTaken: a second server under a live server's name is
+// refused and the row stays the first one's; the same instance restarting
+// takes its live row back, and anyone takes a stopped or stale row.
+func testServerNameTaken(t *testing.T, b Backend) {
+	s := b.New(t)
+	c := ctx(t)
+	t0 := time.Date(2026, 4, 1, 9, 0, 0, 0, time.UTC)
+	first := inventory.ServerInfo{Name: "boot", Instance: "first", Addrs: []string{"10.0.0.1"}, Started: t0}
+	if err := s.RegisterServer(c, first); err != nil {
+		t.Fatal(err)
+	}
+	heldBy := func(want string) {
+		t.Helper()
+		l := must[[]inventory.ServerInfo](t)(s.ListServers(c))
+		if len(l) != 1 || l[0].Instance != want {
+			t.Fatalf("servers = %+v, want boot held by %s alone", l, want)
+		}
+	}
+	at := t0.Add(10 * time.Second)
+	for _, other := range []string{"second", ""} {
+		second := inventory.ServerInfo{Name: "boot", Instance: other, Addrs: []string{"10.0.0.2"}, Started: at, Heartbeat: at}
+		err := s.RegisterServer(c, second)
+		wantErr(t, err, inventory.ErrConflict, "name")
+		if err != nil && !strings.Contains(err.Error(), "set server.name") {
+			t.Errorf("refusal %q does not say to set server.name", err)
+		}
+	}
+	heldBy("first")
+	if err := s.HeartbeatServer(c, "boot", t0, at, inventory.ServerLoad{}); err != nil {
+		t.Fatalf("the first server's heartbeat after the refusal: %v", err)
+	}
+
+	// The first server crashed and restarts at once: its own live row.
+	restart := first
+	restart.Started = at.Add(time.Second)
+	if err := s.RegisterServer(c, restart); err != nil {
+		t.Fatalf("restart of the same instance over its live row: %v", err)
+	}
+	heldBy("first")
+	// It stops cleanly: the row is free for the second.
+	if err := s.StopServer(c, "boot", restart.Started, at.Add(2*time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	second := inventory.ServerInfo{Name: "boot", Instance: "second", Started: at.Add(3 * time.Second)}
+	if err := s.RegisterServer(c, second); err != nil {
+		t.Fatalf("register over a stopped row: %v", err)
+	}
+	heldBy("second")
+	// The second dies without a word: its row is the first's again once
+	// stale, and not before.
+	late := first
+	late.Started = second.Started.Add(inventory.StaleAfter)
+	wantErr(t, s.RegisterServer(c, late), inventory.ErrConflict, "name")
+	late.Started = late.Started.Add(time.Second)
+	if err := s.RegisterServer(c, late); err != nil {
+		t.Fatalf("register over a stale row: %v", err)
+	}
+	heldBy("first")
+}

@@ -51,6 +51,7 @@ func Run(t *testing.T, b Backend) {
 		{"Audit", testAudit},
 		{"Servers", testServers},
 		{"RemoveServer", testRemoveServer},
+		{"ServerNameTaken", testServerNameTaken},
 		{"Secrets", testSecrets},
 		{"ImageCopies", testImageCopies},
 	}

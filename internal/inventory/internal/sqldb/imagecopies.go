@@ -107,7 +107,7 @@ func (s *Store) scanServer(rows *sql.Rows) (inventory.ServerInfo, error) {
 		addrs string
 	)
 	if err := rows.Scan(&si.Name, &addrs, &si.Version, scanTime{&si.Started}, scanTime{&si.Heartbeat}, scanTime{&si.Stopped},
-		&si.Load.TFTPTransfers, &si.Load.NBDSessions, &si.Load.BytesPerSec); err != nil {
+		&si.Load.TFTPTransfers, &si.Load.NBDSessions, &si.Load.BytesPerSec, &si.Instance); err != nil {
 		return si, s.dbErr("read server", err)
 	}
 	if err := json.Unmarshal([]byte(addrs), &si.Addrs); err != nil {

@@ -9,9 +9,11 @@ import (
 	"github.com/bootfleet/bootfleet/internal/inventory"
 )
 
-const serverCols = `name, addrs, version, started, heartbeat, stopped, tftp_transfers, nbd_sessions, bytes_per_sec`
+const serverCols = `name, addrs, version, started, heartbeat, stopped, tftp_transfers, nbd_sessions, bytes_per_sec, instance`
 
-// RegisterServer implements inventory.Servers.
+// RegisterServer implements inventory.Servers. The row is read, judged
+// and written only if it is still the row read (by its start time), so
+// of two servers registering one name at once, one is refused.
 func (s *Store) RegisterServer(ctx context.Context, si inventory.ServerInfo) error {
 	if err := si.Validate(); err != nil {
 		return err
@@ -21,14 +23,32 @@ func (s *Store) RegisterServer(ctx context.Context, si inventory.ServerInfo) err
 		return err
 	}
 	return s.tx(ctx, func(tx *sql.Tx) error {
-		_, err := s.exec(ctx, tx, `INSERT INTO servers (`+serverCols+`) VALUES (?, ?, ?, ?, ?, NULL, ?, ?, ?)
-			ON CONFLICT (name) DO UPDATE SET addrs = excluded.addrs, version = excluded.version,
-				started = excluded.started, heartbeat = excluded.heartbeat, stopped = NULL,
-				tftp_transfers = excluded.tftp_transfers, nbd_sessions = excluded.nbd_sessions,
-				bytes_per_sec = excluded.bytes_per_sec`,
-			si.Name, addrs, si.Version, s.d.timeArg(si.Started), s.d.timeArg(si.Heartbeat),
-			si.Load.TFTPTransfers, si.Load.NBDSessions, si.Load.BytesPerSec)
-		return err
+		held, err := s.queryServers(ctx, tx, `SELECT `+serverCols+` FROM servers WHERE name = ?`, si.Name)
+		if err != nil {
+			return err
+		}
+		args := []any{addrs, si.Version, s.d.timeArg(si.Started), s.d.timeArg(si.Heartbeat),
+			si.Load.TFTPTransfers, si.Load.NBDSessions, si.Load.BytesPerSec, si.Instance, si.Name}
+		var res sql.Result
+		if len(held) == 0 {
+			res, err = s.exec(ctx, tx, `INSERT INTO servers (addrs, version, started, heartbeat, stopped,
+				tftp_transfers, nbd_sessions, bytes_per_sec, instance, name) VALUES (?, ?, ?, ?, NULL, ?, ?, ?, ?, ?)
+				ON CONFLICT (name) DO NOTHING`, args...)
+		} else {
+			if !si.MayReplace(held[0]) {
+				return si.NameTaken(held[0])
+			}
+			res, err = s.exec(ctx, tx, `UPDATE servers SET addrs = ?, version = ?, started = ?, heartbeat = ?, stopped = NULL,
+				tftp_transfers = ?, nbd_sessions = ?, bytes_per_sec = ?, instance = ?
+				WHERE name = ? AND started = ?`, append(args, s.d.timeArg(held[0].Started))...)
+		}
+		if err != nil {
+			return err
+		}
+		if n, err := res.RowsAffected(); err != nil || n > 0 {
+			return err
+		}
+		return inventory.Conflict("name", "server %q registered at the same moment as another server of that name: two servers share the name; set server.name to a name of this server's own", si.Name)
 	})
 }
 
