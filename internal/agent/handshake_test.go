@@ -31,11 +31,19 @@ func (m *memExport) WriteAt(p []byte, off int64) (int, error) {
 	defer m.mu.Unlock()
 	return copy(m.b[off:], p), nil
 }
-func (m *memExport) Size() int64                         { return int64(len(m.b)) }
-func (m *memExport) Flush() error                        { return nil }
-func (m *memExport) Trim(off, n int64) error             { return nil }
-func (m *memExport) ReadOnly() bool                      { return false }
-func (m *memExport) BlockSize() (uint32, uint32, uint32) { return 1024, 4096, 1 << 20 }
+func (m *memExport) Info() nbd.ExportInfo {
+	return nbd.ExportInfo{Size: int64(len(m.b)), MinBlock: 1024, PreferredBlock: 4096, MaxBlock: 1 << 20}
+}
+func (m *memExport) ReadNow([]byte, int64, bool) (nbd.Span, bool) { return nbd.Span{}, false }
+func (m *memExport) WriteNow([]byte, int64) bool                  { return false }
+func (m *memExport) ReadSpan(p []byte, off int64) (nbd.Span, error) {
+	_, err := m.ReadAt(p, off)
+	return nbd.Span{Bytes: p}, err
+}
+func (m *memExport) Flush() error                           { return nil }
+func (m *memExport) Trim(off, n int64) error                { return nil }
+func (m *memExport) WriteZeroes(off, n int64, _ bool) error { return nil }
+func (m *memExport) Close() error                           { return nil }
 
 type oneExport struct {
 	name string
