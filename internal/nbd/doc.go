@@ -1,5 +1,8 @@
-// Package nbd is bootfleet's Network Block Device server: it serves disk
-// images to diskless clients (the Linux kernel's nbd driver, qemu, libnbd).
+// Package nbd is bootfleet's Network Block Device protocol: the server
+// that serves disk images to diskless clients (the Linux kernel's nbd
+// driver, qemu, libnbd), and the client's side of the handshake
+// (clienthandshake.go), which bootfleet-agent runs before it hands the
+// socket to the kernel, and the storm simulator before it replays reads.
 //
 // It implements the protocol of NetworkBlockDevice/nbd doc/proto.md:
 //
@@ -14,7 +17,7 @@
 //     the FUA, NO_HOLE and DF flags; simple replies, or structured replies
 //     (OFFSET_DATA, NONE, ERROR) once negotiated.
 //
-// The package has two layers:
+// The server has two layers:
 //
 //   - codec (handshake.go, options.go, transmission.go, consts.go): bytes to
 //     messages and back; pure, no sockets, no logging, fuzzed.

@@ -13,7 +13,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/bootfleet/bootfleet/internal/agent"
 	"github.com/bootfleet/bootfleet/internal/imagestore"
 	"github.com/bootfleet/bootfleet/internal/inventory"
 	"github.com/bootfleet/bootfleet/internal/nbd"
@@ -217,7 +216,7 @@ func TestBaseExportRefusesWritesOverNBD(t *testing.T) {
 	}
 	defer c.Close()
 	c.SetDeadline(time.Now().Add(10 * time.Second))
-	info, err := agent.Handshake(c, export)
+	info, err := nbd.ClientHandshake(c, export)
 	if err != nil {
 		t.Fatal(err)
 	}

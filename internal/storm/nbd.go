@@ -32,7 +32,7 @@ func nbdReplay(ctx context.Context, local netip.Addr, target agent.Target, trace
 	defer stop()
 
 	conn.SetDeadline(time.Now().Add(30 * time.Second))
-	info, err := agent.Handshake(conn, target.Export)
+	info, err := nbd.ClientHandshake(conn, target.Export)
 	if err != nil {
 		return 0, err
 	}

@@ -144,7 +144,7 @@ func attachNBD(ns *netns, target agent.Target) (*nbdConn, error) {
 		return nil, err
 	}
 	c.SetDeadline(time.Now().Add(30 * time.Second))
-	info, err := agent.Handshake(c, target.Export)
+	info, err := nbd.ClientHandshake(c, target.Export)
 	if err != nil {
 		c.Close()
 		return nil, err
