@@ -18,6 +18,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/bootfleet/bootfleet/internal/nbd"
 	"github.com/bootfleet/bootfleet/internal/rootarg"
 )
 
@@ -117,7 +118,7 @@ func (a *Agent) Boot(ctx context.Context) error {
 	}
 	conn.Close() // the kernel holds its own reference
 	dev := fmt.Sprintf("/dev/nbd%d", nbdIndex)
-	a.mark("BOOTFLEET-NBD: %s size=%d block=%d flags=%#x", dev, info.Size, info.KernelBlockSize(), uint16(info.Flags))
+	a.mark("BOOTFLEET-NBD: %s size=%d block=%d flags=%#x", dev, info.Size, kernelBlockSize(info), uint16(info.Flags))
 	a.milestone(opts, "agent-nbd-connected")
 
 	rootDev, fstype, err := a.findRoot(dev, opts)
@@ -260,7 +261,7 @@ func firstEthernet() string {
 // dialExport connects and handshakes, retrying for a server that is still
 // starting or a network that is still settling, and trying the root's
 // servers in turn. It returns the index of the server that answered.
-func (a *Agent) dialExport(ctx context.Context, t rootarg.Target) (*net.TCPConn, ExportInfo, int, error) {
+func (a *Agent) dialExport(ctx context.Context, t rootarg.Target) (*net.TCPConn, nbd.Negotiated, int, error) {
 	servers := t.Servers()
 	var last error
 	for i := range dialAttempts {
@@ -276,14 +277,14 @@ func (a *Agent) dialExport(ctx context.Context, t rootarg.Target) (*net.TCPConn,
 		last = err
 		a.Log.Warn("nbd connect failed", "server", s.Addr(), "attempt", i+1, "err", err)
 	}
-	return nil, ExportInfo{}, 0, fmt.Errorf("connect to %s after %d attempts: %w", t, dialAttempts, last)
+	return nil, nbd.Negotiated{}, 0, fmt.Errorf("connect to %s after %d attempts: %w", t, dialAttempts, last)
 }
 
-func dialAndHandshake(ctx context.Context, s rootarg.Server, export string) (*net.TCPConn, ExportInfo, error) {
+func dialAndHandshake(ctx context.Context, s rootarg.Server, export string) (*net.TCPConn, nbd.Negotiated, error) {
 	d := net.Dialer{Timeout: dialTimeout}
 	c, err := d.DialContext(ctx, "tcp", s.Addr())
 	if err != nil {
-		return nil, ExportInfo{}, err
+		return nil, nbd.Negotiated{}, err
 	}
 	tc := c.(*net.TCPConn)
 	// Keepalive lets the kernel notice a server that vanished while idle.
@@ -291,10 +292,10 @@ func dialAndHandshake(ctx context.Context, s rootarg.Server, export string) (*ne
 	tc.SetKeepAlivePeriod(15 * time.Second)
 	tc.SetNoDelay(true)
 	tc.SetDeadline(time.Now().Add(15 * time.Second))
-	info, err := Handshake(tc, export)
+	info, err := nbd.ClientHandshake(tc, export)
 	if err != nil {
 		tc.Close()
-		return nil, ExportInfo{}, err
+		return nil, nbd.Negotiated{}, err
 	}
 	tc.SetDeadline(time.Time{})
 	return tc, info, nil

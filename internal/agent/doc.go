@@ -14,7 +14,7 @@
 //     (or nbd:HOST:PORT,HOST:PORT,...:EXPORT: every server that serves the
 //     export, in order; internal/rootarg parses it), dial the first that answers and run the NBD fixed
 //     newstyle handshake itself (NBD_OPT_GO, falling back to
-//     NBD_OPT_EXPORT_NAME), with internal/nbd's codec;
+//     NBD_OPT_EXPORT_NAME), with internal/nbd's ClientHandshake;
 //  5. hand the socket to the kernel over the NBD generic netlink family
 //     (NBD_CMD_CONNECT on /dev/nbd0) with a dead-connection timeout;
 //  6. find the root on /dev/nbd0 with internal/diskprobe (a partition by

@@ -4,6 +4,8 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+
+	"github.com/bootfleet/bootfleet/internal/nbd"
 )
 
 // A minimal generic netlink codec: just what NBD_CMD_CONNECT, RECONFIGURE
@@ -203,13 +205,22 @@ func trimNUL(b []byte) []byte {
 	return b
 }
 
+// kernelBlockSize is the logical block size to give the kernel: the
+// server's minimum, but at least 512 (the kernel's smallest) and at most
+// 4096 (its largest, PAGE_SIZE on x86). It is not the preferred size: a
+// 4096-byte logical block would make file systems with 1 KiB blocks
+// (mkfs.ext4 picks those for small images) unmountable.
+func kernelBlockSize(e nbd.Negotiated) uint64 {
+	return uint64(min(max(e.MinBlock, 512), 4096))
+}
+
 // connectAttrs are the attributes of NBD_CMD_CONNECT for socket fd.
-func connectAttrs(index uint32, fd int, e ExportInfo, ioTimeoutSeconds, deadConnSeconds uint64) []attr {
+func connectAttrs(index uint32, fd int, e nbd.Negotiated, ioTimeoutSeconds, deadConnSeconds uint64) []attr {
 	return []attr{
 		attrU64(nbdAttrTimeout, ioTimeoutSeconds),
 		attrU32(nbdAttrIndex, index),
 		attrU64(nbdAttrSize, e.Size),
-		attrU64(nbdAttrBlock, e.KernelBlockSize()),
+		attrU64(nbdAttrBlock, kernelBlockSize(e)),
 		attrU64(nbdAttrSrvFlags, uint64(e.Flags)),
 		attrU64(nbdAttrDeadConn, deadConnSeconds),
 		attrNested(nbdAttrSockets, attrNested(nbdSockItem, attrU32(nbdSockFD, uint32(fd)))),

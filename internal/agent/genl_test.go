@@ -96,7 +96,7 @@ func TestFamilyInfo(t *testing.T) {
 }
 
 func TestConnectAttrs(t *testing.T) {
-	e := ExportInfo{Size: 64 << 20, Flags: nbd.FlagHasFlags | nbd.FlagSendFlush, MinBlock: 1}
+	e := nbd.Negotiated{Size: 64 << 20, Flags: nbd.FlagHasFlags | nbd.FlagSendFlush, MinBlock: 1}
 	got, _ := parseAttrs(appendAttrs(nil, connectAttrs(0, 5, e, 30, 120)...))
 	u64 := func(t uint16) uint64 { return binary.NativeEndian.Uint64(got[t]) }
 	if u64(nbdAttrSize) != 64<<20 || u64(nbdAttrBlock) != 512 || u64(nbdAttrSrvFlags) != uint64(e.Flags) || u64(nbdAttrDeadConn) != 120 || u64(nbdAttrTimeout) != 30 {
@@ -106,8 +106,8 @@ func TestConnectAttrs(t *testing.T) {
 
 func TestKernelBlockSize(t *testing.T) {
 	for _, tc := range []struct{ min, want uint32 }{{0, 512}, {1, 512}, {512, 512}, {1024, 1024}, {4096, 4096}, {65536, 4096}} {
-		if got := (ExportInfo{MinBlock: tc.min}).KernelBlockSize(); got != uint64(tc.want) {
-			t.Errorf("KernelBlockSize with min %d = %d, want %d", tc.min, got, tc.want)
+		if got := kernelBlockSize(nbd.Negotiated{MinBlock: tc.min}); got != uint64(tc.want) {
+			t.Errorf("kernelBlockSize with min %d = %d, want %d", tc.min, got, tc.want)
 		}
 	}
 }

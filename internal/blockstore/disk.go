@@ -44,21 +44,18 @@ func ParseMode(s string) (Mode, error) {
 	return 0, fmt.Errorf("blockstore: overlay mode %q: want ephemeral, persistent or none", s)
 }
 
-// Disk is what a machine's NBD export reads and writes. It satisfies
-// nbd.Export with its Zeroer and Store upgrades. Disks are safe for
-// concurrent use.
+// Disk is what a machine's NBD export reads and writes: an nbd.Export
+// whose Store (read.go) answers READs and in-memory WRITEs, readable with
+// ReadAt too. Disks are safe for concurrent use.
 type Disk interface {
+	nbd.Export
 	io.ReaderAt
-	io.WriterAt
-	io.Closer
 	Size() int64
-	Flush() error
-	Trim(off, n int64) error
-	WriteZeroes(off, n int64, noHole bool) error
 	ReadOnly() bool
-	// nbd.Store is how READs and in-memory WRITEs are answered; see read.go.
-	nbd.Store
 }
+
+// Info is nbd.Export.Info: an Overlay's size, writable.
+func (o *Overlay) Info() nbd.ExportInfo { return nbd.ExportInfo{Size: o.size} }
 
 // Open returns the Disk for mode: base itself, read-only, for None; an
 // Overlay in dir otherwise. Closing the Disk does not close base.
@@ -84,6 +81,7 @@ func (readOnly) Trim(int64, int64) error              { return errReadOnly("trim
 func (readOnly) WriteZeroes(int64, int64, bool) error { return errReadOnly("write zeroes") }
 func (readOnly) Flush() error                         { return nil }
 func (readOnly) ReadOnly() bool                       { return true }
+func (r readOnly) Info() nbd.ExportInfo               { return nbd.ExportInfo{Size: r.Size(), ReadOnly: true} }
 func (readOnly) Close() error                         { return nil }
 func (readOnly) WriteNow([]byte, int64) bool          { return false }
 

@@ -3,9 +3,9 @@
 // machine on top of a base.
 //
 // Every disk is an io.ReaderAt/io.WriterAt with a known size, and an
-// nbd.Store, so the NBD server (internal/nbd) serves any of it without
-// knowing the storage, and the choice of how a READ's bytes leave is made
-// here.
+// nbd.Export whose Store answers READs, so the NBD server (internal/nbd)
+// serves any of it without knowing the storage, and the choice of how a
+// READ's bytes leave is made here.
 //
 //   - image.go: Image, a base image opened read-only (OpenImage); Base,
 //     what an overlay needs from its base.

@@ -14,16 +14,16 @@ import (
 	"github.com/bootfleet/bootfleet/internal/testutil"
 )
 
-// countingExport counts ReadAt calls: each is a reply buffer the server
+// countingExport counts ReadSpan calls: each is a reply buffer the server
 // fills and holds until the reply has been sent.
 type countingExport struct {
 	*memExport
 	reads atomic.Int64
 }
 
-func (e *countingExport) ReadAt(p []byte, off int64) (int, error) {
+func (e *countingExport) ReadSpan(p []byte, off int64) (Span, error) {
 	e.reads.Add(1)
-	return e.memExport.ReadAt(p, off)
+	return e.memExport.ReadSpan(p, off)
 }
 
 // TestUnreadRepliesStallServer sends READs without reading the replies:

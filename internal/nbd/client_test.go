@@ -17,18 +17,21 @@ import (
 	"github.com/bootfleet/bootfleet/internal/testutil"
 )
 
-// memExport is an in-memory Export with switches for error paths.
+// memExport is an in-memory Export with switches for error paths. Its
+// Store hands every READ to a worker, which reads with ReadAt.
 type memExport struct {
-	mu       sync.RWMutex
-	b        []byte
-	ro       bool
-	desc     string
-	minBlock uint32
-	flushes  atomic.Int64
-	trims    atomic.Int64
-	zeroes   atomic.Int64
-	failNext atomic.Pointer[error] // returned by the next write-ish call
-	closed   atomic.Bool
+	mu        sync.RWMutex
+	b         []byte
+	ro        bool
+	multiConn bool
+	desc      string
+	minBlock  uint32
+	revoked   chan struct{}
+	flushes   atomic.Int64
+	trims     atomic.Int64
+	zeroes    atomic.Int64
+	failNext  atomic.Pointer[error] // returned by the next write-ish call
+	closed    atomic.Bool
 }
 
 func (m *memExport) ReadAt(p []byte, off int64) (int, error) {
@@ -64,9 +67,24 @@ func (m *memExport) at(off, n int) []byte {
 	return bytes.Clone(m.b[off : off+n])
 }
 
-func (m *memExport) Size() int64    { return int64(len(m.b)) }
-func (m *memExport) ReadOnly() bool { return m.ro }
-func (m *memExport) Flush() error   { m.flushes.Add(1); return m.fail() }
+func (m *memExport) Info() ExportInfo {
+	info := ExportInfo{Size: int64(len(m.b)), ReadOnly: m.ro, MultiConn: m.multiConn, Description: m.desc, Revoked: m.revoked}
+	if m.minBlock != 0 {
+		info.MinBlock, info.PreferredBlock, info.MaxBlock = m.minBlock, 4096, 1<<20
+	}
+	return info
+}
+
+func (m *memExport) ReadNow([]byte, int64, bool) (Span, bool) { return Span{}, false }
+func (m *memExport) WriteNow([]byte, int64) bool              { return false }
+func (m *memExport) ReadSpan(p []byte, off int64) (Span, error) {
+	if err := ReadFull(m, p, off); err != nil {
+		return Span{}, err
+	}
+	return Span{Bytes: p}, nil
+}
+
+func (m *memExport) Flush() error { m.flushes.Add(1); return m.fail() }
 func (m *memExport) Trim(off, n int64) error {
 	m.trims.Add(1)
 	return m.fail()
@@ -78,18 +96,12 @@ func (m *memExport) WriteZeroes(off, n int64, noHole bool) error {
 	clear(m.b[off : off+n])
 	return nil
 }
-func (m *memExport) Description() string { return m.desc }
-func (m *memExport) BlockSize() (uint32, uint32, uint32) {
-	if m.minBlock == 0 {
-		return 1, 4096, MaxPayload
-	}
-	return m.minBlock, 4096, 1 << 20
-}
+func (m *memExport) Close() error { m.closed.Store(true); return nil }
 
-// sharedExport hides Close, as the docs advise for shared exports.
+// sharedExport is served to many clients: its Close does nothing.
 type sharedExport struct{ *memExport }
 
-func (m *memExport) Close() error { m.closed.Store(true); return nil }
+func (sharedExport) Close() error { return nil }
 
 // memExports is a policy over a fixed set of exports. Names in refuse
 // exist but are refused, like a wrong per-boot secret.
@@ -107,10 +119,6 @@ func (e *memExports) Lookup(name string, remote net.Addr) (Export, error) {
 		return nil, ErrUnknownExport
 	}
 	return sharedExport{x}, nil
-}
-
-func (e *memExports) List(net.Addr) ([]string, error) {
-	return []string{"ro", "rw"}, nil
 }
 
 func pattern(n int) []byte {

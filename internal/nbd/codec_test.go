@@ -116,29 +116,14 @@ func TestBlockSizes(t *testing.T) {
 	for _, tc := range []struct {
 		in, want [3]uint32
 	}{
+		{[3]uint32{0, 0, 0}, [3]uint32{1, 4096, MaxPayload}}, // defaults
 		{[3]uint32{512, 4096, 1 << 20}, [3]uint32{512, 4096, 1 << 20}},
 		{[3]uint32{3, 100, 0}, [3]uint32{1, 4096, MaxPayload}},             // nonsense falls back
 		{[3]uint32{4096, 512, 1 << 30}, [3]uint32{4096, 4096, MaxPayload}}, // clamped
 	} {
-		minB, prefB, maxB := blockSizes(&memExport{b: nil, minBlock: 0, desc: ""}) // defaults
-		if minB != 1 || prefB != 4096 || maxB != MaxPayload {
-			t.Fatalf("defaults: %d %d %d", minB, prefB, maxB)
-		}
-		minB, prefB, maxB = blockSizes(fixedBS{tc.in})
+		minB, prefB, maxB := blockSizes(ExportInfo{MinBlock: tc.in[0], PreferredBlock: tc.in[1], MaxBlock: tc.in[2]})
 		if [3]uint32{minB, prefB, maxB} != tc.want {
 			t.Errorf("blockSizes(%v) = %v, want %v", tc.in, [3]uint32{minB, prefB, maxB}, tc.want)
 		}
 	}
-}
-
-type fixedBS struct{ v [3]uint32 }
-
-func (fixedBS) ReadAt([]byte, int64) (int, error)  { return 0, nil }
-func (fixedBS) WriteAt([]byte, int64) (int, error) { return 0, nil }
-func (fixedBS) Size() int64                        { return 0 }
-func (fixedBS) Flush() error                       { return nil }
-func (fixedBS) Trim(int64, int64) error            { return nil }
-func (fixedBS) ReadOnly() bool                     { return true }
-func (f fixedBS) BlockSize() (uint32, uint32, uint32) {
-	return f.v[0], f.v[1], f.v[2]
 }

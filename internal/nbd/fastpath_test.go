@@ -5,191 +5,11 @@ import (
 	"encoding/binary"
 	"math/rand/v2"
 	"net"
-	"os"
 	"strconv"
-	"sync/atomic"
 	"testing"
 
 	"github.com/bootfleet/bootfleet/internal/testutil"
 )
-
-// fileExport is an Export over a real file whose Store offers every kind
-// of span, counting which path served each request. Only [0, spanEnd) is offered
-// for sendfile: a span's bytes must not change before its reply leaves,
-// so tests write only above it.
-type fileExport struct {
-	f         *os.File
-	size      int64
-	spanEnd   int64
-	noCache   atomic.Bool // ReadCached and WriteCached say no
-	maps      atomic.Bool // MappedSpan offers [spanEnd, size), copied from the file
-	mapsAll   atomic.Bool // MappedSpan offers [0, size)
-	halfWrite atomic.Bool // WriteCached writes half of p, then says no
-
-	spans, cachedReads, readAts  atomic.Int64
-	mapped                       atomic.Int64
-	cachedWrites, writeAts       atomic.Int64
-	flushes, writeAtsBeforeFlush atomic.Int64
-}
-
-func newFileExport(t *testing.T, content []byte, spanEnd int64) *fileExport {
-	t.Helper()
-	f, err := os.CreateTemp(t.TempDir(), "export")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { f.Close() })
-	if _, err := f.Write(content); err != nil {
-		t.Fatal(err)
-	}
-	return &fileExport{f: f, size: int64(len(content)), spanEnd: spanEnd}
-}
-
-func (e *fileExport) ReadAt(p []byte, off int64) (int, error) {
-	e.readAts.Add(1)
-	return e.f.ReadAt(p, off)
-}
-
-func (e *fileExport) WriteAt(p []byte, off int64) (int, error) {
-	e.writeAts.Add(1)
-	return e.f.WriteAt(p, off)
-}
-
-func (e *fileExport) Size() int64             { return e.size }
-func (e *fileExport) ReadOnly() bool          { return false }
-func (e *fileExport) Trim(int64, int64) error { return nil }
-
-func (e *fileExport) Flush() error {
-	e.writeAtsBeforeFlush.Store(e.writeAts.Load())
-	e.flushes.Add(1)
-	return nil
-}
-
-func (e *fileExport) MappedSpan(off, n int64) ([]byte, bool) {
-	from := e.spanEnd
-	if e.mapsAll.Load() {
-		from = 0
-	}
-	if !e.maps.Load() || off < from || off+n > e.size {
-		return nil, false
-	}
-	b, ok := e.copyOf(off, n)
-	if ok {
-		e.mapped.Add(1)
-	}
-	return b, ok
-}
-
-// copyOf is the file's n bytes at off, in memory as a mapping's are.
-func (e *fileExport) copyOf(off, n int64) ([]byte, bool) {
-	b := make([]byte, n)
-	if _, err := e.f.ReadAt(b, off); err != nil {
-		return nil, false
-	}
-	return b, true
-}
-
-func (e *fileExport) FileSpan(off, n int64) (*os.File, int64, bool) {
-	if off+n > e.spanEnd {
-		return nil, 0, false
-	}
-	e.spans.Add(1)
-	return e.f, off, true
-}
-
-func (e *fileExport) ReadCached(p []byte, off int64) bool {
-	if e.noCache.Load() {
-		return false
-	}
-	if n, _ := e.f.ReadAt(p, off); n != len(p) {
-		return false
-	}
-	e.cachedReads.Add(1)
-	return true
-}
-
-func (e *fileExport) WriteCached(p []byte, off int64) bool {
-	if e.halfWrite.Load() {
-		e.f.WriteAt(p[:len(p)/2], off)
-		return false
-	}
-	if e.noCache.Load() {
-		return false
-	}
-	if n, _ := e.f.WriteAt(p, off); n != len(p) {
-		return false
-	}
-	e.cachedWrites.Add(1)
-	return true
-}
-
-func (e *fileExport) Loadable(int64, int64) bool           { return false }
-func (e *fileExport) LoadSpan(int64, int64) ([]byte, bool) { return nil, false }
-
-func (e *fileExport) ReadNow(p []byte, off int64, files bool) (Span, bool) {
-	return readNow(e, p, off, files)
-}
-func (e *fileExport) ReadSpan(p []byte, off int64) (Span, error) { return readSpan(e, p, off) }
-func (e *fileExport) WriteNow(p []byte, off int64) bool          { return e.WriteCached(p, off) }
-
-// minSendfile is the smallest READ the test exports answer with a span
-// (mapped, file or loaded), as blockstore's images do.
-const minSendfile = 64 << 10
-
-// sources are the ways a test export can answer a READ.
-type sources interface {
-	ReadAt(p []byte, off int64) (int, error)
-	MappedSpan(off, n int64) ([]byte, bool)
-	FileSpan(off, n int64) (*os.File, int64, bool)
-	Loadable(off, n int64) bool
-	LoadSpan(off, n int64) ([]byte, bool)
-	ReadCached(p []byte, off int64) bool
-}
-
-// readNow is a test export's Store.ReadNow: for a large READ its mapping,
-// then its file, then a worker if it can load the range; else its cache.
-func readNow(x sources, p []byte, off int64, files bool) (Span, bool) {
-	if n := int64(len(p)); n >= minSendfile {
-		if b, ok := x.MappedSpan(off, n); ok {
-			return Span{Bytes: b}, true
-		}
-		if files {
-			if f, foff, ok := x.FileSpan(off, n); ok {
-				return Span{File: f, FileOff: foff}, true
-			}
-		}
-		if x.Loadable(off, n) {
-			return Span{}, false
-		}
-	}
-	if x.ReadCached(p, off) {
-		return Span{Bytes: p}, true
-	}
-	return Span{}, false
-}
-
-// readSpan is a test export's Store.ReadSpan: loaded if it can, else ReadAt.
-func readSpan(x sources, p []byte, off int64) (Span, error) {
-	if n := int64(len(p)); n >= minSendfile && x.Loadable(off, n) {
-		if b, ok := x.LoadSpan(off, n); ok {
-			return Span{Bytes: b}, nil
-		}
-	}
-	if err := ReadFull(x, p, off); err != nil {
-		return Span{}, err
-	}
-	return Span{Bytes: p}, nil
-}
-
-// content reads the file behind the server's back.
-func (e *fileExport) content(t *testing.T, off, n int64) []byte {
-	t.Helper()
-	b := make([]byte, n)
-	if _, err := e.f.ReadAt(b, off); err != nil {
-		t.Fatal(err)
-	}
-	return b
-}
 
 type oneExport struct{ e Export }
 
@@ -248,41 +68,30 @@ func (c *client) anyReply(lens map[uint64]int, offs map[uint64]uint64) (uint64, 
 	return 0, 0, nil
 }
 
-func TestFastPathReads(t *testing.T) {
-	const size, spanEnd = 8 << 20, 6 << 20
+// TestReadAnswers sends one READ for each kind of answer the Store can
+// give and checks the bytes the client gets and who answered.
+func TestReadAnswers(t *testing.T) {
+	const size = 8 << 20
 	base := pattern(size) // the race detector makes pattern slow: once per test
 	for _, tc := range []struct {
-		name    string
-		off, n  int64
-		noCache bool
-		maps    bool
-		mapsAll bool
-		mapped  int64
-		// Which path served the READ; anyPath: no opinion.
-		spans, cached, readAts int64
-		anyPath                bool
+		name       string
+		off, n     int64
+		now, later answer
 	}{
-		{name: "64 KiB by sendfile", off: 12345, n: minSendfile, spans: 1},
-		{name: "4 MiB by sendfile", off: 1000, n: 4<<20 + 3, spans: 1},
-		{name: "sendfile to the end of the span range", off: spanEnd - 100<<10, n: 100 << 10, spans: 1},
-		{name: "small read from cache", off: 777, n: 4096, cached: 1},
-		{name: "just under 64 KiB from cache", off: 1, n: minSendfile - 1, cached: 1},
-		{name: "small read falls back to ReadAt", off: 4096, n: 4096, noCache: true, readAts: 1},
-		{name: "large read outside the span range from cache", off: spanEnd, n: 128 << 10, cached: 1},
-		{name: "large read across the span range end from cache", off: spanEnd - 4096, n: 128 << 10, cached: 1},
-		{name: "large read neither spanned nor cached: ReadAt", off: spanEnd, n: 128 << 10, noCache: true, readAts: 1},
-		{name: "large read from the mapping", off: spanEnd + 4096, n: 128 << 10, maps: true, mapped: 1},
-		{name: "mapping before the file span", off: 0, n: 128 << 10, maps: true, mapsAll: true, mapped: 1},
-		{name: "file span where the mapping says no", off: 0, n: 128 << 10, maps: true, spans: 1},
-		{name: "small read from cache, not the mapping", off: spanEnd, n: 4096, maps: true, cached: 1},
-		{name: "zero-length read", off: 4096, n: 0, anyPath: true},
+		{name: "4 KiB into the buffer on the loop", off: 777, n: 4096, now: fillP},
+		{name: "4 MiB and 3 bytes into the buffer on the loop", off: 1000, n: 4<<20 + 3, now: fillP},
+		{name: "own bytes on the loop", off: 4096, n: 128 << 10, now: ownBytes},
+		{name: "64 KiB file span, unaligned", off: 12345, n: 64 << 10, now: fileSpan},
+		{name: "4 MiB and 3 bytes by file span", off: 1000, n: 4<<20 + 3, now: fileSpan},
+		{name: "file span to the end of the export", off: size - 100<<10, n: 100 << 10, now: fileSpan},
+		{name: "worker fills the buffer", off: 1 << 20, n: 256 << 10, now: toWorker, later: fillP},
+		{name: "worker answers with own bytes, odd length", off: 3 << 20, n: 100001, now: toWorker, later: ownBytes},
+		{name: "zero-length READ asks the store nothing", off: 4096, n: 0},
 	} {
 		for _, structured := range []bool{false, true} {
 			t.Run(tc.name+"/structured="+strconv.FormatBool(structured), func(t *testing.T) {
-				x := newFileExport(t, base, spanEnd)
-				x.noCache.Store(tc.noCache)
-				x.maps.Store(tc.maps)
-				x.mapsAll.Store(tc.mapsAll)
+				x := newFakeStore(t, base)
+				x.now, x.later = always(tc.now), always(tc.later)
 				c := dial(t, serveExport(t, Config{}, x), ClientFixedNewstyle|ClientNoZeroes)
 				c.open("disk", structured)
 				c.send(Request{Type: CmdRead, Handle: 42, Offset: uint64(tc.off), Length: uint32(tc.n)}, nil)
@@ -293,9 +102,15 @@ func TestFastPathReads(t *testing.T) {
 				if want := base[tc.off : tc.off+tc.n]; !bytes.Equal(data, want) {
 					t.Fatalf("READ %d bytes at %d: got %d bytes that differ from the export", tc.n, tc.off, len(data))
 				}
-				got := [3]int64{x.spans.Load(), x.cachedReads.Load(), x.readAts.Load()}
-				if want := [3]int64{tc.spans, tc.cached, tc.readAts}; (got != want || x.mapped.Load() != tc.mapped) && !tc.anyPath {
-					t.Fatalf("paths taken (sendfile, ReadCached, ReadAt): got %v and %d mapped, want %v and %d", got, x.mapped.Load(), want, tc.mapped)
+				var wantNow, wantLater [answers]int64
+				if tc.n > 0 {
+					wantNow[tc.now] = 1
+					if tc.now == toWorker {
+						wantLater[tc.later] = 1
+					}
+				}
+				if now, later := x.counts(); now != wantNow || later != wantLater {
+					t.Fatalf("answers (fillP, ownBytes, fileSpan, toWorker, failRead): ReadNow %v and ReadSpan %v, want %v and %v", now, later, wantNow, wantLater)
 				}
 				// The connection is still in step: a second READ works.
 				c.send(Request{Type: CmdRead, Handle: 43, Offset: 0, Length: 16}, nil)
@@ -307,13 +122,37 @@ func TestFastPathReads(t *testing.T) {
 	}
 }
 
-// Without a socket to sendfile to (net.Pipe), the server must not ask for
-// file spans, and large READs come from ReadCached.
+// A READ that fails on the worker gets EIO, and the session goes on.
+func TestReadSpanError(t *testing.T) {
+	base := pattern(1 << 20)
+	x := newFakeStore(t, base)
+	x.now = always(toWorker)
+	x.later = func(off, n int64) answer {
+		if off == 0 {
+			return fillP
+		}
+		return failRead
+	}
+	c := dial(t, serveExport(t, Config{}, x), ClientFixedNewstyle|ClientNoZeroes)
+	c.open("disk", true)
+	c.send(Request{Type: CmdRead, Handle: 1, Offset: 64 << 10, Length: 256 << 10}, nil)
+	if h, e, _ := c.reply(256 << 10); h != 1 || e != EIO {
+		t.Fatalf("READ the store failed: handle %d errno %v, want EIO", h, e)
+	}
+	c.send(Request{Type: CmdRead, Handle: 2, Offset: 0, Length: 256 << 10}, nil)
+	if h, e, data := c.reply(256 << 10); h != 2 || e != 0 || !bytes.Equal(data, base[:256<<10]) {
+		t.Fatalf("READ after the failed one: handle %d errno %v", h, e)
+	}
+}
+
+// Without a socket to sendfile to (net.Pipe), the server must tell the
+// Store that file spans cannot be sent.
 func TestFastPathWithoutSendfile(t *testing.T) {
 	for _, structured := range []bool{false, true} {
 		t.Run("structured="+strconv.FormatBool(structured), func(t *testing.T) {
 			base := pattern(1 << 20)
-			x := newFileExport(t, base, 1<<20)
+			x := newFakeStore(t, base)
+			x.now = always(fileSpan)
 			a, b := net.Pipe()
 			t.Cleanup(func() { b.Close() })
 			done := make(chan struct{})
@@ -326,8 +165,8 @@ func TestFastPathWithoutSendfile(t *testing.T) {
 			if h, e, data := c.reply(256 << 10); h != 1 || e != 0 || !bytes.Equal(data, base[100:100+256<<10]) {
 				t.Fatalf("READ over a pipe: handle %d errno %v, data equal %v", h, e, bytes.Equal(data, base[100:100+256<<10]))
 			}
-			if s, cr := x.spans.Load(), x.cachedReads.Load(); s != 0 || cr != 1 {
-				t.Fatalf("over a pipe: %d sendfile spans and %d cached reads, want 0 and 1", s, cr)
+			if now, _ := x.counts(); x.noFiles.Load() != 1 || now[fileSpan] != 0 || now[fillP] != 1 {
+				t.Fatalf("over a pipe: %d ReadNow calls without files, answers %v; want 1, and the buffer filled", x.noFiles.Load(), now)
 			}
 			c.send(Request{Type: CmdDisc}, nil)
 			<-done
@@ -336,35 +175,34 @@ func TestFastPathWithoutSendfile(t *testing.T) {
 }
 
 func TestFastPathWrites(t *testing.T) {
-	const size, spanEnd = 1 << 20, 512 << 10
+	const size, readEnd = 1 << 20, 512 << 10
 	base := pattern(size)
 	for _, tc := range []struct {
-		name                 string
-		flags                CmdFlags
-		noCache, halfWrite   bool
-		cached, writeAts, fl int64
+		name                string
+		flags               CmdFlags
+		writeNow            int32
+		taken, writeAts, fl int64
 	}{
-		{name: "no FUA: taken in memory", cached: 1},
+		{name: "no FUA: taken on the loop", taken: 1},
 		{name: "FUA: WriteAt then Flush", flags: CmdFlagFUA, writeAts: 1, fl: 1},
-		{name: "WriteCached says no: WriteAt", noCache: true, writeAts: 1},
-		{name: "WriteCached half done: WriteAt completes it", halfWrite: true, writeAts: 1},
+		{name: "WriteNow says no: WriteAt", writeNow: refuseWrite, writeAts: 1},
+		{name: "WriteNow half done: WriteAt completes it", writeNow: halfWrite, writeAts: 1},
 	} {
 		for _, structured := range []bool{false, true} {
 			t.Run(tc.name+"/structured="+strconv.FormatBool(structured), func(t *testing.T) {
-				x := newFileExport(t, base, spanEnd)
-				x.noCache.Store(tc.noCache)
-				x.halfWrite.Store(tc.halfWrite)
+				x := newFakeStore(t, base)
+				x.writeNow.Store(tc.writeNow)
 				c := dial(t, serveExport(t, Config{}, x), ClientFixedNewstyle|ClientNoZeroes)
 				c.open("disk", structured)
 				data := bytes.Repeat([]byte("fast path "), 3000)
-				off := int64(spanEnd + 4321)
+				off := int64(readEnd + 4321)
 				c.send(Request{Type: CmdWrite, Flags: tc.flags, Handle: 7, Offset: uint64(off), Length: uint32(len(data))}, data)
 				if h, e := c.replyAny(); h != 7 || e != 0 {
 					t.Fatalf("WRITE reply: handle %d errno %v", h, e)
 				}
-				got := [3]int64{x.cachedWrites.Load(), x.writeAts.Load(), x.flushes.Load()}
-				if want := [3]int64{tc.cached, tc.writeAts, tc.fl}; got != want {
-					t.Fatalf("paths taken (WriteCached, WriteAt, Flush): got %v, want %v", got, want)
+				got := [3]int64{x.writesNow.Load(), x.writeAts.Load(), x.flushes.Load()}
+				if want := [3]int64{tc.taken, tc.writeAts, tc.fl}; got != want {
+					t.Fatalf("paths taken (WriteNow, WriteAt, Flush): got %v, want %v", got, want)
 				}
 				if tc.fl > 0 && x.writeAtsBeforeFlush.Load() != tc.writeAts {
 					t.Fatal("FUA: Flush ran before the WriteAt it must make durable")
@@ -382,26 +220,46 @@ func TestFastPathWrites(t *testing.T) {
 }
 
 // TestFastPathPipelined sends a burst of mixed READs and WRITEs without
-// waiting, so the request loop answers some from cache while workers
-// answer others, and checks that every request gets exactly one reply
-// with the right data.
+// waiting, many more than the session has workers, so the request loop
+// answers some while workers answer others, and checks that every
+// request gets exactly one reply with the right data.
 func TestFastPathPipelined(t *testing.T) {
-	const size, spanEnd = 8 << 20, 4 << 20 // READs below spanEnd, WRITEs above
-	sizes := []int{512, 4096, minSendfile, 100000, 300000, 8191, minSendfile - 1}
+	const size, readEnd = 8 << 20, 4 << 20 // READs below readEnd, WRITEs above
+	sizes := []int{512, 4096, 64 << 10, 100000, 300000, 8191, 1 << 20}
 	base := pattern(size)
+	// mixed answers large READs every way and sends some small ones to a
+	// worker too.
+	mixed := func(off, n int64) answer {
+		if n >= 64<<10 {
+			return []answer{fileSpan, ownBytes, toWorker}[off%3]
+		}
+		return []answer{fillP, fillP, toWorker}[off%3]
+	}
+	bySize := func(off, n int64) answer {
+		if n >= 64<<10 {
+			return ownBytes
+		}
+		return fillP
+	}
 	for _, tc := range []struct {
 		name       string
 		structured bool
-		noCache    bool
+		workers    int
+		mixed      bool // ReadNow answers every way; else it sends all to workers
+		writeNow   int32
 	}{
-		{"simple", false, false},
-		{"structured", true, false},
-		{"structured, cache says no", true, true},
+		{"simple", false, 4, true, takeWrite},
+		{"structured", true, 4, true, takeWrite},
+		{"structured, all to 2 workers, WriteNow says no", true, 2, false, refuseWrite},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			x := newFileExport(t, base, spanEnd)
-			x.noCache.Store(tc.noCache)
-			c := dial(t, serveExport(t, Config{MaxInFlight: 4}, x), ClientFixedNewstyle|ClientNoZeroes)
+			x := newFakeStore(t, base)
+			x.now, x.later = always(toWorker), bySize
+			if tc.mixed {
+				x.now = mixed
+			}
+			x.writeNow.Store(tc.writeNow)
+			c := dial(t, serveExport(t, Config{MaxInFlight: tc.workers}, x), ClientFixedNewstyle|ClientNoZeroes)
 			c.open("disk", tc.structured)
 			r := rand.New(rand.NewPCG(1, 2))
 			model := bytes.Clone(base)
@@ -415,7 +273,7 @@ func TestFastPathPipelined(t *testing.T) {
 					for i := range p {
 						p[i] = byte(r.Uint32())
 					}
-					off := spanEnd + writes*len(p)
+					off := readEnd + writes*len(p)
 					var flags CmdFlags
 					if writes%4 == 0 {
 						flags, fuas = CmdFlagFUA, fuas+1
@@ -427,34 +285,36 @@ func TestFastPathPipelined(t *testing.T) {
 					continue
 				}
 				n := sizes[reads%len(sizes)]
-				off := r.IntN(spanEnd - n)
+				off := r.IntN(readEnd - n)
 				batch = AppendRequest(batch, Request{Type: CmdRead, Handle: h, Offset: uint64(off), Length: uint32(n)})
 				want[h], lens[h], offs[h] = base[off:off+n], n, uint64(off)
 				reads++
 			}
 			c.exchange(batch, want, lens, offs)
-			if got := x.content(t, spanEnd, size-spanEnd); !bytes.Equal(got, model[spanEnd:]) {
+			if got := x.content(t, readEnd, size-readEnd); !bytes.Equal(got, model[readEnd:]) {
 				t.Fatal("the export does not hold what the WRITEs wrote")
 			}
-			served := x.spans.Load() + x.cachedReads.Load() + x.readAts.Load()
-			if served != int64(reads) {
-				t.Fatalf("READs served %d times (sendfile %d, cache %d, ReadAt %d), want %d", served, x.spans.Load(), x.cachedReads.Load(), x.readAts.Load(), reads)
-			}
-			if x.spans.Load() == 0 {
-				t.Error("no READ went by sendfile")
-			}
-			wantCached, wantWriteAts := int64(writes-fuas), int64(fuas)
-			if tc.noCache {
-				wantCached, wantWriteAts = 0, int64(writes)
-				if x.cachedReads.Load() != 0 {
-					t.Error("ReadCached said no, yet READs were counted as cached")
+			now, later := x.counts()
+			var onLoop, byWorker int64
+			for a := range answers {
+				if a != toWorker {
+					onLoop += now[a]
 				}
-			} else if x.cachedReads.Load() == 0 {
-				t.Error("no READ was answered from cache")
+				byWorker += later[a]
 			}
-			if x.cachedWrites.Load() != wantCached || x.writeAts.Load() != wantWriteAts || x.flushes.Load() != int64(fuas) {
-				t.Errorf("WRITEs: %d cached, %d WriteAt, %d Flush; want %d, %d, %d",
-					x.cachedWrites.Load(), x.writeAts.Load(), x.flushes.Load(), wantCached, wantWriteAts, fuas)
+			if onLoop+byWorker != int64(reads) || byWorker != now[toWorker] {
+				t.Fatalf("READs: ReadNow answered %v, ReadSpan %v; want %d in all, and a ReadSpan for every READ ReadNow sent to a worker", now, later, reads)
+			}
+			if tc.mixed && (now[fileSpan] == 0 || now[ownBytes] == 0 || now[fillP] == 0 || later[ownBytes] == 0 || later[fillP] == 0) {
+				t.Errorf("READ answers %v on the loop and %v on workers: want every kind of answer", now, later)
+			}
+			wantTaken, wantWriteAts := int64(writes-fuas), int64(fuas)
+			if tc.writeNow == refuseWrite {
+				wantTaken, wantWriteAts = 0, int64(writes)
+			}
+			if x.writesNow.Load() != wantTaken || x.writeAts.Load() != wantWriteAts || x.flushes.Load() != int64(fuas) {
+				t.Errorf("WRITEs: %d taken on the loop, %d WriteAt, %d Flush; want %d, %d, %d",
+					x.writesNow.Load(), x.writeAts.Load(), x.flushes.Load(), wantTaken, wantWriteAts, fuas)
 			}
 			c.send(Request{Type: CmdDisc}, nil)
 			c.expectClosed()

@@ -21,7 +21,7 @@ func (ss *session) transmit(ctx context.Context) error {
 	defer done()
 	ss.budget = budget{session: semaphore.NewWeighted(ss.srv.cfg.MaxBufferBytes), client: client}
 	ss.out = newWire(ss.conn)
-	ss.store, ss.files = storeOf(ss.export), ss.out.sendsFiles()
+	ss.files = ss.out.sendsFiles()
 	w := ss.startWorkers()
 	defer w.stop()
 	for {
@@ -114,7 +114,7 @@ func (ss *session) answerNow(j *job) (answered bool) {
 		return true
 	case req.Type == CmdRead:
 		buf := getBuf(n)
-		s, ok := ss.store.ReadNow(buf, int64(req.Offset), ss.files)
+		s, ok := ss.export.ReadNow(buf, int64(req.Offset), ss.files)
 		if !ok {
 			putBuf(buf)
 			return false
@@ -126,7 +126,7 @@ func (ss *session) answerNow(j *job) (answered bool) {
 		}
 		return true
 	case req.Type == CmdWrite && n > 0 && req.Flags&CmdFlagFUA == 0:
-		if !ss.store.WriteNow(j.payload, int64(req.Offset)) {
+		if !ss.export.WriteNow(j.payload, int64(req.Offset)) {
 			return false
 		}
 		ss.hold()
@@ -199,7 +199,7 @@ func (ss *session) check(req Request) (Errno, string) {
 	if bad := req.Flags &^ allowed; bad != 0 {
 		return EINVAL, fmt.Sprintf("flags %#x are not valid for %v", uint16(bad), req.Type)
 	}
-	if writes && ss.export.ReadOnly() {
+	if writes && ss.info.ReadOnly {
 		return EPERM, fmt.Sprintf("export %q is read-only", ss.exportName)
 	}
 	if req.Type == CmdFlush {
@@ -235,7 +235,7 @@ func (ss *session) handle(j job) {
 	case CmdRead:
 		buf := getBuf(int(n))
 		var sp Span
-		if sp, err = ss.store.ReadSpan(buf, off); err == nil {
+		if sp, err = ss.export.ReadSpan(buf, off); err == nil {
 			ss.replySpan(req, buf, sp, weight)
 			return
 		}
@@ -247,7 +247,7 @@ func (ss *session) handle(j job) {
 	case CmdTrim:
 		err = e.Trim(off, n)
 	case CmdWriteZeroes:
-		err = writeZeroes(e, off, n, req.Flags&CmdFlagNoHole != 0)
+		err = e.WriteZeroes(off, n, req.Flags&CmdFlagNoHole != 0)
 	}
 	if err == nil && req.Flags&CmdFlagFUA != 0 && req.Type != CmdRead && req.Type != CmdFlush {
 		err = e.Flush()
@@ -259,21 +259,4 @@ func (ss *session) handle(j job) {
 		return
 	}
 	ss.replyOK(req, weight)
-}
-
-// zeroBuf is shared read-only by every writeZeroes fallback.
-var zeroBuf = make([]byte, 256<<10)
-
-func writeZeroes(e Export, off, n int64, noHole bool) error {
-	if z, ok := e.(Zeroer); ok {
-		return z.WriteZeroes(off, n, noHole)
-	}
-	for n > 0 {
-		c := min(n, int64(len(zeroBuf)))
-		if _, err := e.WriteAt(zeroBuf[:c], off); err != nil {
-			return err
-		}
-		off, n = off+c, n-c
-	}
-	return nil
 }

@@ -7,18 +7,11 @@ import (
 	"time"
 )
 
-type revocableExport struct {
-	*memExport
-	revoked chan struct{}
-}
-
-func (r revocableExport) Revoked() <-chan struct{} { return r.revoked }
-
 // TestRevokeEndsSession: closing an export's Revoked channel ends a live
 // session promptly, over TCP, with ErrRevoked in its statistics; requests
 // before it are answered.
 func TestRevokeEndsSession(t *testing.T) {
-	x := revocableExport{&memExport{b: pattern(64 << 10)}, make(chan struct{})}
+	x := &memExport{b: pattern(64 << 10), revoked: make(chan struct{})}
 	stats := make(chan SessionStats, 1)
 	c := dial(t, serveExport(t, Config{Hook: hookFunc(func(s SessionStats) { stats <- s })}, x), ClientFixedNewstyle|ClientNoZeroes)
 	c.open("any", false)

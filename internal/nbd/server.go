@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"math"
 	"net"
@@ -210,8 +209,8 @@ func (s *Server) serveConn(ctx context.Context, conn net.Conn, handshakeDone fun
 	err := ss.run(ctx)
 	stop()
 	conn.Close()
-	if c, ok := ss.export.(io.Closer); ok {
-		if cerr := c.Close(); cerr != nil {
+	if ss.export != nil {
+		if cerr := ss.export.Close(); cerr != nil {
 			ss.log.Warn("nbd export close failed", "export", s.label(ss.exportName), "err", cerr)
 		}
 	}

@@ -37,6 +37,7 @@ type session struct {
 	// Set once the client chose an export.
 	exportName string
 	export     Export
+	info       ExportInfo // the export's, read once at attach
 	size       uint64
 	flags      TransmissionFlags
 	minBlock   uint32
@@ -47,8 +48,7 @@ type session struct {
 	stalled bool   // the budget has held back a request (logged once)
 	out     wire
 	replies replyQueue
-	store   Store // the export's, or ReadAt and WriteAt behind one
-	files   bool  // out can send file spans
+	files   bool // out can send file spans
 
 	revoked                      atomic.Bool
 	bytesRead, bytesWritten, ops atomic.Int64
@@ -57,7 +57,8 @@ type session struct {
 var (
 	// errAbort ends a session the client closed with NBD_OPT_ABORT.
 	errAbort = errors.New("client sent NBD_OPT_ABORT")
-	// ErrRevoked ends the sessions of an export whose Revoker fired.
+	// ErrRevoked ends the sessions of an export whose Revoked channel
+	// was closed.
 	ErrRevoked = errors.New("the export was revoked (forced machine reset); connection closed")
 )
 
@@ -76,13 +77,13 @@ func (ss *session) run(ctx context.Context) error {
 		return nil
 	}
 	ss.log.Info("nbd client attached", "size", ss.size,
-		"read_only", ss.export.ReadOnly(), "structured_replies", ss.structured)
-	if rv, ok := ss.export.(Revoker); ok {
+		"read_only", ss.info.ReadOnly, "structured_replies", ss.structured)
+	if revoked := ss.info.Revoked; revoked != nil {
 		done := make(chan struct{})
 		defer close(done)
 		go func() {
 			select {
-			case <-rv.Revoked():
+			case <-revoked:
 				// Stop reading, like shutdown: in-flight requests finish.
 				ss.revoked.Store(true)
 				ss.conn.SetReadDeadline(time.Now())
@@ -192,21 +193,7 @@ func (ss *session) optList(data []byte) error {
 	if len(data) != 0 {
 		return ss.optError(OptList, RepErrInvalid, "NBD_OPT_LIST takes no data, got %d bytes", len(data))
 	}
-	l, ok := ss.srv.exports.(Lister)
-	if !ok {
-		return ss.optError(OptList, RepErrPolicy, "this server does not list its exports")
-	}
-	names, err := l.List(ss.remote)
-	if err != nil {
-		ss.log.Warn("nbd export list failed", "err", err)
-		return ss.optError(OptList, RepErrPolicy, "export list unavailable")
-	}
-	for _, n := range names {
-		if err := ss.optReply(OptList, RepServer, AppendServerReply(nil, n, "")); err != nil {
-			return err
-		}
-	}
-	return ss.optReply(OptList, RepAck, nil)
+	return ss.optError(OptList, RepErrPolicy, "this server does not list its exports")
 }
 
 // lookup asks the policy for an export and says which error reply a
@@ -239,7 +226,7 @@ func (ss *session) optExportName(data []byte) error {
 		// NBD_OPT_EXPORT_NAME has no error reply: proto.md says close.
 		return violation("NBD_OPT_EXPORT_NAME %q refused: %w", name, err)
 	}
-	ss.attach(name, e)
+	ss.attach(name, e, e.Info())
 	_, err = ss.conn.Write(AppendExportNameReply(nil, ss.size, ss.flags, ss.noZeroes))
 	return err
 }
@@ -257,18 +244,18 @@ func (ss *session) optInfo(o Option, data []byte) (bool, error) {
 		}
 		return false, ss.optReply(o, rt, []byte(msg))
 	}
-	minB, prefB, maxB := blockSizes(e)
+	info := e.Info()
+	minB, prefB, maxB := blockSizes(info)
 	if o == OptGo && minB > 1 && !req.Requested(InfoBlockSize) {
-		closeExport(e)
+		e.Close()
 		return false, ss.optError(o, RepErrBlockSizeRq, "export %q needs requests aligned to %d bytes; request NBD_INFO_BLOCK_SIZE", req.Name, minB)
 	}
-	flags := ss.transmissionFlags(e)
-	infos := []Info{{Type: InfoExport, Size: uint64(e.Size()), Flags: flags}}
+	infos := []Info{{Type: InfoExport, Size: uint64(info.Size), Flags: ss.transmissionFlags(info)}}
 	if req.Requested(InfoName) {
 		infos = append(infos, Info{Type: InfoName, Text: req.Name})
 	}
-	if d, ok := e.(Describer); ok && req.Requested(InfoDescription) {
-		infos = append(infos, Info{Type: InfoDescription, Text: d.Description()})
+	if info.Description != "" && req.Requested(InfoDescription) {
+		infos = append(infos, Info{Type: InfoDescription, Text: info.Description})
 	}
 	if req.Requested(InfoBlockSize) {
 		infos = append(infos, Info{Type: InfoBlockSize, MinBlock: minB, PreferredBlock: prefB, MaxBlock: maxB})
@@ -279,34 +266,35 @@ func (ss *session) optInfo(o Option, data []byte) (bool, error) {
 	}
 	out = AppendOptionReply(out, o, RepAck, nil)
 	if _, err := ss.conn.Write(out); err != nil {
-		closeExport(e)
+		e.Close()
 		return false, err
 	}
 	if o == OptInfo {
-		closeExport(e)
+		e.Close()
 		return false, nil
 	}
-	ss.attach(req.Name, e)
+	ss.attach(req.Name, e, info)
 	return true, nil
 }
 
-func (ss *session) attach(name string, e Export) {
-	ss.exportName, ss.export = name, e
-	ss.size = uint64(e.Size())
-	ss.flags = ss.transmissionFlags(e)
-	ss.minBlock, _, ss.maxBlock = blockSizes(e)
+// attach makes e the session's export, described by info (e's Info).
+func (ss *session) attach(name string, e Export, info ExportInfo) {
+	ss.exportName, ss.export, ss.info = name, e, info
+	ss.size = uint64(info.Size)
+	ss.flags = ss.transmissionFlags(info)
+	ss.minBlock, _, ss.maxBlock = blockSizes(info)
 	ss.log = ss.log.With("export", ss.srv.label(name))
 }
 
-func (ss *session) transmissionFlags(e Export) TransmissionFlags {
+func (ss *session) transmissionFlags(info ExportInfo) TransmissionFlags {
 	f := FlagHasFlags | FlagSendFlush | FlagSendFUA
-	if e.ReadOnly() {
+	if info.ReadOnly {
 		// Nothing can change a read-only export, so every connection sees
 		// the same bytes: safe for clients to spread over connections.
 		f |= FlagReadOnly | FlagCanMultiConn
 	} else {
 		f |= FlagSendTrim | FlagSendWriteZeroes
-		if mc, ok := e.(MultiConner); ok && mc.MultiConn() {
+		if info.MultiConn {
 			f |= FlagCanMultiConn
 		}
 	}
@@ -317,29 +305,20 @@ func (ss *session) transmissionFlags(e Export) TransmissionFlags {
 	return f
 }
 
-// blockSizes returns the export's block size constraints, with defaults and
-// with max capped at MaxPayload.
-func blockSizes(e Export) (minB, prefB, maxB uint32) {
+// blockSizes returns the export's block size constraints, with defaults for
+// values that break their rules and with max capped at MaxPayload.
+func blockSizes(info ExportInfo) (minB, prefB, maxB uint32) {
 	minB, prefB, maxB = 1, 4096, MaxPayload
-	if bs, ok := e.(BlockSizer); ok {
-		mi, pr, ma := bs.BlockSize()
-		if mi >= 1 && mi <= 64<<10 && mi&(mi-1) == 0 {
-			minB = mi
-		}
-		if pr >= max(minB, 512) && pr&(pr-1) == 0 {
-			prefB = pr
-		}
-		if ma >= minB && ma%minB == 0 {
-			maxB = ma
-		}
+	if mi := info.MinBlock; mi >= 1 && mi <= 64<<10 && mi&(mi-1) == 0 {
+		minB = mi
+	}
+	if pr := info.PreferredBlock; pr >= max(minB, 512) && pr&(pr-1) == 0 {
+		prefB = pr
+	}
+	if ma := info.MaxBlock; ma >= minB && ma%minB == 0 {
+		maxB = ma
 	}
 	prefB = max(prefB, minB)
 	maxB = min(maxB, MaxPayload/minB*minB)
 	return minB, prefB, maxB
-}
-
-func closeExport(e Export) {
-	if c, ok := e.(io.Closer); ok {
-		c.Close()
-	}
 }

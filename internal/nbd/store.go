@@ -7,9 +7,9 @@ import (
 
 // Store is how an Export answers READs with data the server can send as
 // it is, and takes WRITEs without a worker. It is the whole contract
-// between the transport and storage: the server asks, sends the Span it
-// gets, and leaves every choice of where bytes come from to the Store. An
-// Export without it is served through ReadAt and WriteAt.
+// between the transport and storage on the data path: the server asks,
+// sends the Span it gets, and leaves every choice of where bytes come
+// from to the Store.
 type Store interface {
 	// ReadNow answers a READ of len(p) bytes at off on the request loop,
 	// only if it can without waiting for storage; false hands the READ to
@@ -39,27 +39,6 @@ type Span struct {
 	Bytes   []byte
 	File    *os.File
 	FileOff int64
-}
-
-// readerStore is the Store of an Export without one: everything goes to
-// a worker, which reads into the server's buffer.
-type readerStore struct{ e Export }
-
-func storeOf(e Export) Store {
-	if s, ok := e.(Store); ok {
-		return s
-	}
-	return readerStore{e}
-}
-
-func (readerStore) ReadNow([]byte, int64, bool) (Span, bool) { return Span{}, false }
-func (readerStore) WriteNow([]byte, int64) bool              { return false }
-
-func (s readerStore) ReadSpan(p []byte, off int64) (Span, error) {
-	if err := ReadFull(s.e, p, off); err != nil {
-		return Span{}, err
-	}
-	return Span{Bytes: p}, nil
 }
 
 // ReadFull fills p from r at off. An io.ReaderAt may return io.EOF with a

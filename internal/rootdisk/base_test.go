@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"os"
@@ -12,7 +13,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/bootfleet/bootfleet/internal/agent"
 	"github.com/bootfleet/bootfleet/internal/imagestore"
 	"github.com/bootfleet/bootfleet/internal/inventory"
 	"github.com/bootfleet/bootfleet/internal/nbd"
@@ -131,7 +131,7 @@ func TestBaseExportAnyServer(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if e := lookupAndRead(t, tt.m, tt.export, tt.remote, tt.want, baseContent); e != nil && !e.ReadOnly() {
+			if e := lookupAndRead(t, tt.m, tt.export, tt.remote, tt.want, baseContent); e != nil && !e.Info().ReadOnly {
 				t.Fatal("base export is writable")
 			}
 		})
@@ -216,7 +216,7 @@ func TestBaseExportRefusesWritesOverNBD(t *testing.T) {
 	}
 	defer c.Close()
 	c.SetDeadline(time.Now().Add(10 * time.Second))
-	info, err := agent.Handshake(c, export)
+	info, err := nbd.ClientHandshake(c, export)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -270,8 +270,22 @@ func lookupAndRead(t *testing.T, m *Manager, export, remote string, want error, 
 	}
 	defer e.(io.Closer).Close()
 	buf := make([]byte, 4096)
-	if _, err := e.ReadAt(buf, 8192); err != nil || !bytes.Equal(buf, content[8192:12288]) {
+	if err := readExport(e, buf, 8192); err != nil || !bytes.Equal(buf, content[8192:12288]) {
 		t.Fatalf("read %v, data equal %v", err, bytes.Equal(buf, content[8192:12288]))
 	}
 	return e
+}
+
+// readExport fills p from off through the export's Store, as the NBD
+// server's workers do.
+func readExport(e nbd.Export, p []byte, off int64) error {
+	s, err := e.ReadSpan(p, off)
+	if err != nil {
+		return err
+	}
+	if len(s.Bytes) != len(p) {
+		return fmt.Errorf("ReadSpan of %d bytes at %d returned %d bytes, want %d", len(p), off, len(s.Bytes), len(p))
+	}
+	copy(p, s.Bytes)
+	return nil
 }

@@ -4,7 +4,6 @@ import (
 	"crypto/subtle"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net"
 	"os"
@@ -337,17 +336,17 @@ func (e *export) Close() error {
 	return err
 }
 
-// MultiConn is true: every session of a machine shares its attachment's
-// one Disk (Lookup refuses a session of another image or mode), and a
-// Disk's Flush covers every write that completed before it, whichever
-// session made it.
-func (e *export) MultiConn() bool { return true }
-
-// Revoked is closed when a forced reset takes the disk away: the NBD
-// server then ends the machine's sessions.
-func (e *export) Revoked() <-chan struct{} { return e.a.revoked }
-
-var _ io.Closer = (*export)(nil)
+// Info is the disk's, with two additions. MultiConn: every session of a
+// machine shares its attachment's one Disk (Lookup refuses a session of
+// another image or mode), and a Disk's Flush covers every write that
+// completed before it, whichever session made it. Revoked is closed when
+// a forced reset takes the disk away: the NBD server then ends the
+// machine's sessions.
+func (e *export) Info() nbd.ExportInfo {
+	info := e.Disk.Info()
+	info.MultiConn, info.Revoked = true, e.a.revoked
+	return info
+}
 
 // OpenSessions is the number of open NBD sessions of all machines. It
 // walks the attached machines under the lock: fine every few seconds, not

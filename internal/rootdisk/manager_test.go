@@ -171,7 +171,7 @@ func read(t *testing.T, f *fixture, export string, n int, off int64) []byte {
 	}
 	defer e.(io.Closer).Close()
 	buf := make([]byte, n)
-	if _, err := e.ReadAt(buf, off); err != nil {
+	if err := readExport(e, buf, off); err != nil {
 		t.Fatal(err)
 	}
 	return buf
@@ -212,7 +212,7 @@ func TestOverlayModes(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer e.(io.Closer).Close()
-		if !e.ReadOnly() {
+		if !e.Info().ReadOnly {
 			t.Fatal("overlay none is writable")
 		}
 		if _, err := e.WriteAt(marker, 0); err == nil {
@@ -233,12 +233,12 @@ func TestResetRefusesConnected(t *testing.T) {
 	if err := f.m.Reset(mac, false); !errors.Is(err, inventory.ErrConflict) {
 		t.Fatalf("reset of a connected machine: %v, want ErrConflict", err)
 	}
-	rv, ok := e.(nbd.Revoker)
-	if !ok {
+	revoked := e.Info().Revoked
+	if revoked == nil {
 		t.Fatal("a machine's export cannot be revoked")
 	}
 	select {
-	case <-rv.Revoked():
+	case <-revoked:
 		t.Fatal("export revoked before any reset")
 	default:
 	}
@@ -246,12 +246,12 @@ func TestResetRefusesConnected(t *testing.T) {
 		t.Fatalf("forced reset: %v", err)
 	}
 	select {
-	case <-rv.Revoked():
+	case <-revoked:
 	default:
 		t.Fatal("forced reset left the machine's sessions open")
 	}
 	buf := make([]byte, 5)
-	e.ReadAt(buf, 0)
+	readExport(e, buf, 0)
 	if string(buf) == "dirty" {
 		t.Fatal("forced reset kept the overlay")
 	}
@@ -340,7 +340,7 @@ func TestSessionsShareOneDisk(t *testing.T) {
 			}
 			defer b.(io.Closer).Close()
 			for _, e := range []nbd.Export{a, b} {
-				if mc, ok := e.(nbd.MultiConner); !ok || !mc.MultiConn() {
+				if !e.Info().MultiConn {
 					t.Fatal("a machine's export does not offer multi-conn")
 				}
 			}
@@ -351,7 +351,7 @@ func TestSessionsShareOneDisk(t *testing.T) {
 				t.Fatal(err)
 			}
 			got := make([]byte, 6)
-			if _, err := b.ReadAt(got, 8192); err != nil || string(got) != "shared" {
+			if err := readExport(b, got, 8192); err != nil || string(got) != "shared" {
 				t.Fatalf("other session read %q, %v; want the first session's write", got, err)
 			}
 		})
@@ -391,7 +391,7 @@ func TestRestartKeepsExports(t *testing.T) {
 		t.Fatalf("reconnect after a restart: %v", err)
 	}
 	got := make([]byte, 7)
-	if _, err := e.ReadAt(got, 4096); err != nil || string(got) != "flushed" {
+	if err := readExport(e, got, 4096); err != nil || string(got) != "flushed" {
 		t.Fatalf("after restart read %q, %v; want the flushed write", got, err)
 	}
 	if _, err := f.m.Lookup(wrongSecret(ex), tcp("10.0.0.9")); !errors.Is(err, nbd.ErrRefused) {

@@ -10,7 +10,6 @@ import (
 	"net/netip"
 	"time"
 
-	"github.com/bootfleet/bootfleet/internal/agent"
 	"github.com/bootfleet/bootfleet/internal/nbd"
 	"github.com/bootfleet/bootfleet/internal/rootarg"
 )
@@ -33,7 +32,7 @@ func nbdReplay(ctx context.Context, local netip.Addr, target rootarg.Target, tra
 	defer stop()
 
 	conn.SetDeadline(time.Now().Add(30 * time.Second))
-	info, err := agent.Handshake(conn, target.Export)
+	info, err := nbd.ClientHandshake(conn, target.Export)
 	if err != nil {
 		return 0, err
 	}

@@ -17,7 +17,6 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/bootfleet/bootfleet/internal/agent"
 	"github.com/bootfleet/bootfleet/internal/nbd"
 	"github.com/bootfleet/bootfleet/internal/rootarg"
 )
@@ -145,7 +144,7 @@ func attachNBD(ns *netns, target rootarg.Target) (*nbdConn, error) {
 		return nil, err
 	}
 	c.SetDeadline(time.Now().Add(30 * time.Second))
-	info, err := agent.Handshake(c, target.Export)
+	info, err := nbd.ClientHandshake(c, target.Export)
 	if err != nil {
 		c.Close()
 		return nil, err

@@ -1,4 +1,4 @@
-package agent
+package nbd
 
 import (
 	"bytes"
@@ -18,9 +18,9 @@ func socketpair() (*os.File, *os.File, error) {
 	return os.NewFile(uintptr(fds[0]), "nbd-client"), os.NewFile(uintptr(fds[1]), "nbd-server"), nil
 }
 
-// TestHandshakeNbdkit is the interop test: nbdkit's strict exportname
+// TestClientHandshakeNbdkit is the interop test: nbdkit's strict exportname
 // filter only accepts the name we send, on a socketpair (no ports).
-func TestHandshakeNbdkit(t *testing.T) {
+func TestClientHandshakeNbdkit(t *testing.T) {
 	if _, err := exec.LookPath("nbdkit"); err != nil {
 		if os.Getenv("BOOTFLEET_CI") == "1" {
 			t.Fatal("BOOTFLEET_CI=1 but nbdkit is not installed; run scripts/deps.sh")
@@ -33,15 +33,15 @@ func TestHandshakeNbdkit(t *testing.T) {
 	}{{"good", false}, {"bad", true}} {
 		t.Run(tc.export, func(t *testing.T) {
 			c := nbdkitPipe(t, "--filter=exportname", "memory", "size=1M", "exportname-strict=true", "exportname=good")
-			info, err := Handshake(c, tc.export)
+			info, err := ClientHandshake(c, tc.export)
 			if tc.wantErr {
 				if err == nil {
-					t.Fatalf("Handshake(%q) = %+v; want a refusal", tc.export, info)
+					t.Fatalf("ClientHandshake(%q) = %+v; want a refusal", tc.export, info)
 				}
 				return
 			}
 			if err != nil || info.Size != 1<<20 {
-				t.Fatalf("Handshake = %+v, %v; want a 1 MiB export", info, err)
+				t.Fatalf("ClientHandshake = %+v, %v; want a 1 MiB export", info, err)
 			}
 		})
 	}
