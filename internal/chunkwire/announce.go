@@ -7,8 +7,8 @@ import (
 )
 
 // Announce answers a hello (a Request with no ranges) by unicast: the
-// server knows the content, multicasts it to Group, and will number its
-// next datagram NextSeq. An agent that gets an Announce and then no Data
+// server knows the content, multicasts it to Group as sender Sender, and
+// will number its next datagram NextSeq. An agent that gets an Announce and then no Data
 // knows the network drops the group, not that the server is down.
 //
 //	 0                   1                   2                   3
@@ -18,6 +18,8 @@ import (
 //	+---------------------------------------------------------------+
 //	|                  content size in bytes (64)                   |
 //	|                                                               |
+//	+---------------------------------------------------------------+
+//	|                          sender id                            |
 //	+---------------------------------------------------------------+
 //	|                     next sequence number                      |
 //	+-------------------------------+-------------------------------+
@@ -31,6 +33,7 @@ import (
 type Announce struct {
 	Content ContentID
 	Size    int64
+	Sender  uint32
 	NextSeq uint32
 	Group   netip.AddrPort
 }
@@ -40,6 +43,7 @@ func (a *Announce) Append(dst []byte) []byte {
 	start := len(dst)
 	dst = appendHeader(dst, TypeAnnounce, a.Content)
 	dst = binary.BigEndian.AppendUint64(dst, uint64(a.Size))
+	dst = binary.BigEndian.AppendUint32(dst, a.Sender)
 	dst = binary.BigEndian.AppendUint32(dst, a.NextSeq)
 	dst = binary.BigEndian.AppendUint16(dst, a.Group.Port())
 	dst = append(dst, 0, 0)
@@ -59,20 +63,21 @@ func ParseAnnounce(b []byte) (Announce, error) {
 		return Announce{}, fmt.Errorf("%w: announce of %d bytes, want %d", ErrMalformed, len(b), AnnounceLen)
 	}
 	size := binary.BigEndian.Uint64(b[16:24])
-	port := binary.BigEndian.Uint16(b[28:30])
-	addr := netip.AddrFrom16([16]byte(b[32:48])).Unmap()
+	port := binary.BigEndian.Uint16(b[32:34])
+	addr := netip.AddrFrom16([16]byte(b[36:52])).Unmap()
 	switch {
 	case size > 1<<62:
 		return Announce{}, fmt.Errorf("%w: content size %d, want at most 2^62", ErrMalformed, size)
-	case b[30] != 0 || b[31] != 0:
-		return Announce{}, fmt.Errorf("%w: reserved bytes %#02x %#02x, want 0", ErrMalformed, b[30], b[31])
+	case b[34] != 0 || b[35] != 0:
+		return Announce{}, fmt.Errorf("%w: reserved bytes %#02x %#02x, want 0", ErrMalformed, b[34], b[35])
 	case !addr.IsMulticast() || port == 0:
 		return Announce{}, fmt.Errorf("%w: group %v port %d, want a multicast address and a port", ErrMalformed, addr, port)
 	}
 	return Announce{
 		Content: id,
 		Size:    int64(size),
-		NextSeq: binary.BigEndian.Uint32(b[24:28]),
+		Sender:  binary.BigEndian.Uint32(b[24:28]),
+		NextSeq: binary.BigEndian.Uint32(b[28:32]),
 		Group:   netip.AddrPortFrom(addr, port),
 	}, nil
 }

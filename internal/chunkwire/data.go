@@ -21,6 +21,8 @@ const (
 //	+---------------------------------------------------------------+
 //	|          common header (16 bytes, type 1), see Peek           |
 //	+---------------------------------------------------------------+
+//	|                          sender id                            |
+//	+---------------------------------------------------------------+
 //	|                       sequence number                         |
 //	+---------------------------------------------------------------+
 //	|                         chunk index                           |
@@ -30,10 +32,14 @@ const (
 //	|           payload (1 to 1024 bytes) ...                       |
 //	+---------------------------------------------------------------+
 //
-// Sequence numbers count every datagram the server sends to the group and
-// wrap at 2^32, so a receiver that sees a gap knows how many it lost.
+// The sender id is a random number a server picks at start. Sequence
+// numbers count every datagram one sender sends and wrap at 2^32, so a
+// receiver that sees a gap in one sender's numbers knows how many it lost,
+// even when two servers of a fleet send the same content to its group or
+// a server restarts.
 type Data struct {
 	Content  ContentID
+	Sender   uint32
 	Seq      uint32
 	Chunk    uint32
 	Fragment uint8 // 0 to FragmentsPerChunk-1
@@ -51,6 +57,7 @@ func (d *Data) Offset() int64 {
 func (d *Data) Append(dst []byte) []byte {
 	start := len(dst)
 	dst = appendHeader(dst, TypeData, d.Content)
+	dst = binary.BigEndian.AppendUint32(dst, d.Sender)
 	dst = binary.BigEndian.AppendUint32(dst, d.Seq)
 	dst = binary.BigEndian.AppendUint32(dst, d.Chunk)
 	dst = append(dst, d.Fragment, d.Flags)
@@ -71,12 +78,13 @@ func ParseData(b []byte) (Data, error) {
 	}
 	d := Data{
 		Content:  id,
-		Seq:      binary.BigEndian.Uint32(b[16:20]),
-		Chunk:    binary.BigEndian.Uint32(b[20:24]),
-		Fragment: b[24],
-		Flags:    b[25],
+		Sender:   binary.BigEndian.Uint32(b[16:20]),
+		Seq:      binary.BigEndian.Uint32(b[20:24]),
+		Chunk:    binary.BigEndian.Uint32(b[24:28]),
+		Fragment: b[28],
+		Flags:    b[29],
 	}
-	n := int(binary.BigEndian.Uint16(b[26:28]))
+	n := int(binary.BigEndian.Uint16(b[30:32]))
 	switch {
 	case d.Fragment >= FragmentsPerChunk:
 		return Data{}, fmt.Errorf("%w: fragment %d, want below %d", ErrMalformed, d.Fragment, FragmentsPerChunk)

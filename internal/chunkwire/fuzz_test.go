@@ -89,14 +89,14 @@ func FuzzParseAnnounce(f *testing.F) {
 // seedDatagrams are the seeds per target: valid datagrams of every shape,
 // and a few near misses the decoder must refuse.
 func seedDatagrams() map[string]map[string][]byte {
-	data := (&Data{Content: testID, Seq: 12, Chunk: 300, Fragment: 31, Flags: FlagEnd, Payload: bytes.Repeat([]byte("root"), 256)}).Append(nil)
+	data := (&Data{Content: testID, Sender: 0x5eed, Seq: 12, Chunk: 300, Fragment: 31, Flags: FlagEnd, Payload: bytes.Repeat([]byte("root"), 256)}).Append(nil)
 	short := (&Data{Content: testID, Seq: 1<<32 - 1, Chunk: 0, Fragment: 0, Payload: []byte{0}}).Append(nil)
 	badCRC := append([]byte(nil), short...)
 	badCRC[4] ^= 1
 	hello := (&Request{Content: testID, Receiver: 0xdeadbeef}).Append(nil)
 	repair := (&Request{Content: testID, Receiver: 7, Flags: FlagRepair, Ranges: []Range{{First: 5, Count: 1, Mask: 0x00010008}}}).Append(nil)
 	readAhead := (&Request{Content: testID, Receiver: 7, Ranges: []Range{{First: 0, Count: 4, Mask: AllFragments}, {First: 90, Count: 32, Mask: AllFragments}}}).Append(nil)
-	v4 := (&Announce{Content: testID, Size: 2 << 30, NextSeq: 1000, Group: netip.MustParseAddrPort("239.77.1.9:10810")}).Append(nil)
+	v4 := (&Announce{Content: testID, Size: 2 << 30, Sender: 0x5eed, NextSeq: 1000, Group: netip.MustParseAddrPort("239.77.1.9:10810")}).Append(nil)
 	v6 := (&Announce{Content: testID, Size: 123457, Group: netip.MustParseAddrPort("[ff15::1:bf]:10810")}).Append(nil)
 	return map[string]map[string][]byte{
 		"FuzzParseData":     {"full-fragment-end": data, "one-byte": short, "bad-crc": badCRC, "request-not-data": hello},

@@ -22,7 +22,7 @@ const (
 	// HeaderLen is the common header every datagram starts with.
 	HeaderLen = 16
 	// DataHeaderLen is a Data datagram without its payload.
-	DataHeaderLen = HeaderLen + 12
+	DataHeaderLen = HeaderLen + 16
 	// MaxDataLen is the largest Data datagram.
 	MaxDataLen = DataHeaderLen + FragmentSize
 	// RequestHeaderLen is a Request datagram without its ranges.
@@ -33,7 +33,7 @@ const (
 	// the same 1280-byte budget as a Data datagram.
 	MaxRanges = 96
 	// AnnounceLen is the length of an Announce datagram.
-	AnnounceLen = HeaderLen + 32
+	AnnounceLen = HeaderLen + 36
 
 	// Version is the protocol version this package speaks.
 	Version = 1

@@ -34,8 +34,8 @@ func refuses(t *testing.T, good []byte, parse func([]byte) error, cases []refusa
 
 func TestDataRoundTrip(t *testing.T) {
 	for _, d := range []Data{
-		{Content: testID, Seq: 0, Chunk: 0, Fragment: 0, Payload: bytes.Repeat([]byte{0xAA}, FragmentSize)},
-		{Content: testID, Seq: 1<<32 - 1, Chunk: 1<<32 - 1, Fragment: FragmentsPerChunk - 1, Flags: FlagEnd, Payload: []byte{1}},
+		{Content: testID, Sender: 9, Seq: 0, Chunk: 0, Fragment: 0, Payload: bytes.Repeat([]byte{0xAA}, FragmentSize)},
+		{Content: testID, Sender: 1<<32 - 1, Seq: 1<<32 - 1, Chunk: 1<<32 - 1, Fragment: FragmentsPerChunk - 1, Flags: FlagEnd, Payload: []byte{1}},
 	} {
 		b := d.Append(nil)
 		if len(b) != DataHeaderLen+len(d.Payload) {
@@ -68,16 +68,16 @@ func TestParseDataRefuses(t *testing.T) {
 		{"type", func(b []byte) []byte { b[3] = byte(TypeAnnounce); return seal(b) }, ErrType},
 		{"corrupt payload", func(b []byte) []byte { b[len(b)-1] ^= 1; return b }, ErrChecksum},
 		{"corrupt crc", func(b []byte) []byte { b[5] ^= 0x80; return b }, ErrChecksum},
-		{"fragment", func(b []byte) []byte { b[24] = FragmentsPerChunk; return seal(b) }, ErrMalformed},
-		{"flags", func(b []byte) []byte { b[25] = 2; return seal(b) }, ErrMalformed},
+		{"fragment", func(b []byte) []byte { b[28] = FragmentsPerChunk; return seal(b) }, ErrMalformed},
+		{"flags", func(b []byte) []byte { b[29] = 2; return seal(b) }, ErrMalformed},
 		{"zero length", func(b []byte) []byte {
-			binary.BigEndian.PutUint16(b[26:], 0)
+			binary.BigEndian.PutUint16(b[30:], 0)
 			return seal(b[:DataHeaderLen])
 		}, ErrMalformed},
-		{"length past datagram", func(b []byte) []byte { binary.BigEndian.PutUint16(b[26:], 5); return seal(b) }, ErrMalformed},
+		{"length past datagram", func(b []byte) []byte { binary.BigEndian.PutUint16(b[30:], 5); return seal(b) }, ErrMalformed},
 		{"too long", func(b []byte) []byte {
 			b = append(b[:DataHeaderLen], make([]byte, FragmentSize+1)...)
-			binary.BigEndian.PutUint16(b[26:], FragmentSize+1)
+			binary.BigEndian.PutUint16(b[30:], FragmentSize+1)
 			return seal(b)
 		}, ErrMalformed},
 	})
@@ -141,7 +141,7 @@ func TestParseRequestRefuses(t *testing.T) {
 
 func TestAnnounceRoundTrip(t *testing.T) {
 	for _, a := range []Announce{
-		{Content: testID, Size: 8 << 30, NextSeq: 99, Group: netip.MustParseAddrPort("239.1.2.3:10810")},
+		{Content: testID, Size: 8 << 30, Sender: 0xbf, NextSeq: 99, Group: netip.MustParseAddrPort("239.1.2.3:10810")},
 		{Content: testID, Size: 0, NextSeq: 0, Group: netip.MustParseAddrPort("[ff15::bf]:1")},
 	} {
 		b := a.Append(nil)
@@ -164,9 +164,9 @@ func TestParseAnnounceRefuses(t *testing.T) {
 		{"length", func(b []byte) []byte { return seal(b[:AnnounceLen-1]) }, ErrMalformed},
 		{"type", func(b []byte) []byte { b[3] = byte(TypeRequest); return seal(b) }, ErrType},
 		{"size", func(b []byte) []byte { b[16] = 0x80; return seal(b) }, ErrMalformed},
-		{"reserved", func(b []byte) []byte { b[31] = 1; return seal(b) }, ErrMalformed},
-		{"unicast group", func(b []byte) []byte { b[44] = 10; return seal(b) }, ErrMalformed},
-		{"no port", func(b []byte) []byte { b[28], b[29] = 0, 0; return seal(b) }, ErrMalformed},
+		{"reserved", func(b []byte) []byte { b[35] = 1; return seal(b) }, ErrMalformed},
+		{"unicast group", func(b []byte) []byte { b[48] = 10; return seal(b) }, ErrMalformed},
+		{"no port", func(b []byte) []byte { b[32], b[33] = 0, 0; return seal(b) }, ErrMalformed},
 	})
 }
 

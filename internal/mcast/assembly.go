@@ -2,6 +2,7 @@ package mcast
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/bits"
 	"time"
@@ -20,7 +21,7 @@ func (r *Receiver) Want(first, count uint32) {
 
 // want does Want with r.mu held.
 func (r *Receiver) want(first, count uint32, now time.Time) {
-	if r.silent {
+	if r.gaveUp != nil {
 		return
 	}
 	total := chunkwire.Chunks(r.cfg.Size)
@@ -86,8 +87,8 @@ func (r *Receiver) Wait(ctx context.Context, chunk uint32) error {
 	}
 	var err error
 	switch {
-	case r.silent:
-		err = ErrSilent
+	case r.gaveUp != nil:
+		err = r.gaveUp
 	case chunk >= chunkwire.Chunks(r.cfg.Size):
 		err = fmt.Errorf("mcast: chunk %d past the content's %d", chunk, chunkwire.Chunks(r.cfg.Size))
 	case a == nil && r.cfg.Cache.Has(chunk):
@@ -118,20 +119,16 @@ func (r *Receiver) Wait(ctx context.Context, chunk uint32) error {
 // take files one datagram of the content. r.mu is held.
 func (r *Receiver) take(d chunkwire.Data, now time.Time) {
 	r.lastHeard = now
-	if r.seqSeen {
-		if gap := d.Seq - r.lastSeq - 1; gap < 1<<31 {
-			r.st.Lost += uint64(gap)
-		}
+	lost, from, moved := r.follow(d, now)
+	r.st.Lost += uint64(lost)
+	if r.judgeLoss(1, lost); r.gaveUp != nil {
+		return
 	}
-	if !r.seqSeen || d.Seq-r.lastSeq < 1<<31 {
-		r.lastSeq, r.seqSeen = d.Seq, true
-	}
-	// The server sends a chunk's fragments together: once it has moved to
+	// A sender sends a chunk's fragments together: once it has moved to
 	// another chunk, what is missing of the last one was lost.
-	if r.lastChunk >= 0 && uint32(r.lastChunk) != d.Chunk {
-		r.repairIfLost(uint32(r.lastChunk), now)
+	if moved {
+		r.repairIfLost(from, now)
 	}
-	r.lastChunk = int64(d.Chunk)
 	a := r.pend[d.Chunk]
 	if a == nil {
 		if r.cfg.Cache.Has(d.Chunk) || d.Chunk >= chunkwire.Chunks(r.cfg.Size) || len(r.pend) >= r.cfg.MaxPending {
@@ -241,17 +238,30 @@ func (r *Receiver) tick(now time.Time) {
 		}
 	}
 	if !waitingSince.IsZero() && now.Sub(latest(waitingSince, r.lastHeard)) >= r.cfg.Silence {
-		r.silent, r.st.Silent = true, true
-		r.log.Warn("multicast: nothing arrived from the group; reading by unicast", "group", r.cfg.Group, "silence", r.cfg.Silence, "server_answered", r.st.Announced)
-		for c, a := range r.pend {
-			if a.wanted {
-				r.fail(c, fmt.Errorf("%w: %v, for %v (server answered the hello: %v)", ErrSilent, r.cfg.Group, r.cfg.Silence, r.st.Announced))
-			}
-		}
+		r.giveUp(fmt.Errorf("%w: %v, for %v (server answered the hello: %v)", ErrSilent, r.cfg.Group, r.cfg.Silence, r.st.Announced),
+			"multicast: nothing arrived from the group; reading by unicast", "silence", r.cfg.Silence, "server_answered", r.st.Announced)
 		return
 	}
 	r.repair(chunkwire.FlagRepair, lost, now)
 	r.repair(0, again, now)
+}
+
+// giveUp stops this receiver's use of the group: every wanted chunk and
+// every later Wait fail with err, which the caller takes as "read by
+// unicast". r.mu is held.
+func (r *Receiver) giveUp(err error, msg string, attrs ...any) {
+	if r.gaveUp != nil {
+		return
+	}
+	r.gaveUp = err
+	r.st.Silent = r.st.Silent || errors.Is(err, ErrSilent)
+	r.st.Lossy = r.st.Lossy || errors.Is(err, ErrLossy)
+	r.log.Warn(msg, append(attrs, "group", r.cfg.Group)...)
+	for c, a := range r.pend {
+		if a.wanted {
+			r.fail(c, err)
+		}
+	}
 }
 
 func latest(a, b time.Time) time.Time {

@@ -18,16 +18,20 @@
 //     SenderConfig.Rate, counted in bytes on the wire, and sends with TTL 1
 //     unless told otherwise;
 //   - the Receiver checks every datagram's CRC and content, counts gaps in
-//     the sequence numbers as losses, and asks again for what is missing
-//     as soon as the Sender has moved past a chunk (FlagEnd, or a datagram
-//     of another chunk), or RepairAfter after the last progress;
-//   - a chunk asked for more than MaxRepairs times fails with ErrLossy, and
-//     a receiver that has had no datagram within Silence of its first
-//     request fails every wait with ErrSilent: the caller reads those by
-//     unicast, so a lossy or cut-off agent never holds back the others.
+//     each sender's sequence numbers as losses (two servers of a fleet may
+//     send one content to one group), and asks again for what is missing
+//     as soon as that sender has moved past a chunk (FlagEnd, or a
+//     datagram of another chunk), or RepairAfter after the last progress;
+//   - a chunk asked for more than MaxRepairs times fails with ErrLossy; a
+//     receiver that loses more than MaxLoss of the group, or has had no
+//     datagram within Silence of wanting one (ErrSilent), gives the group
+//     up and fails every wait from then on. The caller reads those by
+//     unicast, so a lossy, slow or cut-off agent falls back alone and its
+//     repairs stop costing the others.
 //
-// Files: sender.go (request loop, queue, paced send), receiver.go
-// (assembly, repair, silence), cache.go (MemCache, preallocated chunk
+// Files: sender.go (request loop, paced send), queue.go (merging and
+// suppression), receiver.go (sockets, requests), assembly.go (chunks,
+// repair, silence), stream.go (per-sender sequence, loss), cache.go (MemCache, preallocated chunk
 // slots), pacer.go (token bucket), socket.go (sockets with their
 // multicast options).
 package mcast

@@ -22,8 +22,10 @@ var (
 	// Receiver stays silent: every later Wait returns it at once.
 	ErrSilent = errors.New("mcast: nothing arrived from the group")
 	// ErrLossy: the chunk was asked for again MaxRepairs times and is
-	// still incomplete.
-	ErrLossy = errors.New("mcast: chunk still incomplete after repairs")
+	// still incomplete, or this machine lost more than MaxLoss of the
+	// group's datagrams; then every later Wait returns it at once, and the
+	// machine's repairs stop costing the others bandwidth.
+	ErrLossy = errors.New("mcast: too much of the group lost")
 	// ErrNoSlot: the cache has no slot to assemble the chunk in.
 	ErrNoSlot = errors.New("mcast: no cache slot for the chunk")
 )
@@ -70,6 +72,10 @@ type ReceiverConfig struct {
 	MaxRepairs int
 	// MaxPending bounds the chunks being assembled at once. Default 512.
 	MaxPending int
+	// MaxLoss is the share of the group's datagrams this machine may lose,
+	// judged over every 512, before it gives the group up with ErrLossy.
+	// Default 0.2; 0 < MaxLoss <= 1.
+	MaxLoss float64
 }
 
 // ReceiverStats counts what a Receiver has done. Unicast bytes are the
@@ -84,7 +90,8 @@ type ReceiverStats struct {
 	Chunks     uint64 // chunks committed to the cache
 	Fallbacks  uint64 // waits that failed: reads left to unicast
 	Announced  bool   // the server answered the hello
-	Silent     bool   // ErrSilent was declared
+	Silent     bool   // the group was given up with ErrSilent
+	Lossy      bool   // the group was given up with ErrLossy
 }
 
 // Receiver joins a content's group and assembles the chunks it asks for,
@@ -98,10 +105,10 @@ type Receiver struct {
 	mu         sync.Mutex
 	pend       map[uint32]*assembly
 	lastHeard  time.Time
-	lastChunk  int64 // chunk of the last datagram; -1 for none
-	lastSeq    uint32
-	seqSeen    bool
-	silent     bool
+	streams    [maxStreams]stream
+	winTaken   uint32 // datagrams taken in the loss window
+	winLost    uint32 // datagrams lost in the loss window
+	gaveUp     error  // ErrSilent or ErrLossy once the group is given up
 	st         ReceiverStats
 	reqBuf     []byte
 	repairList []chunkwire.Range
@@ -141,6 +148,12 @@ func NewReceiver(cfg ReceiverConfig) (*Receiver, error) {
 	if cfg.MaxPending == 0 {
 		cfg.MaxPending = 512
 	}
+	if cfg.MaxLoss == 0 {
+		cfg.MaxLoss = 0.2
+	}
+	if cfg.MaxLoss < 0 || cfg.MaxLoss > 1 {
+		return nil, fmt.Errorf("mcast: receiver max loss %v, want more than 0 and at most 1", cfg.MaxLoss)
+	}
 	if cfg.RepairAfter < time.Millisecond || cfg.Silence < cfg.RepairAfter || cfg.AskAgain < cfg.RepairAfter {
 		return nil, fmt.Errorf("mcast: receiver repair after %v, ask again %v, silence %v: want at least 1ms, and the others no shorter", cfg.RepairAfter, cfg.AskAgain, cfg.Silence)
 	}
@@ -160,7 +173,7 @@ func NewReceiver(cfg ReceiverConfig) (*Receiver, error) {
 		g.Close()
 		return nil, fmt.Errorf("mcast: open request socket: %w", err)
 	}
-	return &Receiver{cfg: cfg, log: log, group: g, uc: uc, pend: map[uint32]*assembly{}, lastChunk: -1}, nil
+	return &Receiver{cfg: cfg, log: log, group: g, uc: uc, pend: map[uint32]*assembly{}}, nil
 }
 
 // Close leaves the group and closes the sockets; Run returns.

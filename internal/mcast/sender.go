@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math/rand/v2"
 	"net"
 	"net/netip"
 	"sync"
@@ -68,6 +69,7 @@ type Sender struct {
 	contents map[chunkwire.ContentID]*Content
 	q        *queue
 	wake     chan struct{} // a job was queued
+	id       uint32        // sender id in every datagram, random per Sender
 	seq      uint32        // next sequence number, owned by the send loop
 	nextSeq  atomic.Uint32 // seq as the request loop may read it
 
@@ -101,7 +103,7 @@ func NewSender(conn net.PacketConn, cfg SenderConfig) (*Sender, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Sender{conn: conn, cfg: cfg, log: log, contents: map[chunkwire.ContentID]*Content{}, q: newQueue(), wake: make(chan struct{}, 1)}, nil
+	return &Sender{conn: conn, cfg: cfg, log: log, id: rand.Uint32() | 1, contents: map[chunkwire.ContentID]*Content{}, q: newQueue(), wake: make(chan struct{}, 1)}, nil
 }
 
 // Add serves c from now on. A content already served is replaced.
@@ -196,7 +198,7 @@ func (s *Sender) handle(req chunkwire.Request) (chunkwire.Announce, bool) {
 		return chunkwire.Announce{}, false
 	}
 	if len(req.Ranges) == 0 {
-		return chunkwire.Announce{Content: c.ID, Size: c.Size, NextSeq: s.nextSeq.Load(), Group: c.Group}, true
+		return chunkwire.Announce{Content: c.ID, Size: c.Size, Sender: s.id, NextSeq: s.nextSeq.Load(), Group: c.Group}, true
 	}
 	s.requests.Add(1)
 	repair := req.Flags&chunkwire.FlagRepair != 0
@@ -280,7 +282,7 @@ func (s *Sender) sendChunk(ctx context.Context, p *pacer, c *Content, j job, chu
 		if j.mask&(1<<f) == 0 {
 			continue
 		}
-		d := chunkwire.Data{Content: c.ID, Seq: s.seq, Chunk: j.key.chunk, Fragment: uint8(f)}
+		d := chunkwire.Data{Content: c.ID, Sender: s.id, Seq: s.seq, Chunk: j.key.chunk, Fragment: uint8(f)}
 		if j.mask>>(f+1) == 0 {
 			d.Flags = chunkwire.FlagEnd
 		}

@@ -118,3 +118,27 @@ func TestBlockedGroupFallsBackWithinSilence(t *testing.T) {
 		t.Fatalf("wait once silent: %v after %v, want %v at once", err, time.Since(start), ErrSilent)
 	}
 }
+
+// TestLossyReceiverFallsBackAlone: the network loses a third of the
+// datagrams. A receiver that allows 20 % gives the group up with ErrLossy
+// and stops asking; one that allows more completes by multicast.
+func TestLossyReceiverFallsBackAlone(t *testing.T) {
+	const size = 1 << 20
+	r := newRig(t, size, SenderConfig{Rate: 40 << 20}, func(n uint64) bool { return n%3 == 0 })
+	strict, _ := r.receiver(ReceiverConfig{MaxLoss: 0.2})
+	tolerant, cache := r.receiver(ReceiverConfig{MaxLoss: 0.5, MaxRepairs: 30})
+	_, errs := r.fetchAll([]*Receiver{strict, tolerant}, 30*time.Second)
+	st := strict.Stats()
+	if !errors.Is(errs[0], ErrLossy) || !st.Lossy || st.Silent {
+		t.Fatalf("strict receiver: %v, stats %+v; want %v", errs[0], st, ErrLossy)
+	}
+	requests := st.Requests
+	if errs[1] != nil {
+		t.Fatalf("tolerant receiver: %v (stats %+v)", errs[1], tolerant.Stats())
+	}
+	r.checkContent("tolerant receiver", cache)
+	if got := strict.Stats().Requests; got != requests {
+		t.Fatalf("the strict receiver sent %d requests after it gave up", got-requests)
+	}
+	t.Logf("strict %+v; tolerant %+v", st, tolerant.Stats())
+}
