@@ -170,18 +170,20 @@ func (r *Receiver) take(d chunkwire.Data, now time.Time) {
 // receiver wants it. r.mu is held.
 func (r *Receiver) repairIfLost(chunk uint32, now time.Time) {
 	if a := r.pend[chunk]; a != nil && a.wanted {
-		r.repair(chunkwire.FlagRepair, []uint32{chunk}, now)
+		r.repair(chunkwire.FlagRepair, []uint32{chunk}, true, now)
 	}
 }
 
-// repair asks again for the missing fragments of chunks, failing those
-// asked for too often; flags is FlagRepair when they were lost, 0 when
-// the request may have been. r.mu is held.
-func (r *Receiver) repair(flags uint16, chunks []uint32, now time.Time) {
+// repair asks again for the missing fragments of chunks; flags is
+// FlagRepair when they were lost, 0 when the request may have been. A
+// counted ask fails the chunk past MaxRepairs. r.mu is held.
+func (r *Receiver) repair(flags uint16, chunks []uint32, counted bool, now time.Time) {
 	ranges := r.repairList[:0]
 	for _, c := range chunks {
 		a := r.pend[c]
-		a.repairs++
+		if counted {
+			a.repairs++
+		}
 		if a.repairs > r.cfg.MaxRepairs {
 			r.fail(c, fmt.Errorf("%w: chunk %d asked for %d times, %d of %d fragments arrived", ErrLossy, c, a.repairs, bits.OnesCount32(a.have), bits.OnesCount32(a.need)))
 			continue
@@ -208,14 +210,16 @@ func (r *Receiver) fail(chunk uint32, err error) {
 // assemblies nobody asked for that stopped. It runs every RepairAfter/2.
 //
 // A wanted chunk of which some fragments arrived and then none for
-// RepairAfter has lost the rest: it is repaired. One of which nothing
-// arrived may only be queued behind other agents' chunks at the server,
-// so it is asked for again only when the server has gone quiet for
-// RepairAfter (the request was lost) or after AskAgain.
+// RepairAfter has lost the rest: it is repaired, and that counts towards
+// MaxRepairs. One of which nothing arrived may only be queued behind other
+// agents' chunks at the server: it is asked for again when the sender has
+// gone quiet for RepairAfter (the request was lost, or the group is cut,
+// which Silence settles: not counted), or after AskAgain while the sender
+// sends others (counted).
 func (r *Receiver) tick(now time.Time) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	var lost, again []uint32
+	var lost, quiet, busy []uint32
 	waitingSince := time.Time{}
 	serverQuiet := now.Sub(r.lastHeard) >= r.cfg.RepairAfter
 	for c, a := range r.pend {
@@ -233,8 +237,10 @@ func (r *Receiver) tick(now time.Time) {
 		switch {
 		case a.have != 0 && idle:
 			lost = append(lost, c)
-		case a.have == 0 && (idle && serverQuiet || now.Sub(a.asked) >= r.cfg.AskAgain):
-			again = append(again, c)
+		case a.have == 0 && idle && serverQuiet:
+			quiet = append(quiet, c)
+		case a.have == 0 && now.Sub(a.asked) >= r.cfg.AskAgain:
+			busy = append(busy, c)
 		}
 	}
 	if !waitingSince.IsZero() && now.Sub(latest(waitingSince, r.lastHeard)) >= r.cfg.Silence {
@@ -242,8 +248,9 @@ func (r *Receiver) tick(now time.Time) {
 			"multicast: nothing arrived from the group; reading by unicast", "silence", r.cfg.Silence, "server_answered", r.st.Announced)
 		return
 	}
-	r.repair(chunkwire.FlagRepair, lost, now)
-	r.repair(0, again, now)
+	r.repair(chunkwire.FlagRepair, lost, true, now)
+	r.repair(0, quiet, false, now)
+	r.repair(0, busy, true, now)
 }
 
 // giveUp stops this receiver's use of the group: every wanted chunk and

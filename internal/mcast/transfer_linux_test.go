@@ -97,9 +97,11 @@ func TestSenderKeepsToItsRate(t *testing.T) {
 // TestBlockedGroupFallsBackWithinSilence: the network drops the group, as
 // a switch with IGMP snooping and no querier does; the server still
 // answers by unicast. The agent's wait fails with ErrSilent within the
-// silence it was given, and every later wait at once.
+// silence it was given, and every later wait at once. The silence is
+// longer than MaxRepairs asks RepairAfter apart: asking a silent group
+// again must not fail a chunk as lossy before the silence is up.
 func TestBlockedGroupFallsBackWithinSilence(t *testing.T) {
-	const silence = 400 * time.Millisecond
+	const silence = 800 * time.Millisecond
 	r := newRig(t, 256<<10, SenderConfig{Rate: 40 << 20}, func(uint64) bool { return true })
 	rc, _ := r.receiver(ReceiverConfig{Silence: silence})
 	took, errs := r.fetchAll([]*Receiver{rc}, 10*time.Second)
