@@ -56,6 +56,7 @@ type SenderStats struct {
 	Chunks     uint64 // passes over a chunk
 	Datagrams  uint64 // data datagrams sent
 	Bytes      uint64 // UDP payload bytes of the data datagrams
+	SendErrors uint64 // data datagrams the socket refused
 }
 
 // Sender serves Requests on one socket and multicasts the chunks asked
@@ -74,7 +75,7 @@ type Sender struct {
 	nextSeq  atomic.Uint32 // seq as the request loop may read it
 
 	requests, repairs, hellos, unknown, merged, suppressed atomic.Uint64
-	chunks, datagrams, bytes                               atomic.Uint64
+	chunks, datagrams, bytes, sendErrors                   atomic.Uint64
 }
 
 // NewSender checks cfg and returns a Sender on conn, which it reads
@@ -134,11 +135,13 @@ func (s *Sender) Stats() SenderStats {
 		Requests: s.requests.Load(), Repairs: s.repairs.Load(), Hellos: s.hellos.Load(),
 		Unknown: s.unknown.Load(), Merged: s.merged.Load(), Suppressed: s.suppressed.Load(),
 		Chunks: s.chunks.Load(), Datagrams: s.datagrams.Load(), Bytes: s.bytes.Load(),
+		SendErrors: s.sendErrors.Load(),
 	}
 }
 
 // Run reads requests and sends what they ask for until ctx ends, then
-// returns nil; or returns the first error reading the socket.
+// returns nil; or returns the first error reading the socket. Run once:
+// it leaves the socket's read deadline passed.
 func (s *Sender) Run(ctx context.Context) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -296,8 +299,12 @@ func (s *Sender) sendChunk(ctx context.Context, p *pacer, c *Content, j job, chu
 		s.nextSeq.Store(s.seq)
 		if _, err := s.conn.WriteTo(dgram, to); err != nil {
 			// A full socket buffer or a route that went away loses this
-			// datagram like the network would; the agents ask again.
-			s.log.Warn("multicast: send failed", "group", c.Group, "chunk", j.key.chunk, "err", err)
+			// datagram like the network would; the agents ask again. The
+			// log gets the 1st, 2nd, 4th, 8th... failure, not a line per
+			// datagram at line rate.
+			if n := s.sendErrors.Add(1); n&(n-1) == 0 {
+				s.log.Warn("multicast: send failed", "group", c.Group, "chunk", j.key.chunk, "failures", n, "err", err)
+			}
 			continue
 		}
 		s.datagrams.Add(1)
