@@ -49,7 +49,7 @@ func (a *Announce) Append(dst []byte) []byte {
 	dst = append(dst, 0, 0)
 	addr := a.Group.Addr().As16()
 	dst = append(dst, addr[:]...)
-	seal(dst[start:])
+	Seal(dst[start:])
 	return dst
 }
 

@@ -63,7 +63,7 @@ func (d *Data) Append(dst []byte) []byte {
 	dst = append(dst, d.Fragment, d.Flags)
 	dst = binary.BigEndian.AppendUint16(dst, uint16(len(d.Payload)))
 	dst = append(dst, d.Payload...)
-	seal(dst[start:])
+	Seal(dst[start:])
 	return dst
 }
 

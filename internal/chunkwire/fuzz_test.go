@@ -18,7 +18,7 @@ import (
 func bothWays(b []byte, check func(b []byte)) {
 	check(b)
 	if len(b) >= HeaderLen {
-		check(seal(append([]byte(nil), b...)))
+		check(Seal(append([]byte(nil), b...)))
 	}
 }
 

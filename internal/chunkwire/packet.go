@@ -155,8 +155,10 @@ func checksum(b []byte) uint32 {
 	return crc32.Update(c, castagnoli, b[8:])
 }
 
-// seal writes the CRC of the datagram that starts b.
-func seal(b []byte) []byte {
+// Seal writes the CRC of the datagram b and returns b. The encoders call
+// it; a test that edits a datagram calls it to make the CRC right again.
+// b must hold at least a header.
+func Seal(b []byte) []byte {
 	binary.BigEndian.PutUint32(b[4:8], checksum(b))
 	return b
 }

@@ -15,7 +15,7 @@ var testID = ContentIDOf(sha256.Sum256([]byte("debian-12 root")))
 // refusal is one way to spoil a good datagram and the error it must get.
 type refusal struct {
 	name string
-	edit func(b []byte) []byte // gets a copy of the good datagram; seal(b) makes its CRC right again
+	edit func(b []byte) []byte // gets a copy of the good datagram; Seal(b) makes its CRC right again
 	want error
 }
 
@@ -62,23 +62,23 @@ func TestParseDataRefuses(t *testing.T) {
 	good := (&Data{Content: testID, Seq: 7, Chunk: 2, Fragment: 1, Payload: []byte("abcd")}).Append(nil)
 	refuses(t, good, func(b []byte) error { _, err := ParseData(b); return err }, []refusal{
 		{"empty", func([]byte) []byte { return nil }, ErrShort},
-		{"header only", func(b []byte) []byte { return seal(b[:HeaderLen]) }, ErrShort},
-		{"magic", func(b []byte) []byte { b[0] = 'G'; return seal(b) }, ErrBadMagic},
-		{"version", func(b []byte) []byte { b[2] = 2; return seal(b) }, ErrVersion},
-		{"type", func(b []byte) []byte { b[3] = byte(TypeAnnounce); return seal(b) }, ErrType},
+		{"header only", func(b []byte) []byte { return Seal(b[:HeaderLen]) }, ErrShort},
+		{"magic", func(b []byte) []byte { b[0] = 'G'; return Seal(b) }, ErrBadMagic},
+		{"version", func(b []byte) []byte { b[2] = 2; return Seal(b) }, ErrVersion},
+		{"type", func(b []byte) []byte { b[3] = byte(TypeAnnounce); return Seal(b) }, ErrType},
 		{"corrupt payload", func(b []byte) []byte { b[len(b)-1] ^= 1; return b }, ErrChecksum},
 		{"corrupt crc", func(b []byte) []byte { b[5] ^= 0x80; return b }, ErrChecksum},
-		{"fragment", func(b []byte) []byte { b[28] = FragmentsPerChunk; return seal(b) }, ErrMalformed},
-		{"flags", func(b []byte) []byte { b[29] = 2; return seal(b) }, ErrMalformed},
+		{"fragment", func(b []byte) []byte { b[28] = FragmentsPerChunk; return Seal(b) }, ErrMalformed},
+		{"flags", func(b []byte) []byte { b[29] = 2; return Seal(b) }, ErrMalformed},
 		{"zero length", func(b []byte) []byte {
 			binary.BigEndian.PutUint16(b[30:], 0)
-			return seal(b[:DataHeaderLen])
+			return Seal(b[:DataHeaderLen])
 		}, ErrMalformed},
-		{"length past datagram", func(b []byte) []byte { binary.BigEndian.PutUint16(b[30:], 5); return seal(b) }, ErrMalformed},
+		{"length past datagram", func(b []byte) []byte { binary.BigEndian.PutUint16(b[30:], 5); return Seal(b) }, ErrMalformed},
 		{"too long", func(b []byte) []byte {
 			b = append(b[:DataHeaderLen], make([]byte, FragmentSize+1)...)
 			binary.BigEndian.PutUint16(b[30:], FragmentSize+1)
-			return seal(b)
+			return Seal(b)
 		}, ErrMalformed},
 	})
 }
@@ -123,19 +123,19 @@ func TestParseRequestReusesRanges(t *testing.T) {
 func TestParseRequestRefuses(t *testing.T) {
 	good := (&Request{Content: testID, Receiver: 5, Ranges: []Range{{First: 4, Count: 2, Mask: AllFragments}}}).Append(nil)
 	refuses(t, good, func(b []byte) error { _, err := ParseRequest(b, nil); return err }, []refusal{
-		{"short", func(b []byte) []byte { return seal(b[:RequestHeaderLen-1]) }, ErrShort},
-		{"type", func(b []byte) []byte { b[3] = byte(TypeData); return seal(b) }, ErrType},
+		{"short", func(b []byte) []byte { return Seal(b[:RequestHeaderLen-1]) }, ErrShort},
+		{"type", func(b []byte) []byte { b[3] = byte(TypeData); return Seal(b) }, ErrType},
 		{"corrupt", func(b []byte) []byte { b[30] ^= 4; return b }, ErrChecksum},
-		{"flags", func(b []byte) []byte { b[20] = 0x80; return seal(b) }, ErrMalformed},
+		{"flags", func(b []byte) []byte { b[20] = 0x80; return Seal(b) }, ErrMalformed},
 		{"too many ranges", func(b []byte) []byte {
 			binary.BigEndian.PutUint16(b[22:], MaxRanges+1)
-			return seal(append(b, make([]byte, MaxRanges*RangeLen)...))
+			return Seal(append(b, make([]byte, MaxRanges*RangeLen)...))
 		}, ErrMalformed},
-		{"count past datagram", func(b []byte) []byte { binary.BigEndian.PutUint16(b[22:], 2); return seal(b) }, ErrMalformed},
-		{"trailing bytes", func(b []byte) []byte { return seal(append(b, 0)) }, ErrMalformed},
-		{"empty range", func(b []byte) []byte { binary.BigEndian.PutUint32(b[28:], 0); return seal(b) }, ErrMalformed},
-		{"range wraps", func(b []byte) []byte { binary.BigEndian.PutUint32(b[24:], 1<<32-1); return seal(b) }, ErrMalformed},
-		{"empty mask", func(b []byte) []byte { binary.BigEndian.PutUint32(b[32:], 0); return seal(b) }, ErrMalformed},
+		{"count past datagram", func(b []byte) []byte { binary.BigEndian.PutUint16(b[22:], 2); return Seal(b) }, ErrMalformed},
+		{"trailing bytes", func(b []byte) []byte { return Seal(append(b, 0)) }, ErrMalformed},
+		{"empty range", func(b []byte) []byte { binary.BigEndian.PutUint32(b[28:], 0); return Seal(b) }, ErrMalformed},
+		{"range wraps", func(b []byte) []byte { binary.BigEndian.PutUint32(b[24:], 1<<32-1); return Seal(b) }, ErrMalformed},
+		{"empty mask", func(b []byte) []byte { binary.BigEndian.PutUint32(b[32:], 0); return Seal(b) }, ErrMalformed},
 	})
 }
 
@@ -161,12 +161,12 @@ func TestAnnounceRoundTrip(t *testing.T) {
 func TestParseAnnounceRefuses(t *testing.T) {
 	good := (&Announce{Content: testID, Size: 1 << 20, Group: netip.MustParseAddrPort("239.9.9.9:4000")}).Append(nil)
 	refuses(t, good, func(b []byte) error { _, err := ParseAnnounce(b); return err }, []refusal{
-		{"length", func(b []byte) []byte { return seal(b[:AnnounceLen-1]) }, ErrMalformed},
-		{"type", func(b []byte) []byte { b[3] = byte(TypeRequest); return seal(b) }, ErrType},
-		{"size", func(b []byte) []byte { b[16] = 0x80; return seal(b) }, ErrMalformed},
-		{"reserved", func(b []byte) []byte { b[35] = 1; return seal(b) }, ErrMalformed},
-		{"unicast group", func(b []byte) []byte { b[48] = 10; return seal(b) }, ErrMalformed},
-		{"no port", func(b []byte) []byte { b[32], b[33] = 0, 0; return seal(b) }, ErrMalformed},
+		{"length", func(b []byte) []byte { return Seal(b[:AnnounceLen-1]) }, ErrMalformed},
+		{"type", func(b []byte) []byte { b[3] = byte(TypeRequest); return Seal(b) }, ErrType},
+		{"size", func(b []byte) []byte { b[16] = 0x80; return Seal(b) }, ErrMalformed},
+		{"reserved", func(b []byte) []byte { b[35] = 1; return Seal(b) }, ErrMalformed},
+		{"unicast group", func(b []byte) []byte { b[48] = 10; return Seal(b) }, ErrMalformed},
+		{"no port", func(b []byte) []byte { b[32], b[33] = 0, 0; return Seal(b) }, ErrMalformed},
 	})
 }
 

@@ -68,7 +68,7 @@ func (r *Request) Append(dst []byte) []byte {
 		dst = binary.BigEndian.AppendUint32(dst, g.Count)
 		dst = binary.BigEndian.AppendUint32(dst, g.Mask)
 	}
-	seal(dst[start:])
+	Seal(dst[start:])
 	return dst
 }
 

@@ -45,6 +45,11 @@ type Cache interface {
 	Release(chunk uint32)
 }
 
+// requestWriter is where a Receiver's requests go.
+type requestWriter interface {
+	WriteToUDPAddrPort(b []byte, to netip.AddrPort) (int, error)
+}
+
 // ReceiverConfig says what a Receiver receives and how patiently.
 type ReceiverConfig struct {
 	Server    netip.AddrPort      // the Sender's socket, where requests go
@@ -99,8 +104,9 @@ type ReceiverStats struct {
 type Receiver struct {
 	cfg   ReceiverConfig
 	log   *slog.Logger
-	group *net.UDPConn // the group's datagrams
-	uc    *net.UDPConn // requests out, announces in
+	group *net.UDPConn  // the group's datagrams
+	uc    *net.UDPConn  // requests out, announces in
+	out   requestWriter // uc, or a test's stand-in
 
 	mu         sync.Mutex
 	pend       map[uint32]*assembly
@@ -131,6 +137,24 @@ type assembly struct {
 // NewReceiver checks cfg, joins the group and opens the request socket.
 // Run it, then Want and Wait; Close when done.
 func NewReceiver(cfg ReceiverConfig) (*Receiver, error) {
+	r, err := newReceiver(cfg)
+	if err != nil {
+		return nil, err
+	}
+	if r.group, err = listenGroup(cfg.Group, cfg.Interface); err != nil {
+		return nil, err
+	}
+	if r.uc, err = net.ListenUDP("udp4", nil); err != nil {
+		r.group.Close()
+		return nil, fmt.Errorf("mcast: open request socket: %w", err)
+	}
+	r.out = r.uc
+	return r, nil
+}
+
+// newReceiver checks cfg and fills its defaults; the sockets are the
+// caller's to open.
+func newReceiver(cfg ReceiverConfig) (*Receiver, error) {
 	if cfg.Cache == nil || cfg.Size < 0 || !cfg.Server.IsValid() {
 		return nil, fmt.Errorf("mcast: receiver for %v: cache %v, size %d, server %v: want a cache, a size and a server", cfg.Content, cfg.Cache, cfg.Size, cfg.Server)
 	}
@@ -164,16 +188,7 @@ func NewReceiver(cfg ReceiverConfig) (*Receiver, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	g, err := listenGroup(cfg.Group, cfg.Interface)
-	if err != nil {
-		return nil, err
-	}
-	uc, err := net.ListenUDP("udp4", nil)
-	if err != nil {
-		g.Close()
-		return nil, fmt.Errorf("mcast: open request socket: %w", err)
-	}
-	return &Receiver{cfg: cfg, log: log, group: g, uc: uc, pend: map[uint32]*assembly{}}, nil
+	return &Receiver{cfg: cfg, log: log, pend: map[uint32]*assembly{}}, nil
 }
 
 // Close leaves the group and closes the sockets; Run returns.
@@ -236,14 +251,20 @@ func (r *Receiver) readGroup() {
 		if err != nil {
 			return
 		}
-		d, err := chunkwire.ParseData(buf[:n])
-		if err != nil || d.Content != r.cfg.Content {
-			continue
-		}
-		r.mu.Lock()
-		r.take(d, time.Now())
-		r.mu.Unlock()
+		r.datagram(buf[:n], time.Now())
 	}
+}
+
+// datagram takes one datagram from the group: anyone on the segment can
+// send one, so what is not a sound Data of this content is dropped.
+func (r *Receiver) datagram(b []byte, now time.Time) {
+	d, err := chunkwire.ParseData(b)
+	if err != nil || d.Content != r.cfg.Content {
+		return
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.take(d, now)
 }
 
 // send sends a request with ranges (a hello when there are none) and
@@ -254,7 +275,7 @@ func (r *Receiver) send(flags uint16, ranges []chunkwire.Range) {
 		req := chunkwire.Request{Content: r.cfg.Content, Receiver: r.cfg.ID, Flags: flags, Ranges: ranges[:n]}
 		ranges = ranges[n:]
 		r.reqBuf = req.Append(r.reqBuf[:0])
-		if _, err := r.uc.WriteToUDPAddrPort(r.reqBuf, r.cfg.Server); err != nil {
+		if _, err := r.out.WriteToUDPAddrPort(r.reqBuf, r.cfg.Server); err != nil {
 			r.log.Debug("multicast: request to the server failed", "server", r.cfg.Server, "err", err)
 		}
 		if len(req.Ranges) > 0 {

@@ -30,9 +30,11 @@ func (r *Receiver) follow(d chunkwire.Data, now time.Time) (lost uint32, movedFr
 	s := r.stream(d.Sender, now)
 	if !s.heard.IsZero() {
 		// Sequence numbers wrap; a datagram from behind (reordered) is
-		// neither a loss nor a new position.
+		// neither a loss nor a new position. A gap counts as a window at
+		// most: one datagram, forged or from a sender that jumped, must not
+		// count for more than a full window of losses.
 		if gap := d.Seq - s.lastSeq - 1; gap < 1<<31 {
-			lost = gap
+			lost = min(gap, lossWindow)
 			s.lastSeq = d.Seq
 		}
 		moved, movedFrom = s.lastChunk != d.Chunk, s.lastChunk

@@ -9,7 +9,8 @@ import (
 
 // TestFollowKeepsSendersApart: two servers multicast the same content to
 // one group; their interleaved datagrams are no loss, a gap in one's
-// numbers is, and so is a wrap past 2^32 that skips one.
+// numbers is, and so is a wrap past 2^32 that skips one; a huge jump
+// counts as one loss window.
 func TestFollowKeepsSendersApart(t *testing.T) {
 	r := &Receiver{}
 	now := time.Unix(1, 0)
@@ -27,6 +28,7 @@ func TestFollowKeepsSendersApart(t *testing.T) {
 		{sender: 2, seq: 499, chunk: 7}, // reordered: no loss
 		{sender: 3, seq: 1<<32 - 1, chunk: 2},
 		{sender: 3, seq: 1, chunk: 2, lost: 1},
+		{sender: 3, seq: 1 << 30, chunk: 2, lost: lossWindow},
 	} {
 		now = now.Add(time.Millisecond)
 		lost, _, moved := r.follow(chunkwire.Data{Sender: s.sender, Seq: s.seq, Chunk: s.chunk}, now)
