@@ -32,21 +32,28 @@ type rig struct {
 	content    []byte
 	id         chunkwire.ContentID
 	sender     *Sender
+	conn       *dropConn
 	serverAddr netip.AddrPort
 }
 
 // dropConn stands between the Sender and its socket: drop says which data
 // datagrams (numbered from 1 as the Sender writes them) never leave, as a
-// network that loses them would.
+// network that loses them would. It counts the data datagrams and bytes
+// the Sender wrote before they leave, so once a receiver has them, the
+// counts include them (the Sender's own stats are counted just after).
 type dropConn struct {
 	net.PacketConn
-	drop func(n uint64) bool
-	n    atomic.Uint64
+	drop  func(n uint64) bool
+	n     atomic.Uint64
+	bytes atomic.Uint64
 }
 
 func (c *dropConn) WriteTo(b []byte, to net.Addr) (int, error) {
-	if typ, _, err := chunkwire.Peek(b); err == nil && typ == chunkwire.TypeData && c.drop(c.n.Add(1)) {
-		return len(b), nil
+	if typ, _, err := chunkwire.Peek(b); err == nil && typ == chunkwire.TypeData {
+		c.bytes.Add(uint64(len(b)))
+		if c.drop(c.n.Add(1)) {
+			return len(b), nil
+		}
 	}
 	return c.PacketConn.WriteTo(b, to)
 }
@@ -88,7 +95,8 @@ func newRig(t *testing.T, size int, cfg SenderConfig, drop func(n uint64) bool) 
 	}
 	t.Cleanup(func() { conn.Close() })
 	r.serverAddr = conn.LocalAddr().(*net.UDPAddr).AddrPort()
-	s, err := NewSender(&dropConn{PacketConn: conn, drop: drop}, cfg)
+	r.conn = &dropConn{PacketConn: conn, drop: drop}
+	s, err := NewSender(r.conn, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

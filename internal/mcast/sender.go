@@ -59,6 +59,32 @@ type SenderStats struct {
 	SendErrors uint64 // data datagrams the socket refused
 }
 
+// served is a content with what has been sent of it.
+type served struct {
+	Content
+	chunks, datagrams, bytes atomic.Uint64
+}
+
+// ContentStats counts what a Sender has multicast of one content: the
+// figure to set beside what one machine's boot reads of it.
+type ContentStats struct {
+	Chunks    uint64 // passes over a chunk
+	Datagrams uint64 // data datagrams sent
+	Bytes     uint64 // their UDP payload bytes
+}
+
+// ContentStats returns the counters of content id since it was added;
+// false if it is not served.
+func (s *Sender) ContentStats(id chunkwire.ContentID) (ContentStats, bool) {
+	s.mu.Lock()
+	c, ok := s.contents[id]
+	s.mu.Unlock()
+	if !ok {
+		return ContentStats{}, false
+	}
+	return ContentStats{Chunks: c.chunks.Load(), Datagrams: c.datagrams.Load(), Bytes: c.bytes.Load()}, true
+}
+
 // Sender serves Requests on one socket and multicasts the chunks asked
 // for. Create it with NewSender, add contents, then Run it.
 type Sender struct {
@@ -67,7 +93,7 @@ type Sender struct {
 	log  *slog.Logger
 
 	mu       sync.Mutex
-	contents map[chunkwire.ContentID]*Content
+	contents map[chunkwire.ContentID]*served
 	q        *queue
 	wake     chan struct{} // a job was queued
 	id       uint32        // sender id in every datagram, random per Sender
@@ -104,7 +130,7 @@ func NewSender(conn net.PacketConn, cfg SenderConfig) (*Sender, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Sender{conn: conn, cfg: cfg, log: log, id: rand.Uint32() | 1, contents: map[chunkwire.ContentID]*Content{}, q: newQueue(), wake: make(chan struct{}, 1)}, nil
+	return &Sender{conn: conn, cfg: cfg, log: log, id: rand.Uint32() | 1, contents: map[chunkwire.ContentID]*served{}, q: newQueue(), wake: make(chan struct{}, 1)}, nil
 }
 
 // Add serves c from now on. A content already served is replaced.
@@ -117,7 +143,7 @@ func (s *Sender) Add(c Content) error {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.contents[c.ID] = &c
+	s.contents[c.ID] = &served{Content: c}
 	return nil
 }
 
@@ -272,7 +298,7 @@ func (s *Sender) sendLoop(ctx context.Context) error {
 }
 
 // sendChunk reads j's chunk and multicasts the fragments j asks for.
-func (s *Sender) sendChunk(ctx context.Context, p *pacer, c *Content, j job, chunk, dgram []byte) error {
+func (s *Sender) sendChunk(ctx context.Context, p *pacer, c *served, j job, chunk, dgram []byte) error {
 	off := int64(j.key.chunk) * chunkwire.ChunkSize
 	n := int(min(chunkwire.ChunkSize, c.Size-off))
 	// io.ReaderAt may say EOF with a full read at the end of the content.
@@ -280,6 +306,7 @@ func (s *Sender) sendChunk(ctx context.Context, p *pacer, c *Content, j job, chu
 		return fmt.Errorf("mcast: read chunk %d of content %v: %d of %d bytes: %w", j.key.chunk, c.ID, k, n, err)
 	}
 	s.chunks.Add(1)
+	c.chunks.Add(1)
 	to := net.UDPAddrFromAddrPort(c.Group)
 	for f := 0; f < chunkwire.FragmentsPerChunk; f++ {
 		if j.mask&(1<<f) == 0 {
@@ -309,6 +336,8 @@ func (s *Sender) sendChunk(ctx context.Context, p *pacer, c *Content, j job, chu
 		}
 		s.datagrams.Add(1)
 		s.bytes.Add(uint64(len(dgram)))
+		c.datagrams.Add(1)
+		c.bytes.Add(uint64(len(dgram)))
 	}
 	return nil
 }
