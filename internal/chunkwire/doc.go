@@ -3,7 +3,8 @@
 // server that multicasts the root's shared content to every agent booting
 // it. It is pure: bytes in, structs out, no sockets and no logging.
 //
-// Three datagrams make the protocol (packet.go draws each one):
+// Three datagrams make the protocol (data.go, request.go and announce.go
+// draw each one; packet.go the header they share):
 //
 //   - Data, server to group: one fragment of one chunk of the content;
 //   - Request, agent to server by unicast: the chunks (or fragments of
