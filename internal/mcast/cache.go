@@ -1,0 +1,190 @@
+package mcast
+
+import (
+	"errors"
+	"fmt"
+	"sync"
+
+	"github.com/bootfleet/bootfleet/internal/chunkwire"
+)
+
+// ErrNotCached means a read spans a chunk the cache does not hold.
+var ErrNotCached = errors.New("mcast: chunk not cached")
+
+// MemCache holds chunks of one content in a fixed number of slots
+// allocated up front, so filling it and reading it allocate nothing: the
+// agent serves the root's reads from it, and a block-device daemon must
+// not wait on reclaim to answer the reads that reclaim itself needs. When
+// every slot is taken, a new chunk evicts a committed one the readers have
+// not used since the clock hand last passed (CLOCK); a chunk just
+// committed counts as used, so read-ahead gets one turn of the hand to be
+// read, and a chunk being assembled is never evicted.
+type MemCache struct {
+	size int64
+
+	mu    sync.Mutex
+	slab  []byte
+	index []int32 // slot of each chunk of the content, -1 for none
+	slots []slot
+	free  []int32
+	hand  int
+}
+
+type slot struct {
+	chunk uint32
+	state uint8 // slotFree, slotAssembling, slotCommitted
+	ref   bool  // read since the clock hand passed
+	n     int32 // bytes of the committed chunk
+}
+
+const (
+	slotFree = iota
+	slotAssembling
+	slotCommitted
+)
+
+// NewMemCache allocates slots chunks of chunkwire.ChunkSize for a content
+// of size bytes, and an index of 4 bytes a chunk of the content (1 MiB for
+// 8 GiB). slots is at least 1.
+func NewMemCache(size int64, slots int) (*MemCache, error) {
+	if size < 0 || slots < 1 {
+		return nil, fmt.Errorf("mcast: cache of %d slots for %d bytes, want at least one slot", slots, size)
+	}
+	c := &MemCache{
+		size:  size,
+		slab:  make([]byte, slots*chunkwire.ChunkSize),
+		index: make([]int32, chunkwire.Chunks(size)),
+		slots: make([]slot, slots),
+		free:  make([]int32, slots),
+	}
+	for i := range c.index {
+		c.index[i] = -1
+	}
+	for i := range c.free {
+		c.free[i] = int32(slots - 1 - i)
+	}
+	return c, nil
+}
+
+func (c *MemCache) buf(s int32) []byte {
+	return c.slab[int(s)*chunkwire.ChunkSize : int(s+1)*chunkwire.ChunkSize]
+}
+
+// Has reports whether chunk is committed.
+func (c *MemCache) Has(chunk uint32) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.committed(chunk) >= 0
+}
+
+func (c *MemCache) committed(chunk uint32) int32 {
+	if int64(chunk) >= int64(len(c.index)) {
+		return -1
+	}
+	s := c.index[chunk]
+	if s < 0 || c.slots[s].state != slotCommitted {
+		return -1
+	}
+	return s
+}
+
+// Reserve returns the buffer chunk is assembled in: the one it already
+// has while it is assembled, else a free or evicted slot. false when chunk
+// is past the content, already committed, or every slot is assembling.
+func (c *MemCache) Reserve(chunk uint32) ([]byte, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if int64(chunk) >= int64(len(c.index)) {
+		return nil, false
+	}
+	if s := c.index[chunk]; s >= 0 {
+		if c.slots[s].state == slotAssembling {
+			return c.buf(s), true
+		}
+		return nil, false
+	}
+	s := c.take()
+	if s < 0 {
+		return nil, false
+	}
+	c.slots[s] = slot{chunk: chunk, state: slotAssembling}
+	c.index[chunk] = s
+	return c.buf(s), true
+}
+
+// take returns a free slot, or evicts one; -1 if all are assembling.
+func (c *MemCache) take() int32 {
+	if n := len(c.free); n > 0 {
+		s := c.free[n-1]
+		c.free = c.free[:n-1]
+		return s
+	}
+	// Two turns of the hand: the first may only clear reference bits.
+	for range 2 * len(c.slots) {
+		s := int32(c.hand)
+		c.hand = (c.hand + 1) % len(c.slots)
+		sl := &c.slots[s]
+		if sl.state != slotCommitted {
+			continue
+		}
+		if sl.ref {
+			sl.ref = false
+			continue
+		}
+		c.index[sl.chunk] = -1
+		return s
+	}
+	return -1
+}
+
+// Commit makes the assembled chunk readable; its first n bytes are the
+// content.
+func (c *MemCache) Commit(chunk uint32, n int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if int64(chunk) >= int64(len(c.index)) {
+		return
+	}
+	if s := c.index[chunk]; s >= 0 && c.slots[s].state == slotAssembling {
+		c.slots[s].state, c.slots[s].n, c.slots[s].ref = slotCommitted, int32(n), true
+	}
+}
+
+// Release gives back the slot of a chunk whose assembly was abandoned.
+func (c *MemCache) Release(chunk uint32) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if int64(chunk) >= int64(len(c.index)) {
+		return
+	}
+	if s := c.index[chunk]; s >= 0 && c.slots[s].state == slotAssembling {
+		c.slots[s] = slot{}
+		c.index[chunk] = -1
+		c.free = append(c.free, s)
+	}
+}
+
+// ReadAt copies the content at off into p from committed chunks. It reads
+// all of p or nothing: ErrNotCached if a chunk p spans is not committed.
+func (c *MemCache) ReadAt(p []byte, off int64) (int, error) {
+	if off < 0 || off+int64(len(p)) > c.size {
+		return 0, fmt.Errorf("mcast: read of %d bytes at %d, content has %d", len(p), off, c.size)
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for done := 0; done < len(p); {
+		at := off + int64(done)
+		chunk := uint32(at / chunkwire.ChunkSize)
+		s := c.committed(chunk)
+		if s < 0 {
+			return 0, fmt.Errorf("%w: chunk %d (offset %d)", ErrNotCached, chunk, at)
+		}
+		c.slots[s].ref = true
+		in := int(at % chunkwire.ChunkSize)
+		if in >= int(c.slots[s].n) {
+			return 0, fmt.Errorf("mcast: chunk %d holds %d bytes, read wants offset %d in it", chunk, c.slots[s].n, in)
+		}
+		done += copy(p[done:], c.buf(s)[in:c.slots[s].n])
+	}
+	return len(p), nil
+}

@@ -1,0 +1,34 @@
+package mcast
+
+import (
+	"context"
+	"testing"
+	"time"
+)
+
+// TestPacerHoldsTheRateAndForgivesLateWakeups drives the pacer with a
+// clock the test moves: sleeps advance it, by more than asked when the
+// test says the machine was late.
+func TestPacerHoldsTheRateAndForgivesLateWakeups(t *testing.T) {
+	for _, late := range []time.Duration{0, 3 * time.Millisecond} {
+		now := time.Unix(0, 0)
+		p := newPacer(1_000_000, 10_000)
+		p.now = func() time.Time { return now }
+		p.sleep = func(_ context.Context, d time.Duration) error {
+			now = now.Add(d + late)
+			return nil
+		}
+		const sends, n = 1000, 1000
+		for range sends {
+			if err := p.wait(t.Context(), n); err != nil {
+				t.Fatal(err)
+			}
+		}
+		// 1 MB at 1 MB/s less the first burst of 10 kB: 0.99 s, and a late
+		// wake-up is paid back from the bucket rather than added up.
+		got := now.Sub(time.Unix(0, 0))
+		if got < 990*time.Millisecond || got > 990*time.Millisecond+late+time.Millisecond {
+			t.Errorf("late %v: %d sends of %d bytes at 1 MB/s took %v, want 0.99 s", late, sends, n, got)
+		}
+	}
+}

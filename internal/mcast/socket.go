@@ -1,0 +1,65 @@
+package mcast
+
+import (
+	"fmt"
+	"net"
+	"net/netip"
+
+	"golang.org/x/net/ipv4"
+)
+
+// ListenSender opens the Sender's socket: bound to laddr, where agents
+// send their requests, and sending its multicast out of ifi (nil: as the
+// routing table says) with the given TTL (0: 1, the default, which keeps
+// a storm on its own segment). Loopback of the multicast is off: the
+// server's host does not boot from itself.
+func ListenSender(laddr netip.AddrPort, ifi *net.Interface, ttl int) (*net.UDPConn, error) {
+	if ttl == 0 {
+		ttl = 1
+	}
+	if ttl < 1 || ttl > 255 {
+		return nil, fmt.Errorf("mcast: multicast TTL %d, want 1 to 255", ttl)
+	}
+	c, err := net.ListenUDP("udp4", net.UDPAddrFromAddrPort(laddr))
+	if err != nil {
+		return nil, fmt.Errorf("mcast: listen for requests on %v: %w", laddr, err)
+	}
+	p := ipv4.NewPacketConn(c)
+	if err := p.SetMulticastTTL(ttl); err != nil {
+		c.Close()
+		return nil, fmt.Errorf("mcast: set multicast TTL %d: %w", ttl, err)
+	}
+	if err := p.SetMulticastLoopback(false); err != nil {
+		c.Close()
+		return nil, fmt.Errorf("mcast: turn multicast loopback off: %w", err)
+	}
+	if ifi != nil {
+		if err := p.SetMulticastInterface(ifi); err != nil {
+			c.Close()
+			return nil, fmt.Errorf("mcast: send multicast out of %s: %w", ifi.Name, err)
+		}
+	}
+	return c, nil
+}
+
+// groupReadBuffer is the receive buffer asked for the group's socket.
+const groupReadBuffer = 4 << 20
+
+// listenGroup opens a socket that receives group's datagrams, joined on
+// ifi (nil: the interface the routing table gives the group).
+func listenGroup(group netip.AddrPort, ifi *net.Interface) (*net.UDPConn, error) {
+	if !group.Addr().Is4() || !group.Addr().IsMulticast() {
+		return nil, fmt.Errorf("mcast: group %v, want an IPv4 multicast address", group)
+	}
+	c, err := net.ListenMulticastUDP("udp4", ifi, net.UDPAddrFromAddrPort(group))
+	if err != nil {
+		return nil, fmt.Errorf("mcast: join %v: %w", group, err)
+	}
+	// A burst at a gigabit overruns the default 208 KiB in 2 ms of a busy
+	// CPU; the kernel caps this at net.core.rmem_max, which is fine.
+	if err := c.SetReadBuffer(groupReadBuffer); err != nil {
+		c.Close()
+		return nil, fmt.Errorf("mcast: receive buffer of %d bytes for %v: %w", groupReadBuffer, group, err)
+	}
+	return c, nil
+}
