@@ -402,6 +402,11 @@ func (c *Config) Validate() error {
 			}
 			seenMAC[hw.String()] = i
 		}
+		if m.Name != "" {
+			if why := inventory.CheckHostName(m.Name); why != "" {
+				bad(key+".name", "%q is not a host name (RFC 1123): %s", m.Name, why)
+			}
+		}
 		if m.Profile != "" {
 			if _, ok := c.Profiles[m.Profile]; !ok {
 				bad(key+".profile", "no profile named %q under profiles", m.Profile)

@@ -89,6 +89,7 @@ func TestValidationErrorsNameTheKey(t *testing.T) {
 		{"image kernel and initrd", "interface: br0\ndhcp: {mode: proxy}\nprofiles: {a: {initrd: [i], root: {image: d, kernel: image}}}", "profiles.a.initrd: must be empty with root.kernel: image"},
 		{"bad mac", "interface: br0\ndhcp: {mode: proxy}\nmachines: [{mac: zz}]", "machines[0].mac: want an Ethernet MAC"},
 		{"dup mac", "interface: br0\ndhcp: {mode: proxy}\nmachines: [{mac: '52:54:00:00:00:01'}, {mac: '52-54-00-00-00-01'}]", "machines[1].mac: 52:54:00:00:00:01 is already listed at machines[0]"},
+		{"bad machine name", "interface: br0\ndhcp: {mode: proxy}\nmachines: [{mac: '52:54:00:00:00:01', name: pc_1}]", `machines[0].name: "pc_1" is not a host name (RFC 1123): '_' at position 3`},
 		{"unknown machine profile", "interface: br0\ndhcp: {mode: proxy}\nmachines: [{mac: '52:54:00:00:00:01', profile: p}]", "machines[0].profile"},
 		{"reservation in proxy", "interface: br0\ndhcp: {mode: proxy}\nmachines: [{mac: '52:54:00:00:00:01', ip: 10.0.0.5}]", "reservations need dhcp.mode: full"},
 		{"dup reservation", "interface: br0\ndhcp: {range: 10.0.0.1-10.0.0.9}\nmachines: [{mac: '52:54:00:00:00:01', ip: 10.0.0.5}, {mac: '52:54:00:00:00:02', ip: 10.0.0.5}]", "10.0.0.5 is already reserved"},

@@ -127,7 +127,6 @@ func ParseMAC(s string) (net.HardwareAddr, error) {
 }
 
 var (
-	nameRE  = regexp.MustCompile(`^[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?$`)
 	pnameRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$`)
 	labelRE = regexp.MustCompile(`^[A-Za-z0-9]([A-Za-z0-9._/-]{0,61}[A-Za-z0-9])?$`)
 )
@@ -144,8 +143,10 @@ func (m *Machine) Validate() error {
 	if len(m.MAC) != 6 {
 		return invalid("mac", "want a 6-byte Ethernet MAC, got %q", m.MAC.String())
 	}
-	if m.Name != "" && !nameRE.MatchString(m.Name) {
-		return invalid("name", "want a host name (letters, digits, inner hyphens, at most 63), got %q", m.Name)
+	if m.Name != "" {
+		if why := CheckHostName(m.Name); why != "" {
+			return invalid("name", "%q is not a host name (RFC 1123): %s; use letters, digits and inner hyphens, labels of at most 63 separated by dots", m.Name, why)
+		}
 	}
 	if m.Profile != "" && !pnameRE.MatchString(m.Profile) {
 		return invalid("profile", "want a profile name (letters, digits, . _ -, at most 63), got %q", m.Profile)
