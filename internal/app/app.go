@@ -253,6 +253,11 @@ func tftpFS(c *config.Config, roots *safefs.Roots, hc httpboot.Config) tftp.File
 	return httpboot.GrubTFTP(hc, fs)
 }
 
+// hostName is a machine's name in the fleet view, which DHCP hands out.
+func hostName(view *fleet.View) func(net.HardwareAddr) string {
+	return func(mac net.HardwareAddr) string { m, _ := view.Machine(mac); return m.Name }
+}
+
 func newDHCP(c *config.Config, serverIP net.IP, baseURL string, view *fleet.View, leases dhcp.LeaseStore, obs dhcp.Observer,
 	onReply func(dhcp.Reply), peers dhcp.Peers, log *slog.Logger) (*dhcp.Server, error) {
 	dc := dhcp.Config{
@@ -273,6 +278,7 @@ func newDHCP(c *config.Config, serverIP net.IP, baseURL string, view *fleet.View
 			},
 		},
 		Machines: view,
+		HostName: hostName(view),
 		Observer: obs,
 		OnReply:  onReply,
 		Peers:    peers,
