@@ -136,6 +136,7 @@ func (o *clientOpts) printMachine(cmd *cobra.Command, m api.Machine, verb string
 		{"mac", m.MAC}, {"name", orDash(m.Name)}, {"profile", profileOrDefault(m.Profile)},
 		{"state", m.State}, {"reserved ip", orDash(m.IP)}, {"last address", orDash(m.LastAddress)},
 		{"last boot", formatTime(m.LastBoot)}, {"labels", formatLabels(m.Labels)}, {"source", m.Source},
+		{"machine-id", orDash(m.MachineID)},
 	})
 }
 

@@ -60,6 +60,13 @@ type Machine struct {
 
 	LastBoot    time.Time // start of the latest boot; zero if never
 	LastAddress net.IP    // address of the latest boot; nil if never
+
+	// MachineID is the machine's systemd machine-id, which its diskless
+	// root gets in /etc/machine-id. The store makes one when the machine
+	// is added (empty here: make one) and keeps it through every update
+	// and reset (empty in an update: keep it); a machine removed and
+	// added again gets a new one.
+	MachineID string
 }
 
 // Lease is a DHCP lease in full mode: IP belongs to MAC until Expiry.
@@ -153,6 +160,11 @@ func (m *Machine) Validate() error {
 	}
 	if err := validateLabels(m.Labels); err != nil {
 		return err
+	}
+	if m.MachineID != "" {
+		if why := CheckMachineID(m.MachineID); why != "" {
+			return invalid("machine_id", "%s, got %q", why, m.MachineID)
+		}
 	}
 	if m.IP != nil {
 		ip4 := m.IP.To4()
