@@ -44,7 +44,7 @@ func (a *Agent) installIdentity(ctx context.Context, opts Options, s Server) err
 		}
 	}
 	w := identityWriter{root: newRoot, runDir: "/run/bootfleet/identity",
-		bind: func(src, dst string) error { return unix.Mount(src, dst, "", unix.MS_BIND, "") },
+		bind:  func(src, dst string) error { return unix.Mount(src, dst, "", unix.MS_BIND, "") },
 		chown: func(p string, uid, gid int) error { return unix.Lchown(p, uid, gid) }}
 	if err := w.install(id); err != nil {
 		return fmt.Errorf("machine identity: %w", err)
