@@ -19,6 +19,7 @@ import (
 	"github.com/bootfleet/bootfleet/internal/fleet"
 	"github.com/bootfleet/bootfleet/internal/fleetservers"
 	"github.com/bootfleet/bootfleet/internal/httpboot"
+	"github.com/bootfleet/bootfleet/internal/identitysvc"
 	"github.com/bootfleet/bootfleet/internal/inventory"
 	"github.com/bootfleet/bootfleet/internal/inventorysvc"
 	"github.com/bootfleet/bootfleet/internal/ndp"
@@ -95,12 +96,17 @@ func Run(ctx context.Context, c *config.Config, log *slog.Logger) error {
 	// boots, for its files and its NBD root, and the others as fallbacks.
 	holdings := fleetservers.NewHoldings(store, 0, log)
 	spread := fleetservers.NewSpread(fleetservers.SpreadConfig{View: fleetView, SelfBaseURL: baseURL, Holders: holdings.Holders})
+	ids, err := newIdentity(ctx, c, store, name, log)
+	if err != nil {
+		return err
+	}
 	hc := httpboot.Config{
 		Files: roots, Fleet: view, Boots: inv.BootClock(taps.boots),
 		Transfers: taps.transfers, Milestones: taps.milestones, Roots: diskless.WithFailover(dl, spread.Root, name, log), Kernels: dl.Kernels(),
 		BaseURL: baseURL, ServerIP: serverIP.String(), Logger: log, Mirrors: spread,
+		IdentityURL: baseURL + identitysvc.Path,
 	}
-	boot := withPeers(httpboot.New(hc), peers)
+	boot := withIdentity(withPeers(httpboot.New(hc), peers), ids, dl.Disks(), view)
 	front := frontHandler(rec, apiHandler, boot)
 	plain, mgmt, err := splitManagement(c, serverIP, front, boot, rec.Handler(), log)
 	if err != nil {
