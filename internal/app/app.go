@@ -88,7 +88,11 @@ func Run(ctx context.Context, c *config.Config, log *slog.Logger) error {
 
 	rec, history := newHistory(c, store, name, log)
 	taps := telemetryTaps(c, rec, log)
-	apiHandler, err := newAPI(c, store, inv.Changed, imgs, dl, history, log)
+	ids, err := newIdentity(ctx, c, store, name, view, log)
+	if err != nil {
+		return err
+	}
+	apiHandler, err := newAPI(c, store, inv.Changed, imgs, dl, history, ids, log)
 	if err != nil {
 		return err
 	}
@@ -96,17 +100,13 @@ func Run(ctx context.Context, c *config.Config, log *slog.Logger) error {
 	// boots, for its files and its NBD root, and the others as fallbacks.
 	holdings := fleetservers.NewHoldings(store, 0, log)
 	spread := fleetservers.NewSpread(fleetservers.SpreadConfig{View: fleetView, SelfBaseURL: baseURL, Holders: holdings.Holders})
-	ids, err := newIdentity(ctx, c, store, name, log)
-	if err != nil {
-		return err
-	}
 	hc := httpboot.Config{
 		Files: roots, Fleet: view, Boots: inv.BootClock(taps.boots),
 		Transfers: taps.transfers, Milestones: taps.milestones, Roots: diskless.WithFailover(dl, spread.Root, name, log), Kernels: dl.Kernels(),
 		BaseURL: baseURL, ServerIP: serverIP.String(), Logger: log, Mirrors: spread,
 		IdentityURL: baseURL + identitysvc.Path,
 	}
-	boot := withIdentity(withPeers(httpboot.New(hc), peers), ids, dl.Disks(), view)
+	boot := withIdentity(withPeers(httpboot.New(hc), peers), ids, dl.Disks())
 	front := frontHandler(rec, apiHandler, boot)
 	plain, mgmt, err := splitManagement(c, serverIP, front, boot, rec.Handler(), log)
 	if err != nil {

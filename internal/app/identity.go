@@ -19,7 +19,7 @@ import (
 // made when this server is the only one of its inventory (otherwise it
 // must be copied from another), and the config's file templates, which
 // must all parse and check before the server starts.
-func newIdentity(ctx context.Context, c *config.Config, store inventory.Store, self string, log *slog.Logger) (*identitysvc.Service, error) {
+func newIdentity(ctx context.Context, c *config.Config, store inventory.Store, self string, view *fleet.View, log *slog.Logger) (*identitysvc.Service, error) {
 	files, err := identityTemplates(c)
 	if err != nil {
 		return nil, err
@@ -35,7 +35,8 @@ func newIdentity(ctx context.Context, c *config.Config, store inventory.Store, s
 	if noKey != nil {
 		log.Error("machines' SSH host keys cannot be made or served; machines whose image has sshd will not boot", "err", noKey)
 	}
-	return identitysvc.New(identitysvc.Config{Store: store, Sealer: sealer, NoKey: noKey, Files: files, Logger: log})
+	profile := func(mac net.HardwareAddr) string { t, _ := view.Resolve(mac); return t.Profile }
+	return identitysvc.New(identitysvc.Config{Store: store, Sealer: sealer, NoKey: noKey, Files: files, Profile: profile, Logger: log})
 }
 
 // aloneIn says whether no other server has registered in the store.
@@ -50,6 +51,13 @@ func aloneIn(ctx context.Context, store inventory.Store, self string) (bool, err
 		}
 	}
 	return true, nil
+}
+
+// CheckTemplates parses and checks the config's file templates, as the
+// server does when it starts: for bootfleet check.
+func CheckTemplates(c *config.Config) error {
+	_, err := identityTemplates(c)
+	return err
 }
 
 // identityTemplates maps the config's files: and vars: onto templates.
@@ -102,12 +110,9 @@ func fileSet(key string, files []config.File, vars map[string]string) (identitys
 }
 
 // withIdentity serves agents' identity requests beside the boot paths.
-func withIdentity(boot http.Handler, id *identitysvc.Service, auth identitysvc.Authenticator, view *fleet.View) http.Handler {
+func withIdentity(boot http.Handler, id *identitysvc.Service, auth identitysvc.Authenticator) http.Handler {
 	mux := http.NewServeMux()
-	mux.Handle(identitysvc.Path, id.Handler(auth, func(mac net.HardwareAddr) string {
-		t, _ := view.Resolve(mac)
-		return t.Profile
-	}))
+	mux.Handle(identitysvc.Path, id.Handler(auth))
 	mux.Handle("/", boot)
 	return mux
 }

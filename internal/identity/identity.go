@@ -53,6 +53,19 @@ func (k HostKey) String() string { return k.Type + " " + k.Public }
 // LogValue implements slog.LogValuer: the type and public half only.
 func (k HostKey) LogValue() slog.Value { return slog.StringValue(k.String()) }
 
+// SecretLine is the longest line of k's private key file that its public
+// key does not hold (OpenSSH's format embeds the public key): a string no
+// log line, listing or answer may contain, for the tests that look.
+func (k HostKey) SecretLine() string {
+	best := ""
+	for _, l := range strings.Split(k.Private, "\n") {
+		if len(l) > len(best) && !strings.HasPrefix(l, "-----") && !strings.Contains(k.Public, l) {
+			best = l
+		}
+	}
+	return best
+}
+
 // PrivatePath and PublicPath are where sshd reads a key of type t.
 func PrivatePath(t string) string { return "/etc/ssh/ssh_host_" + t + "_key" }
 func PublicPath(t string) string  { return PrivatePath(t) + ".pub" }
@@ -76,6 +89,10 @@ const (
 
 // ErrInvalid is wrapped by every error Decode returns.
 var ErrInvalid = errors.New("identity: invalid")
+
+// ErrNoKey means a server has no identity key (or another one than the
+// fleet's): it cannot make or hand out SSH host keys.
+var ErrNoKey = errors.New("identity: no identity key")
 
 // Encode is the wire form of id.
 func Encode(id Identity) ([]byte, error) { return json.Marshal(id) }

@@ -88,3 +88,10 @@ func TestParseOwner(t *testing.T) {
 		}
 	}
 }
+
+func TestSecretLine(t *testing.T) {
+	k := HostKey{Type: KeyEd25519, Public: "ssh-ed25519 PUBLICPART", Private: "-----BEGIN OPENSSH PRIVATE KEY-----\nPUBLICPART\nsecretsecret\n-----END OPENSSH PRIVATE KEY-----\n"}
+	if got := k.SecretLine(); got != "secretsecret" {
+		t.Fatalf("SecretLine = %q, want the line the public key lacks", got)
+	}
+}

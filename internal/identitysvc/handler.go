@@ -26,9 +26,8 @@ type Authenticator interface {
 // Handler serves GET Path to agents: the identity of the machine whose
 // root export the request presents (Authorization: Bootfleet-Root
 // EXPORT), and ?ssh=1 for its host keys. Every refusal is logged with
-// the address it came from; the export name never is. profile says which
-// profile a machine boots.
-func (s *Service) Handler(auth Authenticator, profile func(net.HardwareAddr) string) http.Handler {
+// the address it came from; the export name never is.
+func (s *Service) Handler(auth Authenticator) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Method != http.MethodGet {
 			w.Header().Set("Allow", "GET")
@@ -48,7 +47,7 @@ func (s *Service) Handler(auth Authenticator, profile func(net.HardwareAddr) str
 			http.Error(w, "refused: "+err.Error(), http.StatusForbidden)
 			return
 		}
-		req := Request{MAC: mac, HostKeys: r.URL.Query().Get("ssh") == "1", Profile: profile(mac)}
+		req := Request{MAC: mac, HostKeys: r.URL.Query().Get("ssh") == "1"}
 		if tcp, ok := remote.(*net.TCPAddr); ok {
 			req.Address = tcp.IP
 		}

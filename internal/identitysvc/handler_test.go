@@ -56,7 +56,7 @@ func TestHandlerRefusesIdentityTheft(t *testing.T) {
 
 	var logs bytes.Buffer
 	svc := newService(t, newStore(t), newKey(t), slog.New(slog.NewTextHandler(&logs, nil)))
-	srv := httptest.NewServer(svc.Handler(mgr, func(net.HardwareAddr) string { return "lab" }))
+	srv := httptest.NewServer(svc.Handler(mgr))
 	t.Cleanup(srv.Close)
 	get := func(auth, query string) (int, string) {
 		req, _ := http.NewRequest("GET", srv.URL+Path+query, nil)
@@ -106,7 +106,7 @@ func TestHandlerRefusesIdentityTheft(t *testing.T) {
 	_, secretA, _ := rootdisk.ParseExportName(expA)
 	_, secretB, _ := rootdisk.ParseExportName(expB)
 	for _, k := range id.HostKeys {
-		if strings.Contains(logs.String(), privateBody(k.Private)) {
+		if strings.Contains(logs.String(), k.SecretLine()) {
 			t.Fatalf("private %s key in the log", k.Type)
 		}
 	}

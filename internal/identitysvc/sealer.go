@@ -12,6 +12,8 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+
+	"github.com/bootfleet/bootfleet/internal/identity"
 )
 
 // Sealer encrypts machines' private keys with the fleet's identity key
@@ -22,9 +24,9 @@ type Sealer struct {
 	id   string
 }
 
-// ErrNoKey means this server has no identity key: it cannot make or hand
-// out SSH host keys.
-var ErrNoKey = errors.New("identity: no identity key")
+// ErrNoKey is identity.ErrNoKey: this server cannot make or hand out
+// SSH host keys.
+var ErrNoKey = identity.ErrNoKey
 
 // LoadKey reads the identity key file at path: 64 hex digits (256 bits).
 // When the file does not exist and create is true it is made, mode 0600;

@@ -27,8 +27,11 @@ type Config struct {
 	Sealer *Sealer
 	NoKey  error
 	// Files renders the profiles' and machines' files; nil renders none.
-	Files  *Templates
-	Logger *slog.Logger // default: discard
+	Files *Templates
+	// Profile says which profile a machine boots, for its files; nil:
+	// the machine's own.
+	Profile func(net.HardwareAddr) string
+	Logger  *slog.Logger // default: discard
 }
 
 // Service makes and serves machines' identities.
@@ -54,8 +57,6 @@ func New(cfg Config) (*Service, error) {
 // Request says what a boot asks for.
 type Request struct {
 	MAC net.HardwareAddr
-	// Profile is the profile the machine boots, for its files.
-	Profile string
 	// Address is where the machine asks from, for templates of machines
 	// without a reserved address.
 	Address net.IP
@@ -82,19 +83,40 @@ func (s *Service) Identity(ctx context.Context, req Request) (identity.Identity,
 			return identity.Identity{}, err
 		}
 	}
-	if s.cfg.Files != nil {
-		ip := m.IP
-		if ip == nil {
-			ip = req.Address
-		}
-		if id.Files, err = s.cfg.Files.Render(Machine{MAC: m.MAC, Name: m.Name, Profile: req.Profile, IP: ip}); err != nil {
-			return identity.Identity{}, err
-		}
+	if id.Files, err = s.files(m, req.Address); err != nil {
+		return identity.Identity{}, err
 	}
 	if err := id.Check(); err != nil {
 		return identity.Identity{}, fmt.Errorf("identity of %s: %w", m, err)
 	}
 	return id, nil
+}
+
+// files renders m's files; addr is its address when it has no reserved one.
+func (s *Service) files(m inventory.Machine, addr net.IP) ([]identity.File, error) {
+	if s.cfg.Files == nil {
+		return nil, nil
+	}
+	ip := m.IP
+	if ip == nil {
+		ip = addr
+	}
+	prof := m.Profile
+	if s.cfg.Profile != nil {
+		prof = s.cfg.Profile(m.MAC)
+	}
+	return s.cfg.Files.Render(Machine{MAC: m.MAC, Name: m.Name, Profile: prof, IP: ip})
+}
+
+// Files is what mac's next boot would get in files, rendered now without
+// booting it: `bootfleet machine render`. The address is the reserved
+// one, else the one it last booted from.
+func (s *Service) Files(ctx context.Context, mac net.HardwareAddr) ([]identity.File, error) {
+	m, err := s.cfg.Store.GetMachine(ctx, mac)
+	if err != nil {
+		return nil, err
+	}
+	return s.files(m, m.LastAddress)
 }
 
 // hostKeys returns m's keys, making and storing them first if it has

@@ -167,17 +167,11 @@ func TestIdentity(t *testing.T) {
 
 	// No private key reached the log.
 	for _, k := range append(a.HostKeys, rekeyed.HostKeys...) {
-		if body := privateBody(k.Private); strings.Contains(logs.String(), body) {
+		if body := k.SecretLine(); strings.Contains(logs.String(), body) {
 			t.Fatalf("private %s key in the log:\n%s", k.Type, logs.String())
 		}
 	}
 	if strings.Contains(logs.String(), "PRIVATE KEY") || !strings.Contains(logs.String(), "SHA256:") {
 		t.Fatalf("log lacks fingerprints or has key material:\n%s", logs.String())
 	}
-}
-
-// privateBody is a line from the middle of a PEM key, which no log may hold.
-func privateBody(pem string) string {
-	lines := strings.Split(pem, "\n")
-	return lines[len(lines)/2]
 }
