@@ -70,18 +70,25 @@ type identityWriter struct {
 	runDir string
 	bind   func(src, dst string) error // nil: read-only roots fail
 	chown  func(path string, uid, gid int) error
+	warn   func(msg string, args ...any) // nil: discard
 }
 
 // install writes id: /etc/hostname, /etc/machine-id, the SSH host keys
 // (after removing the image's own) and the files, in that order.
 func (w identityWriter) install(id identity.Identity) error {
+	// A read-only root without these files still gets the kernel's host
+	// name, and systemd makes a transient machine-id for it.
 	if id.HostName != "" {
-		if err := w.place("/etc/hostname", []byte(id.HostName+"\n"), 0o644, 0, 0); err != nil {
+		if err := w.place("/etc/hostname", []byte(id.HostName+"\n"), 0o644, 0, 0); errors.Is(err, errNoTarget) {
+			w.warnf("read-only root has no /etc/hostname; only the kernel's host name is set", "err", err)
+		} else if err != nil {
 			return err
 		}
 	}
 	if id.MachineID != "" {
-		if err := w.place("/etc/machine-id", []byte(id.MachineID+"\n"), 0o444, 0, 0); err != nil {
+		if err := w.place("/etc/machine-id", []byte(id.MachineID+"\n"), 0o444, 0, 0); errors.Is(err, errNoTarget) {
+			w.warnf("read-only root has no /etc/machine-id; systemd will make a transient one", "err", err)
+		} else if err != nil {
 			return err
 		}
 	}
@@ -131,6 +138,15 @@ func (w identityWriter) removeImageKeys() error {
 	return nil
 }
 
+// errNoTarget means a read-only root has no file to mount one over.
+var errNoTarget = errors.New("the root is read-only and has no such file to mount over")
+
+func (w identityWriter) warnf(msg string, args ...any) {
+	if w.warn != nil {
+		w.warn(msg, args...)
+	}
+}
+
 // place writes content to name inside the root with mode and owner.
 func (w identityWriter) place(name string, content []byte, mode os.FileMode, uid, gid int) error {
 	dir, err := w.dir(path.Dir(name))
@@ -149,7 +165,7 @@ func (w identityWriter) place(name string, content []byte, mode os.FileMode, uid
 		return fmt.Errorf("write %s: the root is read-only: %w", name, err)
 	}
 	if _, err := os.Lstat(target); err != nil {
-		return fmt.Errorf("write %s: the root is read-only and has no %s to mount it over; add an empty one to the image", name, name)
+		return fmt.Errorf("write %s: %w: add an empty %s to the image", name, errNoTarget, name)
 	}
 	src := filepath.Join(w.runDir, filepath.FromSlash(name))
 	if err := os.MkdirAll(filepath.Dir(src), 0o700); err != nil {

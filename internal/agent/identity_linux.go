@@ -45,7 +45,8 @@ func (a *Agent) installIdentity(ctx context.Context, opts Options, s Server) err
 	}
 	w := identityWriter{root: newRoot, runDir: "/run/bootfleet/identity",
 		bind:  func(src, dst string) error { return unix.Mount(src, dst, "", unix.MS_BIND, "") },
-		chown: func(p string, uid, gid int) error { return unix.Lchown(p, uid, gid) }}
+		chown: func(p string, uid, gid int) error { return unix.Lchown(p, uid, gid) },
+		warn:  a.Log.Warn}
 	if err := w.install(id); err != nil {
 		return fmt.Errorf("machine identity: %w", err)
 	}
