@@ -78,10 +78,17 @@ WantedBy=multi-user.target
 // makeDebianDisk runs scripts/mkdebian.sh with the e2e unit added.
 func makeDebianDisk(t *testing.T, e *env, out string, args ...string) {
 	t.Helper()
+	makeDebianDiskWith(t, e, out, debianReport, debianUnit, args...)
+}
+
+// makeDebianDiskWith runs scripts/mkdebian.sh with report as the e2e
+// script and unit as its systemd unit, enabled for multi-user.target.
+func makeDebianDiskWith(t *testing.T, e *env, out, report, unit string, args ...string) {
+	t.Helper()
 	add := t.TempDir()
 	for path, content := range map[string]string{
-		"usr/local/sbin/bootfleet-e2e":             debianReport,
-		"etc/systemd/system/bootfleet-e2e.service": debianUnit,
+		"usr/local/sbin/bootfleet-e2e":             report,
+		"etc/systemd/system/bootfleet-e2e.service": unit,
 	} {
 		p := filepath.Join(add, path)
 		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
