@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"net"
 	"net/http/httptest"
 	"path/filepath"
 	"strings"
@@ -97,5 +98,37 @@ func TestIdentityRoutes(t *testing.T) {
 	var eb ErrorBody
 	if got, _ := e.do(t, "POST", "/machines/pc1/rekey", bearer, "", &eb); got != 503 || !strings.Contains(eb.Error, "copy /var/lib/bootfleet/identity.key") {
 		t.Fatalf("rekey without a key: %d %q, want 503 saying what to copy", got, eb.Error)
+	}
+}
+
+type resetDisks struct{ reset []string }
+
+func (d *resetDisks) Reset(mac net.HardwareAddr, force bool) error {
+	d.reset = append(d.reset, mac.String())
+	return nil
+}
+
+// TestResetKeepsMachineID: machine reset discards the overlay and keeps
+// the machine-id; rm and add again makes a new one.
+func TestResetKeepsMachineID(t *testing.T) {
+	e := newEnv(t, false)
+	disks := &resetDisks{}
+	h, err := New(Config{Store: e.store, Token: token, Disks: disks})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.srv = httptest.NewServer(h)
+	t.Cleanup(e.srv.Close)
+	var before, after, again Machine
+	e.mustDo(t, "POST", "/machines", `{"mac":"52:54:00:00:00:01","name":"pc1"}`, 201, &before)
+	e.mustDo(t, "POST", "/machines/pc1/reset", "", 200, nil)
+	e.mustDo(t, "GET", "/machines/pc1", "", 200, &after)
+	if len(disks.reset) != 1 || before.MachineID == "" || after.MachineID != before.MachineID {
+		t.Fatalf("after reset machine-id %q, want %q kept (resets %v)", after.MachineID, before.MachineID, disks.reset)
+	}
+	e.mustDo(t, "DELETE", "/machines/pc1", "", 204, nil)
+	e.mustDo(t, "POST", "/machines", `{"mac":"52:54:00:00:00:01","name":"pc1"}`, 201, &again)
+	if again.MachineID == "" || again.MachineID == before.MachineID {
+		t.Fatalf("machine added again got machine-id %q, want a new one (old %s)", again.MachineID, before.MachineID)
 	}
 }
