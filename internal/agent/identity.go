@@ -150,6 +150,9 @@ func (w identityWriter) warnf(msg string, args ...any) {
 // place writes content to name inside the root with mode and owner.
 func (w identityWriter) place(name string, content []byte, mode os.FileMode, uid, gid int) error {
 	dir, err := w.dir(path.Dir(name))
+	if errors.Is(err, syscall.EROFS) {
+		return fmt.Errorf("write %s: %w (nor its directory): add an empty %s to the image", name, errNoTarget, name)
+	}
 	if err != nil {
 		return fmt.Errorf("write %s: %w", name, err)
 	}

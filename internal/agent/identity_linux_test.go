@@ -95,4 +95,16 @@ func readOnlyRoot(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "add an empty /etc/issue to the image") {
 		t.Errorf("a file the read-only root lacks: %v, want the install stopped saying what to add", err)
 	}
+	// A read-only root without even /etc (a minimal test image) boots
+	// with the kernel's host name and a transient machine-id.
+	bare := t.TempDir()
+	if err := unix.Mount("tmpfs", bare, "tmpfs", unix.MS_RDONLY, "mode=0755"); err != nil {
+		t.Errorf("mount tmpfs: %v", err)
+		return
+	}
+	defer unix.Unmount(bare, unix.MNT_DETACH)
+	w.root, warned = bare, nil
+	if err := w.install(identity.Identity{HostName: "pc1", MachineID: id.MachineID}); err != nil || len(warned) != 2 {
+		t.Errorf("read-only root without /etc: %v, warnings %q; want two warnings and no error", err, warned)
+	}
 }
