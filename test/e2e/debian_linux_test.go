@@ -139,15 +139,8 @@ var ioErrorMarks = []string{"I/O error", "blk_update_request", "Buffer I/O error
 // reboot or power off. It stops the VM once it has them.
 func runDebianVM(t *testing.T, ns *netns, dir, mac, tap string, boots int) []debianBoot {
 	t.Helper()
-	args := []string{
-		"-accel", "tcg", "-m", "1024", "-smp", "1",
-		"-nographic", "-serial", "stdio", "-monitor", "none", "-boot", "n",
-		"-netdev", "tap,id=n0,ifname=" + tap + ",script=no,downscript=no",
-		"-device", "virtio-net-pci,netdev=n0,mac=" + mac,
-	}
-	log := filepath.Join(dir, "serial-"+strings.ReplaceAll(mac, ":", "-")+".log")
 	start := time.Now()
-	q := startProc(t, "qemu-debian-"+mac, ns.command("qemu-system-x86_64", args...), log)
+	q := startDebianVM(t, ns, dir, mac, tap)
 	defer q.stop()
 	var out []debianBoot
 	cur := debianBoot{}
@@ -195,6 +188,20 @@ func runDebianVM(t *testing.T, ns *netns, dir, mac, tap string, boots int) []deb
 			mac, boots, len(out), err, q.out.tail(60))
 	}
 	return out
+}
+
+// startDebianVM starts mac (SeaBIOS, QEMU's iPXE ROM, 1 GiB) on tap,
+// its console in dir/serial-MAC.log.
+func startDebianVM(t *testing.T, ns *netns, dir, mac, tap string) *proc {
+	t.Helper()
+	args := []string{
+		"-accel", "tcg", "-m", "1024", "-smp", "1",
+		"-nographic", "-serial", "stdio", "-monitor", "none", "-boot", "n",
+		"-netdev", "tap,id=n0,ifname=" + tap + ",script=no,downscript=no",
+		"-device", "virtio-net-pci,netdev=n0,mac=" + mac,
+	}
+	log := filepath.Join(dir, "serial-"+strings.ReplaceAll(mac, ":", "-")+".log")
+	return startProc(t, "qemu-debian-"+mac, ns.command("qemu-system-x86_64", args...), log)
 }
 
 // checkDebianBoot asserts what every boot of a Debian root must show.

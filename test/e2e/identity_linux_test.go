@@ -134,7 +134,7 @@ func TestIdentityTwoAtOnce(t *testing.T) {
 	// Both at once.
 	vms := make([]*proc, len(machines))
 	for i, m := range machines {
-		vms[i] = startIdentityVM(t, lan, dir, m.mac, m.tap)
+		vms[i] = startDebianVM(t, lan, dir, m.mac, m.tap)
 	}
 	first := waitIdentityReports(t, vms, 1)
 	knownHosts := filepath.Join(work, "known_hosts")
@@ -187,18 +187,6 @@ func TestIdentityTwoAtOnce(t *testing.T) {
 type identityBoot struct {
 	fields map[string]string
 	theft  string
-}
-
-func startIdentityVM(t *testing.T, ns *netns, dir, mac, tap string) *proc {
-	t.Helper()
-	args := []string{
-		"-accel", "tcg", "-m", "1024", "-smp", "1",
-		"-nographic", "-serial", "stdio", "-monitor", "none", "-boot", "n",
-		"-netdev", "tap,id=n0,ifname=" + tap + ",script=no,downscript=no",
-		"-device", "virtio-net-pci,netdev=n0,mac=" + mac,
-	}
-	return startProc(t, "qemu-identity-"+mac, ns.command("qemu-system-x86_64", args...),
-		filepath.Join(dir, "serial-"+strings.ReplaceAll(mac, ":", "-")+".log"))
 }
 
 // waitIdentityReports waits, for every VM at once, for the nth boot's
