@@ -33,7 +33,9 @@ func newIdentity(ctx context.Context, c *config.Config, store inventory.Store, s
 		return nil, fmt.Errorf("identity.key_file: %w", noKey)
 	}
 	if noKey != nil {
-		log.Error("machines' SSH host keys cannot be made or served; machines whose image has sshd will not boot", "err", noKey)
+		// A warning, not an error: a fleet without sshd images needs no key.
+		// Each machine refused for it is logged as an error.
+		log.Warn("machines' SSH host keys cannot be made or served; machines whose image has sshd will not boot", "err", noKey)
 	}
 	profile := func(mac net.HardwareAddr) string { t, _ := view.Resolve(mac); return t.Profile }
 	return identitysvc.New(identitysvc.Config{Store: store, Sealer: sealer, NoKey: noKey, Files: files, Profile: profile, Logger: log})
