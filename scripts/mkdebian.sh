@@ -4,13 +4,15 @@
 # doing DHCP on every wired NIC, and the distribution's own kernel.
 #
 #   scripts/mkdebian.sh [--fs ext4|xfs|btrfs] [--table gpt|mbr|none]
-#                       [--size 2G] [--add DIR] OUT.raw
+#                       [--size 2G] [--add DIR] [--packages P,Q] OUT.raw
 #
 # --table gpt: an EFI system partition, then the root with the x86-64 root
 #   type GUID of the Discoverable Partitions Specification (a cloud image's
 #   layout); mbr: a swap partition, then the root as type 83 (an older PC's);
 #   none: the file system alone.
 # --add DIR: files copied over the root before the file system is made.
+# --packages P,Q: more Debian packages in the root (openssh-server, say);
+#   the tree with them is cached apart, so images without them keep theirs.
 #
 # The debootstrap tree is cached as a tarball (BOOTFLEET_CACHE, default
 # /var/cache/bootfleet-e2e), so a machine fetches the packages once. The
@@ -18,23 +20,25 @@
 # fdisk (sfdisk), e2fsprogs, xfsprogs, btrfs-progs and dosfstools.
 set -euo pipefail
 
-fs=ext4 table=gpt size=2G add=""
+fs=ext4 table=gpt size=2G add="" extra=""
 while [ $# -gt 1 ]; do
   case "$1" in
   --fs) fs=$2; shift 2 ;;
   --table) table=$2; shift 2 ;;
   --size) size=$2; shift 2 ;;
   --add) add=$2; shift 2 ;;
+  --packages) extra=$2; shift 2 ;;
   *) echo "mkdebian: unknown option $1" >&2; exit 2 ;;
   esac
 done
-[ $# -eq 1 ] || { echo "usage: $0 [--fs ext4|xfs|btrfs] [--table gpt|mbr|none] [--size 2G] [--add DIR] OUT.raw" >&2; exit 2; }
+[ $# -eq 1 ] || { echo "usage: $0 [--fs ext4|xfs|btrfs] [--table gpt|mbr|none] [--size 2G] [--add DIR] [--packages P,Q] OUT.raw" >&2; exit 2; }
+case "$extra" in *[!a-z0-9.+,-]*) echo "mkdebian: --packages $extra: want Debian package names separated by commas" >&2; exit 2 ;; esac
 out=$1
 case "$fs" in ext4|xfs|btrfs) ;; *) echo "mkdebian: --fs $fs: want ext4, xfs or btrfs" >&2; exit 2 ;; esac
 case "$table" in gpt|mbr|none) ;; *) echo "mkdebian: --table $table: want gpt, mbr or none" >&2; exit 2 ;; esac
 
 cache=${BOOTFLEET_CACHE:-/var/cache/bootfleet-e2e}
-packages="systemd-sysv,udev,iproute2,linux-image-amd64"
+packages="systemd-sysv,udev,iproute2,linux-image-amd64${extra:+,$extra}"
 # The cache key covers everything that shapes the tree.
 key=$(printf '%s\n' "$packages" "$(sed -n '/^# tree:/,/^# end tree/p' "$0")" | sha256sum | cut -c1-16)
 tarball="$cache/debian-bookworm-$key.tar"

@@ -132,6 +132,11 @@ func (a *Agent) Boot(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	if opts.Identity != "" {
+		if err := a.installIdentity(ctx, opts, opts.Root.Servers()[current]); err != nil {
+			return err
+		}
+	}
 	if err := a.handOffNetwork(nic); err != nil {
 		// Not fatal: an image without networkd or NetworkManager needs none.
 		a.Log.Warn("network hand-off files not written; the root's network service may reconfigure the root disk's NIC", "err", err)

@@ -40,6 +40,10 @@ type Options struct {
 	// Milestones is bootfleet.milestones=URL: the agent GETs URL/NAME at
 	// each step, so the server's boot record shows them. Empty: none sent.
 	Milestones string
+	// Identity is bootfleet.identity=URL: the agent fetches the machine's
+	// identity there (host name, machine-id, SSH host keys, files) and
+	// writes it into the new root. Empty: the root is left as it is.
+	Identity string
 	// Cache is bootfleet.overlay=, bootfleet.cache= and
 	// bootfleet.cache.size=: a copy-on-write cache over a read-only root.
 	Cache CacheOptions
@@ -72,6 +76,11 @@ func ParseCmdline(cmdline string) (Options, error) {
 				return o, fmt.Errorf("bootfleet.milestones=%q: want an http:// URL", v)
 			}
 			o.Milestones = strings.TrimSuffix(v, "/")
+		case "bootfleet.identity":
+			if !strings.HasPrefix(v, "http://") {
+				return o, fmt.Errorf("bootfleet.identity=%q: want an http:// URL", v)
+			}
+			o.Identity = v
 		case "bootfleet.overlay", "bootfleet.cache", "bootfleet.cache.size":
 			if err := o.Cache.set(k, v); err != nil {
 				return o, err

@@ -39,6 +39,10 @@ func TestParseCmdline(t *testing.T) {
 			return o.Milestones == "http://10.0.0.1:8080/milestone/52-54-00-00-00-01"
 		}},
 		{name: "bad milestones", in: "bootfleet.root=nbd:a:1:x bootfleet.milestones=ftp://x", wantErr: "bootfleet.milestones"},
+		{name: "identity", in: "bootfleet.root=nbd:a:1:x bootfleet.identity=http://10.0.0.1:8080/identity", check: func(o Options) bool {
+			return o.Identity == "http://10.0.0.1:8080/identity"
+		}},
+		{name: "bad identity", in: "bootfleet.root=nbd:a:1:x bootfleet.identity=https://x", wantErr: "bootfleet.identity"},
 		{name: "no root", in: "console=ttyS0 root=/dev/sda1", wantErr: "no bootfleet.root="},
 		{name: "bad root", in: "bootfleet.root=nfs:x", wantErr: "no nbd: scheme"},
 		{name: "bad dead", in: "bootfleet.root=nbd:a:1:x bootfleet.nbd.dead=-1", wantErr: "bootfleet.nbd.dead"},

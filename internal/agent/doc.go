@@ -21,7 +21,15 @@
 //     its Discoverable Partitions type, the only Linux partition, or the
 //     whole device; bootfleet.root.part= chooses) and its file system type
 //     (bootfleet.rootfstype= overrides), and mount it on /newroot;
-//  7. check that the new root's init (/sbin/init, or bootfleet.init=)
+//  7. with bootfleet.identity=URL, fetch the machine's identity from the
+//     server that serves the root, with the export name as the credential,
+//     and write it into the new root (identity.go): the host name (also set
+//     in the kernel, so systemd starts with it) in /etc/hostname, the
+//     machine-id in /etc/machine-id, the SSH host keys, if the root has
+//     sshd, in place of the image's own, and the rendered files; each file
+//     is renamed into place, and on a read-only root mounted over the
+//     image's; any failure stops the boot;
+//  8. check that the new root's init (/sbin/init, or bootfleet.init=)
 //     resolves inside it (ResolveInRoot), write the network hand-off files
 //     (HandoffFiles) into /run, move /proc, /sys, /dev and /run into the new
 //     root and exec busybox switch_root.
@@ -76,6 +84,8 @@
 //	BOOTFLEET-CMDLINE: <cmdline>        the kernel command line
 //	BOOTFLEET-IP: <addr> ...            DHCP bound (printed by the udhcpc script)
 //	BOOTFLEET-NBD: <dev> size=N ...     the kernel accepted the NBD socket
+//	BOOTFLEET-IDENTITY: hostname=<name> machine-id=<id> ssh-host-keys=<n> files=<n> sshd=<bool>
+//	                                    the machine's identity is in the new root
 //	BOOTFLEET-SWITCHROOT: <init>        about to exec switch_root
 //	BOOTFLEET-NBD-RECONNECTED: <dev> server=<addr> from=<addr> after=<s> ...
 //	                                    the watcher replaced a dead socket

@@ -135,6 +135,7 @@ func TestErrors(t *testing.T) {
 		{"bad MAC", "POST", "/machines", bearer, `{"mac":"52:54:00"}`, 400, "mac", "Ethernet MAC"},
 		{"bad IP", "POST", "/machines", bearer, `{"mac":"52:54:00:00:00:02","ip":"10.0.0"}`, 400, "ip", "IPv4"},
 		{"bad name", "POST", "/machines", bearer, `{"mac":"52:54:00:00:00:02","name":"a b"}`, 400, "name", "host name"},
+		{"name not RFC 1123", "POST", "/machines", bearer, `{"mac":"52:54:00:00:00:02","name":"pc1.-lab"}`, 400, "name", `"pc1.-lab" is not a host name (RFC 1123): label "-lab" starts or ends with a hyphen`},
 		{"bad label", "POST", "/machines", bearer, `{"mac":"52:54:00:00:00:02","labels":{"a b":"c"}}`, 400, "labels", "label key"},
 		{"unknown profile", "POST", "/machines", bearer, `{"mac":"52:54:00:00:00:02","profile":"nope"}`, 400, "profile", "no profile named"},
 		{"duplicate MAC", "POST", "/machines", bearer, `{"mac":"52-54-00-00-00-01"}`, 409, "mac", "already exists"},

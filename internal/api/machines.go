@@ -97,7 +97,11 @@ func (s *server) createMachine(w http.ResponseWriter, r *http.Request) error {
 // lookup finds the machine named in the path, by MAC or by name, so people
 // can write `bootfleet machine show pc1`.
 func (s *server) lookup(r *http.Request) (inventory.Machine, error) {
-	key := r.PathValue("mac")
+	return s.lookupKey(r, r.PathValue("mac"))
+}
+
+// lookupKey finds the machine key names, by MAC or by name.
+func (s *server) lookupKey(r *http.Request, key string) (inventory.Machine, error) {
 	if hw, err := inventory.ParseMAC(key); err == nil {
 		return s.cfg.Store.GetMachine(r.Context(), hw)
 	}

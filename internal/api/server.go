@@ -37,9 +37,12 @@ type Config struct {
 	Disks DiskResetter
 	// Boots serves GET /boots and /boots/{id}; nil answers them 404. Boot
 	// records live in the telemetry recorder, not in the store.
-	Boots  BootSource
-	Logger *slog.Logger     // default: discard
-	Now    func() time.Time // default time.Now; for event times and ?since=
+	Boots BootSource
+	// Identities serves known-hosts, rekey and files; nil answers them
+	// 400 (no identities here).
+	Identities IdentityService
+	Logger     *slog.Logger     // default: discard
+	Now        func() time.Time // default time.Now; for event times and ?since=
 }
 
 // route is one API endpoint. The table drives the mux, the test that
@@ -77,6 +80,11 @@ var routes = []route{
 	{"PUT", "/profiles/{name}", admin, (*server).putProfile},
 	{"DELETE", "/profiles/{name}", admin, (*server).deleteProfile},
 	{"POST", "/machines/{mac}/reset", operate, (*server).resetMachine},
+	{"POST", "/machines/{mac}/rekey", admin, (*server).rekeyMachine},
+	// Files may hold what the admin keeps from readers (a kiosk's
+	// password, say): admin only, like the config they come from.
+	{"GET", "/machines/{mac}/files", admin, (*server).machineFiles},
+	{"GET", "/known-hosts", read, (*server).knownHosts},
 	{"GET", "/images", read, (*server).listImages},
 	{"GET", "/images/{name}", read, (*server).getImage},
 	{"PUT", "/images/{name}", admin, (*server).putImage},
@@ -225,8 +233,12 @@ func (s *server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 	var (
 		ue *errUnauthorized
 		fe *errForbidden
+		na *errUnavailable
 	)
 	switch {
+	case errors.As(err, &na):
+		s.log.Error("api request refused: no identity key", "method", r.Method, "path", r.URL.Path, "err", err)
+		writeJSON(w, http.StatusServiceUnavailable, ErrorBody{Error: na.Error()})
 	case errors.As(err, &ue):
 		w.Header().Set("WWW-Authenticate", `Bearer realm="bootfleet"`)
 		writeJSON(w, http.StatusUnauthorized, ErrorBody{Error: ue.msg})

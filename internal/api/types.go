@@ -14,8 +14,8 @@ type ErrorBody struct {
 }
 
 // Machine is a machine on the wire. On input (POST, PUT) only mac, name,
-// profile, labels and ip are used; state, source, last_boot and
-// last_address are set by bootfleet and ignored.
+// profile, labels and ip are used; state, source, last_boot,
+// last_address and machine_id are set by bootfleet and ignored.
 type Machine struct {
 	MAC         string            `json:"mac"`
 	Name        string            `json:"name,omitempty"`
@@ -26,6 +26,7 @@ type Machine struct {
 	Source      string            `json:"source,omitempty"`
 	LastBoot    *time.Time        `json:"last_boot,omitempty"`
 	LastAddress string            `json:"last_address,omitempty"`
+	MachineID   string            `json:"machine_id,omitempty"` // its systemd machine-id
 }
 
 // MachinePatch is a PATCH body: absent fields stay as they are; a label
@@ -88,7 +89,7 @@ type (
 
 func machineOut(m inventory.Machine) Machine {
 	out := Machine{MAC: m.MAC.String(), Name: m.Name, Profile: m.Profile, Labels: m.Labels,
-		State: string(m.State), Source: string(m.Source)}
+		State: string(m.State), Source: string(m.Source), MachineID: m.MachineID}
 	if m.IP != nil {
 		out.IP = m.IP.String()
 	}

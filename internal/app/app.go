@@ -17,6 +17,7 @@ import (
 	"github.com/bootfleet/bootfleet/internal/dhcp"
 	"github.com/bootfleet/bootfleet/internal/diskless"
 	"github.com/bootfleet/bootfleet/internal/httpboot"
+	"github.com/bootfleet/bootfleet/internal/identitysvc"
 	"github.com/bootfleet/bootfleet/internal/inventory"
 	"github.com/bootfleet/bootfleet/internal/inventorysvc"
 	"github.com/bootfleet/bootfleet/internal/machineview"
@@ -87,7 +88,11 @@ func Run(ctx context.Context, c *config.Config, log *slog.Logger) error {
 
 	rec, history := newHistory(c, store, name, log)
 	taps := telemetryTaps(c, rec, log)
-	apiHandler, err := newAPI(c, store, inv.Changed, imgs, dl, history, log)
+	ids, err := newIdentity(ctx, c, store, name, view, log)
+	if err != nil {
+		return err
+	}
+	apiHandler, err := newAPI(c, store, inv.Changed, imgs, dl, history, ids, log)
 	if err != nil {
 		return err
 	}
@@ -99,8 +104,9 @@ func Run(ctx context.Context, c *config.Config, log *slog.Logger) error {
 		Files: roots, Fleet: view, Boots: inv.BootClock(taps.boots),
 		Transfers: taps.transfers, Milestones: taps.milestones, Roots: diskless.WithFailover(dl, spread.Root, name, log), Kernels: dl.Kernels(),
 		BaseURL: baseURL, ServerIP: serverIP.String(), Logger: log, Mirrors: spread,
+		IdentityURL: baseURL + identitysvc.Path,
 	}
-	boot := withPeers(httpboot.New(hc), peers)
+	boot := withIdentity(withPeers(httpboot.New(hc), peers), ids, dl.Disks())
 	front := frontHandler(rec, apiHandler, boot)
 	plain, mgmt, err := splitManagement(c, serverIP, front, boot, rec.Handler(), log)
 	if err != nil {
@@ -256,6 +262,11 @@ func tftpFS(c *config.Config, roots *safefs.Roots, hc httpboot.Config) tftp.File
 	return httpboot.GrubTFTP(hc, fs)
 }
 
+// hostName is a machine's name in the fleet view, which DHCP hands out.
+func hostName(view *machineview.View) func(net.HardwareAddr) string {
+	return func(mac net.HardwareAddr) string { m, _ := view.Machine(mac); return m.Name }
+}
+
 func newDHCP(c *config.Config, serverIP net.IP, baseURL string, view *machineview.View, leases dhcp.LeaseStore, obs dhcp.Observer,
 	onReply func(dhcp.Reply), peers dhcp.Peers, log *slog.Logger) (*dhcp.Server, error) {
 	dc := dhcp.Config{
@@ -276,6 +287,7 @@ func newDHCP(c *config.Config, serverIP net.IP, baseURL string, view *machinevie
 			},
 		},
 		Machines: view,
+		HostName: hostName(view),
 		Observer: obs,
 		OnReply:  onReply,
 		Peers:    peers,

@@ -66,7 +66,8 @@ func newDHCP6(c *config.Config, ip6 net.IP, ifc *net.Interface, httpPort string,
 				return ok && t.Spec.Loader == inventory.LoaderGrub
 			},
 		},
-		Boot: func(mac net.HardwareAddr) bool { _, boot := view.Lookup(mac); return boot },
+		Boot:     func(mac net.HardwareAddr) bool { _, boot := view.Lookup(mac); return boot },
+		HostName: hostName(view),
 		Observe: func(mac net.HardwareAddr, solicit bool, cl pxe.Client) {
 			t := dhcpv4.MessageTypeRequest
 			if solicit {

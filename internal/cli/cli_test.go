@@ -7,6 +7,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"regexp"
 	"testing"
 	"time"
 
@@ -51,8 +52,13 @@ func run(t *testing.T, args ...string) string {
 	return out.String()
 }
 
+// machineIDs are drawn at random when a machine is added; golden files
+// hold a placeholder.
+var machineIDs = regexp.MustCompile(`\b[0-9a-f]{32}\b`)
+
 func golden(t *testing.T, name, got string) {
 	t.Helper()
+	got = machineIDs.ReplaceAllString(got, "<machine-id>")
 	path := filepath.Join("testdata", name+".golden")
 	if os.Getenv("UPDATE_TESTDATA") != "" {
 		if err := os.WriteFile(path, []byte(got), 0o644); err != nil {

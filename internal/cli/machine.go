@@ -16,7 +16,8 @@ func machineCmd() *cobra.Command {
 		Short: "Add, list, change and remove machines (through the API of a running server)",
 	}
 	o.register(cmd)
-	cmd.AddCommand(machineAddCmd(o), machineListCmd(o), machineShowCmd(o), machineSetCmd(o), machineRmCmd(o), machineResetCmd(o))
+	cmd.AddCommand(machineAddCmd(o), machineListCmd(o), machineShowCmd(o), machineSetCmd(o), machineRmCmd(o), machineResetCmd(o),
+		machineRekeyCmd(o), machineRenderCmd(o))
 	return cmd
 }
 
@@ -136,6 +137,7 @@ func (o *clientOpts) printMachine(cmd *cobra.Command, m api.Machine, verb string
 		{"mac", m.MAC}, {"name", orDash(m.Name)}, {"profile", profileOrDefault(m.Profile)},
 		{"state", m.State}, {"reserved ip", orDash(m.IP)}, {"last address", orDash(m.LastAddress)},
 		{"last boot", formatTime(m.LastBoot)}, {"labels", formatLabels(m.Labels)}, {"source", m.Source},
+		{"machine-id", orDash(m.MachineID)},
 	})
 }
 

@@ -21,7 +21,7 @@ func Root() *cobra.Command {
 	root.AddCommand(serveCmd(), checkCmd())
 	root.AddCommand(initramfsCmd())
 	root.AddCommand(machineCmd(), profileCmd(), imageCmd(), leaseCmd(), bootsCmd())
-	root.AddCommand(tokenCmd(), auditCmd(), serverCmd())
+	root.AddCommand(tokenCmd(), auditCmd(), serverCmd(), knownHostsCmd())
 	root.AddCommand(stormCmd(), versionCmd())
 	return root
 }
@@ -72,6 +72,9 @@ func checkCmd() *cobra.Command {
 				return err
 			}
 			if err := describeTLS(cmd.OutOrStdout(), c); err != nil {
+				return err
+			}
+			if err := app.CheckTemplates(c); err != nil {
 				return err
 			}
 			fmt.Fprintln(cmd.OutOrStdout(), path+": ok")

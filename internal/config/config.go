@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"os"
+	"path/filepath"
 	"sort"
 	"strings"
 	"time"
@@ -52,6 +53,8 @@ type Config struct {
 	Store string `yaml:"store"`
 	// Server names this server among those sharing Store.
 	Server Server `yaml:"server"`
+	// Identity configures machines' identities (SSH host keys' sealing key).
+	Identity Identity `yaml:"identity"`
 	// Telemetry is on (default: boot records, /metrics, dashboard
 	// timelines) or off (only each boot's first DHCP packet and DoneURL
 	// are noted, in memory, for the boot complete line; for measuring
@@ -176,6 +179,10 @@ type Machine struct {
 	Name    string `yaml:"name"`
 	Profile string `yaml:"profile"`
 	IP      string `yaml:"ip"`
+	// Vars and Files are the machine's own: its vars win over its
+	// profile's, its files replace the profile's of the same path.
+	Vars  map[string]string `yaml:"vars"`
+	Files []File            `yaml:"files"`
 }
 
 // Duration is a time.Duration written as "1h", "30m" in YAML.
@@ -231,6 +238,7 @@ func (c *Config) applyDefaults() {
 		}
 	}
 	def(&c.Data, "/var/lib/bootfleet")
+	def(&c.Identity.KeyFile, filepath.Join(c.Data, "identity.key"))
 	def(&c.DHCP.Mode, "full")
 	if c.DHCP.Lease == 0 {
 		c.DHCP.Lease = Duration(time.Hour)
@@ -402,6 +410,12 @@ func (c *Config) Validate() error {
 			}
 			seenMAC[hw.String()] = i
 		}
+		if m.Name != "" {
+			if why := inventory.CheckHostName(m.Name); why != "" {
+				bad(key+".name", "%q is not a host name (RFC 1123): %s", m.Name, why)
+			}
+		}
+		validateFiles(key, m.Files, m.Vars, bad)
 		if m.Profile != "" {
 			if _, ok := c.Profiles[m.Profile]; !ok {
 				bad(key+".profile", "no profile named %q under profiles", m.Profile)

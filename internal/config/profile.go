@@ -18,6 +18,11 @@ type Profile struct {
 	// Debian's signed Shim and Grub from secure_boot, which boot with
 	// Secure Boot on. BIOS machines and iPXE ROMs always run iPXE.
 	Loader string `yaml:"loader"`
+	// Vars are free-form values the profile's and its machines' file
+	// templates see as {{.Vars.NAME}}; a machine's vars win.
+	Vars map[string]string `yaml:"vars"`
+	// Files are written into each machine's diskless root at every boot.
+	Files []File `yaml:"files"`
 }
 
 // Root is a profile's diskless root.
@@ -46,6 +51,7 @@ func (c *Config) validateProfiles(bad func(key, format string, args ...any)) {
 	for _, name := range sortedKeys(c.Profiles) {
 		p := c.Profiles[name]
 		validateRootKernel("profiles."+name, p, bad)
+		validateFiles("profiles."+name, p.Files, p.Vars, bad)
 		switch p.Loader {
 		case "", inventory.LoaderIPXE:
 		case inventory.LoaderGrub:

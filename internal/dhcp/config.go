@@ -115,7 +115,12 @@ type Config struct {
 	Plan     pxe.PlanConfig // boot files; Plan.HTTPBase is needed for iPXE and HTTP boot
 	Machines Machines       // default: no reservations, every machine boots
 	Observer Observer       // optional
-	Logger   *slog.Logger   // default: discard
+	// HostName, if set, is the inventory name of mac ("" for none), sent
+	// in full mode as option 12 and, when the client sends option 81, in
+	// the server's option 81 (RFC 4702). It is called per reply, so it
+	// must be an in-memory lookup.
+	HostName func(mac net.HardwareAddr) string
+	Logger   *slog.Logger // default: discard
 
 	// OnReply, if set, is called after each reply is sent. It must not block.
 	OnReply func(Reply)

@@ -11,6 +11,7 @@ import (
 	"github.com/insomniacslk/dhcp/dhcpv4"
 	"github.com/insomniacslk/dhcp/iana"
 
+	"github.com/bootfleet/bootfleet/internal/fqdn"
 	"github.com/bootfleet/bootfleet/internal/pxe"
 )
 
@@ -203,6 +204,7 @@ func (s *Server) fullReply(r request, t dhcpv4.MessageType, yiaddr net.IP, lease
 		m.UpdateOption(dhcpv4.OptRenewTimeValue(lease / 2))
 		m.UpdateOption(dhcpv4.OptRebindingTimeValue(lease * 7 / 8))
 	}
+	s.hostName(m, r)
 	if _, boot := s.cfg.Machines.Lookup(r.msg.ClientHWAddr); boot && r.client.Boot() {
 		if p, ok := s.plan(r); ok {
 			// No option 60 "PXEClient" in full mode: EDK II would then treat
@@ -215,6 +217,31 @@ func (s *Server) fullReply(r request, t dhcpv4.MessageType, yiaddr net.IP, lease
 		}
 	}
 	return m
+}
+
+// hostName gives a machine with a name in the inventory that name: in
+// option 12 always (firmware ignores it; Linux clients set it), and in
+// option 81 when the client sent one. A malformed option 81 is logged and
+// left unanswered; the reply still goes out.
+func (s *Server) hostName(m *dhcpv4.DHCPv4, r request) {
+	if s.cfg.HostName == nil {
+		return
+	}
+	name := s.cfg.HostName(r.msg.ClientHWAddr)
+	if name == "" {
+		return
+	}
+	m.UpdateOption(dhcpv4.OptHostName(name))
+	b := r.msg.Options.Get(dhcpv4.OptionFQDN)
+	if b == nil {
+		return
+	}
+	req, err := fqdn.DecodeV4(b)
+	if err != nil {
+		s.log.Info("dhcp client FQDN option not answered", "mac", r.msg.ClientHWAddr.String(), "err", err)
+		return
+	}
+	m.UpdateOption(dhcpv4.OptGeneric(dhcpv4.OptionFQDN, fqdn.ReplyV4(req, name)))
 }
 
 // ipxeNoProxyWait is option 175 holding sub-option 176 (no-pxedhcp) = 1.

@@ -45,6 +45,10 @@ type Config struct {
 	Plan pxe.PlanConfig
 	// Boot reports whether mac is to be booted; nil boots every machine.
 	Boot func(mac net.HardwareAddr) bool
+	// HostName, if set, is the inventory name of mac ("" for none); full
+	// mode answers a client's FQDN option (39) with it (RFC 4704). It is
+	// called per reply, so it must be an in-memory lookup.
+	HostName func(mac net.HardwareAddr) string
 	// Observe, if set, hears about every valid request from boot
 	// firmware before the policy runs, solicit true for a Solicit. It
 	// must not block. Other clients are not reported: EDK II's IPv6 stack

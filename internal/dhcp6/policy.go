@@ -10,6 +10,7 @@ import (
 	"github.com/insomniacslk/dhcp/dhcpv6"
 	"github.com/insomniacslk/dhcp/iana"
 
+	"github.com/bootfleet/bootfleet/internal/fqdn"
 	"github.com/bootfleet/bootfleet/internal/pxe"
 )
 
@@ -87,7 +88,29 @@ func (s *Server) handle(m *dhcpv6.Message, peer net.IP, bsPort bool, now time.Ti
 	if mac != nil && c.Boot() && (s.cfg.Boot == nil || s.cfg.Boot(mac)) {
 		s.bootOptions(out, c, mac)
 	}
+	s.fqdn(out, m, mac)
 	return out, ""
+}
+
+// fqdn answers the client's FQDN option with its name in the inventory
+// (RFC 4704 section 4.2): only when the client sent one, as a client that
+// did not may not understand it. A malformed option is logged and left
+// unanswered; the reply still goes out.
+func (s *Server) fqdn(out, m *dhcpv6.Message, mac net.HardwareAddr) {
+	opt := m.GetOneOption(dhcpv6.OptionFQDN)
+	if opt == nil || mac == nil || s.cfg.HostName == nil {
+		return
+	}
+	name := s.cfg.HostName(mac)
+	if name == "" {
+		return
+	}
+	req, err := fqdn.DecodeV6(opt.ToBytes())
+	if err != nil {
+		s.log.Info("dhcp6 client FQDN option not answered", "mac", mac.String(), "err", err)
+		return
+	}
+	out.AddOption(&dhcpv6.OptionGeneric{OptionCode: dhcpv6.OptionFQDN, OptionData: fqdn.ReplyV6(req, name)})
 }
 
 func (s *Server) reply(m *dhcpv6.Message, t dhcpv6.MessageType) *dhcpv6.Message {

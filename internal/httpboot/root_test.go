@@ -94,7 +94,8 @@ func TestRootCmdlineMilestones(t *testing.T) {
 			Root: inventory.Root{Image: "debian", Overlay: inventory.OverlayEphemeral}}},
 		Machines: []machineview.Machine{enrolled("52:54:00:00:00:01", "", "auto")},
 	})
-	srv := httptest.NewServer(New(Config{Fleet: v, Boots: noClock{}, BaseURL: "http://10.0.0.1:8080", Roots: &fakeRoots{}, Milestones: noMilestones{}}))
+	srv := httptest.NewServer(New(Config{Fleet: v, Boots: noClock{}, BaseURL: "http://10.0.0.1:8080", Roots: &fakeRoots{}, Milestones: noMilestones{},
+		IdentityURL: "http://10.0.0.1:8080/identity"}))
 	defer srv.Close()
 	resp, err := http.Get(srv.URL + "/ipxe/52-54-00-00-00-01")
 	if err != nil {
@@ -102,7 +103,8 @@ func TestRootCmdlineMilestones(t *testing.T) {
 	}
 	b, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
-	if want := " bootfleet.milestones=http://10.0.0.1:8080/milestone/52-54-00-00-00-01 || goto failed"; !strings.Contains(string(b), want) {
+	// And where to fetch the machine's identity.
+	if want := " bootfleet.milestones=http://10.0.0.1:8080/milestone/52-54-00-00-00-01 bootfleet.identity=http://10.0.0.1:8080/identity || goto failed"; !strings.Contains(string(b), want) {
 		t.Fatalf("script lacks %q:\n%s", want, b)
 	}
 }

@@ -92,8 +92,12 @@ type Config struct {
 	Kernels    ImageKernels      // optional; nil fails scripts of profiles with root.kernel: image
 	Mirrors    Mirrors           // optional; nil names only this server in scripts
 	BaseURL    string            // e.g. http://10.213.0.1:8080, as clients reach this server
-	ServerIP   string
-	Logger     *slog.Logger
+	// IdentityURL, if set, is where the diskless agent fetches the
+	// machine's identity (package identitysvc): scripts of profiles with
+	// a root carry it as bootfleet.identity=.
+	IdentityURL string
+	ServerIP    string
+	Logger      *slog.Logger
 }
 
 type server struct {
@@ -233,6 +237,9 @@ func (s *server) boot(ctx context.Context, t machineview.Target) (ipxe.Boot, err
 	if vars.Root != "" && s.Milestones != nil {
 		// The diskless agent reports its steps here, into the boot record.
 		cmdline += " bootfleet.milestones=" + s.BaseURL + "/milestone/" + mp
+	}
+	if vars.Root != "" && s.IdentityURL != "" {
+		cmdline += " bootfleet.identity=" + s.IdentityURL
 	}
 	q := "?mac=" + mp
 	if t.Spec.Root.Kernel == inventory.RootKernelImage {

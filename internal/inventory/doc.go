@@ -13,6 +13,6 @@
 // one source of records; package inventorysvc maps it onto this model.
 //
 // The store is the durable source of truth, not the hot path: DHCP, TFTP
-// and HTTP answer from the in-memory fleet.View, which is rebuilt from the
+// and HTTP answer from the in-memory machineview.View, which is rebuilt from the
 // store after every write (see [Snapshot]).
 package inventory

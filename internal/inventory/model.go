@@ -60,6 +60,13 @@ type Machine struct {
 
 	LastBoot    time.Time // start of the latest boot; zero if never
 	LastAddress net.IP    // address of the latest boot; nil if never
+
+	// MachineID is the machine's systemd machine-id, which its diskless
+	// root gets in /etc/machine-id. The store makes one when the machine
+	// is added (empty here: make one) and keeps it through every update
+	// and reset (empty in an update: keep it); a machine removed and
+	// added again gets a new one.
+	MachineID string
 }
 
 // Lease is a DHCP lease in full mode: IP belongs to MAC until Expiry.
@@ -127,7 +134,6 @@ func ParseMAC(s string) (net.HardwareAddr, error) {
 }
 
 var (
-	nameRE  = regexp.MustCompile(`^[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?$`)
 	pnameRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$`)
 	labelRE = regexp.MustCompile(`^[A-Za-z0-9]([A-Za-z0-9._/-]{0,61}[A-Za-z0-9])?$`)
 )
@@ -144,14 +150,21 @@ func (m *Machine) Validate() error {
 	if len(m.MAC) != 6 {
 		return invalid("mac", "want a 6-byte Ethernet MAC, got %q", m.MAC.String())
 	}
-	if m.Name != "" && !nameRE.MatchString(m.Name) {
-		return invalid("name", "want a host name (letters, digits, inner hyphens, at most 63), got %q", m.Name)
+	if m.Name != "" {
+		if why := CheckHostName(m.Name); why != "" {
+			return invalid("name", "%q is not a host name (RFC 1123): %s; use letters, digits and inner hyphens, labels of at most 63 separated by dots", m.Name, why)
+		}
 	}
 	if m.Profile != "" && !pnameRE.MatchString(m.Profile) {
 		return invalid("profile", "want a profile name (letters, digits, . _ -, at most 63), got %q", m.Profile)
 	}
 	if err := validateLabels(m.Labels); err != nil {
 		return err
+	}
+	if m.MachineID != "" {
+		if why := CheckMachineID(m.MachineID); why != "" {
+			return invalid("machine_id", "%s, got %q", why, m.MachineID)
+		}
 	}
 	if m.IP != nil {
 		ip4 := m.IP.To4()

@@ -78,10 +78,17 @@ WantedBy=multi-user.target
 // makeDebianDisk runs scripts/mkdebian.sh with the e2e unit added.
 func makeDebianDisk(t *testing.T, e *env, out string, args ...string) {
 	t.Helper()
+	makeDebianDiskWith(t, e, out, debianReport, debianUnit, args...)
+}
+
+// makeDebianDiskWith runs scripts/mkdebian.sh with report as the e2e
+// script and unit as its systemd unit, enabled for multi-user.target.
+func makeDebianDiskWith(t *testing.T, e *env, out, report, unit string, args ...string) {
+	t.Helper()
 	add := t.TempDir()
 	for path, content := range map[string]string{
-		"usr/local/sbin/bootfleet-e2e":             debianReport,
-		"etc/systemd/system/bootfleet-e2e.service": debianUnit,
+		"usr/local/sbin/bootfleet-e2e":             report,
+		"etc/systemd/system/bootfleet-e2e.service": unit,
 	} {
 		p := filepath.Join(add, path)
 		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
@@ -132,15 +139,8 @@ var ioErrorMarks = []string{"I/O error", "blk_update_request", "Buffer I/O error
 // reboot or power off. It stops the VM once it has them.
 func runDebianVM(t *testing.T, ns *netns, dir, mac, tap string, boots int) []debianBoot {
 	t.Helper()
-	args := []string{
-		"-accel", "tcg", "-m", "1024", "-smp", "1",
-		"-nographic", "-serial", "stdio", "-monitor", "none", "-boot", "n",
-		"-netdev", "tap,id=n0,ifname=" + tap + ",script=no,downscript=no",
-		"-device", "virtio-net-pci,netdev=n0,mac=" + mac,
-	}
-	log := filepath.Join(dir, "serial-"+strings.ReplaceAll(mac, ":", "-")+".log")
 	start := time.Now()
-	q := startProc(t, "qemu-debian-"+mac, ns.command("qemu-system-x86_64", args...), log)
+	q := startDebianVM(t, ns, dir, mac, tap)
 	defer q.stop()
 	var out []debianBoot
 	cur := debianBoot{}
@@ -188,6 +188,20 @@ func runDebianVM(t *testing.T, ns *netns, dir, mac, tap string, boots int) []deb
 			mac, boots, len(out), err, q.out.tail(60))
 	}
 	return out
+}
+
+// startDebianVM starts mac (SeaBIOS, QEMU's iPXE ROM, 1 GiB) on tap,
+// its console in dir/serial-MAC.log.
+func startDebianVM(t *testing.T, ns *netns, dir, mac, tap string) *proc {
+	t.Helper()
+	args := []string{
+		"-accel", "tcg", "-m", "1024", "-smp", "1",
+		"-nographic", "-serial", "stdio", "-monitor", "none", "-boot", "n",
+		"-netdev", "tap,id=n0,ifname=" + tap + ",script=no,downscript=no",
+		"-device", "virtio-net-pci,netdev=n0,mac=" + mac,
+	}
+	log := filepath.Join(dir, "serial-"+strings.ReplaceAll(mac, ":", "-")+".log")
+	return startProc(t, "qemu-debian-"+mac, ns.command("qemu-system-x86_64", args...), log)
 }
 
 // checkDebianBoot asserts what every boot of a Debian root must show.

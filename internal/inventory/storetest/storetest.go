@@ -54,6 +54,8 @@ func Run(t *testing.T, b Backend) {
 		{"ServerNameTaken", testServerNameTaken},
 		{"Secrets", testSecrets},
 		{"ImageCopies", testImageCopies},
+		{"MachineID", testMachineID},
+		{"HostKeys", testHostKeys},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) { tt.fn(t, b) })
@@ -115,6 +117,10 @@ func testMachineCRUD(t *testing.T, b Backend) {
 		Labels: map[string]string{"room": "lab2", "row": "3"}, IP: net.IPv4(10, 0, 0, 50)}
 	got := must[inventory.Machine](t)(s.CreateMachine(c, want))
 	want.IP, want.State, want.Source = want.IP.To4(), inventory.StateReady, inventory.SourceAPI
+	if why := inventory.CheckMachineID(got.MachineID); why != "" {
+		t.Fatalf("CreateMachine made machine-id %q: %s", got.MachineID, why)
+	}
+	want.MachineID = got.MachineID
 	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("CreateMachine returned\n %#v\nwant\n %#v", got, want)
 	}

@@ -13,7 +13,7 @@ import (
 	"github.com/bootfleet/bootfleet/internal/inventory"
 )
 
-const machineCols = `mac, name, profile, labels, ip, state, source, last_boot, last_address`
+const machineCols = `mac, name, profile, labels, ip, state, source, last_boot, last_address, machine_id`
 
 func scanMachine(sc interface{ Scan(...any) error }) (inventory.Machine, error) {
 	var (
@@ -22,7 +22,7 @@ func scanMachine(sc interface{ Scan(...any) error }) (inventory.Machine, error) 
 		profile, ip, lastAdr sql.NullString
 		state, source        string
 	)
-	if err := sc.Scan(&mac, &m.Name, &profile, &labels, &ip, &state, &source, scanTime{&m.LastBoot}, &lastAdr); err != nil {
+	if err := sc.Scan(&mac, &m.Name, &profile, &labels, &ip, &state, &source, scanTime{&m.LastBoot}, &lastAdr, &m.MachineID); err != nil {
 		return m, err
 	}
 	hw, err := net.ParseMAC(mac)
@@ -142,13 +142,16 @@ func (s *Store) machineArgs(m inventory.Machine) ([]any, error) {
 		return nil, err
 	}
 	return []any{m.Name, strArg(m.Profile), labels, ipArg(m.IP), string(m.State), string(m.Source),
-		s.d.timeArg(m.LastBoot), ipArg(m.LastAddress), m.MAC.String()}, nil
+		s.d.timeArg(m.LastBoot), ipArg(m.LastAddress), m.MachineID, m.MAC.String()}, nil
 }
 
 // CreateMachine implements inventory.Machines.
 func (s *Store) CreateMachine(ctx context.Context, m inventory.Machine) (inventory.Machine, error) {
 	if err := m.Validate(); err != nil {
 		return m, err
+	}
+	if m.MachineID == "" {
+		m.MachineID = inventory.NewMachineID()
 	}
 	err := s.tx(ctx, func(tx *sql.Tx) error {
 		if old, err := s.getMachine(ctx, tx, m.MAC); err == nil {
@@ -163,8 +166,8 @@ func (s *Store) CreateMachine(ctx context.Context, m inventory.Machine) (invento
 		if err != nil {
 			return err
 		}
-		_, err = s.exec(ctx, tx, `INSERT INTO machines (name, profile, labels, ip, state, source, last_boot, last_address, mac)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`, args...)
+		_, err = s.exec(ctx, tx, `INSERT INTO machines (name, profile, labels, ip, state, source, last_boot, last_address, machine_id, mac)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`, args...)
 		return err
 	})
 	if err != nil {
@@ -186,8 +189,10 @@ func (s *Store) UpdateMachine(ctx context.Context, m inventory.Machine) (invento
 		if err != nil {
 			return err
 		}
+		// An empty machine_id keeps the stored one: only a new machine
+		// gets a new one.
 		res, err := s.exec(ctx, tx, `UPDATE machines SET name = ?, profile = ?, labels = ?, ip = ?, state = ?, source = ?,
-			last_boot = ?, last_address = ? WHERE mac = ?`, args...)
+			last_boot = ?, last_address = ?, machine_id = COALESCE(NULLIF(?, ''), machine_id) WHERE mac = ?`, args...)
 		if err != nil {
 			return err
 		}
@@ -232,6 +237,11 @@ func (s *Store) SetStatus(ctx context.Context, mac net.HardwareAddr, st inventor
 // DeleteMachine implements inventory.Machines.
 func (s *Store) DeleteMachine(ctx context.Context, mac net.HardwareAddr) error {
 	return s.tx(ctx, func(tx *sql.Tx) error {
+		// The machine's host keys go with it: a machine added again with
+		// this MAC is a new machine and gets new ones.
+		if _, err := s.exec(ctx, tx, `DELETE FROM host_keys WHERE mac = ?`, mac.String()); err != nil {
+			return err
+		}
 		res, err := s.exec(ctx, tx, `DELETE FROM machines WHERE mac = ?`, mac.String())
 		if err != nil {
 			return err
