@@ -26,6 +26,7 @@ type Store interface {
 	Servers
 	Secrets
 	ImageCopies
+	Power
 	// Close releases the database. The store must not be used afterwards.
 	Close() error
 }

@@ -53,6 +53,7 @@ func Run(t *testing.T, b Backend) {
 		{"RemoveServer", testRemoveServer},
 		{"Secrets", testSecrets},
 		{"ImageCopies", testImageCopies},
+		{"Power", testPower},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) { tt.fn(t, b) })

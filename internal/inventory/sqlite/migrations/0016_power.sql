@@ -1,0 +1,15 @@
+-- How bootfleet powers each machine (issue 34). password and secureon are
+-- secrets the drivers need in the clear; the API never returns them.
+-- broadcast is dotted IPv4 text or ''.
+CREATE TABLE machine_power (
+	mac          TEXT PRIMARY KEY REFERENCES machines (mac) ON DELETE CASCADE,
+	driver       TEXT NOT NULL CHECK (driver IN ('wol', 'ipmi', 'redfish', 'none')),
+	host         TEXT NOT NULL DEFAULT '',
+	username     TEXT NOT NULL DEFAULT '',
+	password     TEXT NOT NULL DEFAULT '',
+	cipher_suite INTEGER NOT NULL DEFAULT 0,
+	insecure     INTEGER NOT NULL DEFAULT 0,
+	broadcast    TEXT NOT NULL DEFAULT '',
+	secureon     TEXT NOT NULL DEFAULT '',
+	source       TEXT NOT NULL DEFAULT 'api'
+);
