@@ -37,7 +37,9 @@ type Config struct {
 	Disks DiskResetter
 	// Boots serves GET /boots and /boots/{id}; nil answers them 404. Boot
 	// records live in the telemetry recorder, not in the store.
-	Boots  BootSource
+	Boots BootSource
+	// Power carries out POST /power; nil refuses it.
+	Power  PowerRunner
 	Logger *slog.Logger     // default: discard
 	Now    func() time.Time // default time.Now; for event times and ?since=
 }
@@ -77,6 +79,10 @@ var routes = []route{
 	{"PUT", "/profiles/{name}", admin, (*server).putProfile},
 	{"DELETE", "/profiles/{name}", admin, (*server).deleteProfile},
 	{"POST", "/machines/{mac}/reset", operate, (*server).resetMachine},
+	{"GET", "/machines/{mac}/power", read, (*server).getPower},
+	{"PUT", "/machines/{mac}/power", admin, (*server).putPower},
+	{"DELETE", "/machines/{mac}/power", admin, (*server).deletePower},
+	{"POST", "/power", operate, (*server).runPower},
 	{"GET", "/images", read, (*server).listImages},
 	{"GET", "/images/{name}", read, (*server).getImage},
 	{"PUT", "/images/{name}", admin, (*server).putImage},

@@ -7,6 +7,8 @@ import (
 	"log/slog"
 	"sync"
 	"time"
+
+	"github.com/bootfleet/bootfleet/internal/inventory"
 )
 
 // Result is one machine's outcome of a command.
@@ -129,6 +131,10 @@ func waveOf(i int, sizes []int) int {
 // context is left behind: its answer is dropped when it comes.
 func (r *Runner) one(ctx context.Context, a Action, t Target, wave int) Result {
 	res := Result{Target: t, Wave: wave, At: r.Now()}
+	if t.Settings.Driver == inventory.DriverNone {
+		res.Err = fmt.Errorf("power driver none: bootfleet does not switch this machine; set its driver with bootfleet machine power")
+		return res
+	}
 	d, ok := r.Drivers[t.Settings.Driver]
 	if !ok {
 		res.Err = fmt.Errorf("driver %q: not available on this server; want one of the configured drivers, or set the machine's power driver", t.Settings.Driver)
