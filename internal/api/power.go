@@ -50,21 +50,22 @@ func powerOut(p inventory.PowerSettings) PowerSettings {
 	return out
 }
 
-// settingsOf returns m's stored settings, or Wake-on-LAN when it has none.
-func (s *server) settingsOf(ctx context.Context, mac net.HardwareAddr) (inventory.PowerSettings, error) {
-	p, err := s.cfg.Store.GetPower(ctx, mac)
-	if errors.Is(err, inventory.ErrNotFound) {
-		return inventory.PowerSettings{MAC: mac, Driver: inventory.DriverWOL}, nil
+// machinePower finds the machine in the path and its stored settings, or
+// Wake-on-LAN when it has none.
+func (s *server) machinePower(r *http.Request) (inventory.Machine, inventory.PowerSettings, error) {
+	m, err := s.lookup(r)
+	if err != nil {
+		return m, inventory.PowerSettings{}, err
 	}
-	return p, err
+	p, err := s.cfg.Store.GetPower(r.Context(), m.MAC)
+	if errors.Is(err, inventory.ErrNotFound) {
+		return m, inventory.PowerSettings{MAC: m.MAC, Driver: inventory.DriverWOL}, nil
+	}
+	return m, p, err
 }
 
 func (s *server) getPower(w http.ResponseWriter, r *http.Request) error {
-	m, err := s.lookup(r)
-	if err != nil {
-		return err
-	}
-	p, err := s.settingsOf(r.Context(), m.MAC)
+	_, p, err := s.machinePower(r)
 	if err != nil {
 		return err
 	}
@@ -76,16 +77,12 @@ func (s *server) putPower(w http.ResponseWriter, r *http.Request) error {
 	// The body holds secrets: the trail gets the redacted settings once
 	// they are stored, and this when the request fails.
 	setNote(r, "(body not recorded: it may hold secrets)")
-	m, err := s.lookup(r)
+	m, old, err := s.machinePower(r)
 	if err != nil {
 		return err
 	}
 	var in PowerSettings
 	if err := decode(r, &in); err != nil {
-		return err
-	}
-	old, err := s.settingsOf(r.Context(), m.MAC)
-	if err != nil {
 		return err
 	}
 	if err := readOnly(old.Source, "driver", "the power settings of "+m.String()); err != nil {
@@ -124,11 +121,7 @@ func (s *server) putPower(w http.ResponseWriter, r *http.Request) error {
 }
 
 func (s *server) deletePower(w http.ResponseWriter, r *http.Request) error {
-	m, err := s.lookup(r)
-	if err != nil {
-		return err
-	}
-	old, err := s.settingsOf(r.Context(), m.MAC)
+	m, old, err := s.machinePower(r)
 	if err != nil {
 		return err
 	}
