@@ -7,6 +7,7 @@ import (
 	"github.com/bootfleet/bootfleet/internal/api"
 	"github.com/bootfleet/bootfleet/internal/config"
 	"github.com/bootfleet/bootfleet/internal/inventory"
+	"github.com/bootfleet/bootfleet/internal/power"
 	"github.com/bootfleet/bootfleet/internal/telemetry"
 	"github.com/bootfleet/bootfleet/internal/web"
 )
@@ -20,7 +21,15 @@ func newAPI(c *config.Config, store inventory.Store, onChange func(), images api
 		return nil, err
 	}
 	return api.New(api.Config{Store: store, Token: tok, OpenReads: c.API.OpenReads, OnChange: onChange,
-		Images: images, Disks: disks, Boots: boots, Logger: log})
+		Images: images, Disks: disks, Boots: boots, Power: newPower(c, log), Logger: log})
+}
+
+// newPower is the runner of power commands with every driver: magic
+// packets leave by the boot interface, where the machines DHCP.
+func newPower(c *config.Config, log *slog.Logger) *power.Runner {
+	return &power.Runner{Drivers: map[string]power.Driver{
+		inventory.DriverWOL: power.WOL{Interface: c.Interface},
+	}, Logger: log.With("part", "power")}
 }
 
 // frontHandler is the HTTP server's one handler: /metrics, the dashboard,
