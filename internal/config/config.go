@@ -172,10 +172,11 @@ type Log struct {
 
 // Machine is a known machine. IP, if set, is reserved for it in full mode.
 type Machine struct {
-	MAC     string `yaml:"mac"`
-	Name    string `yaml:"name"`
-	Profile string `yaml:"profile"`
-	IP      string `yaml:"ip"`
+	MAC     string        `yaml:"mac"`
+	Name    string        `yaml:"name"`
+	Profile string        `yaml:"profile"`
+	IP      string        `yaml:"ip"`
+	Power   *MachinePower `yaml:"power"`
 }
 
 // Duration is a time.Duration written as "1h", "30m" in YAML.
