@@ -8,6 +8,7 @@ import (
 	"github.com/bootfleet/bootfleet/internal/config"
 	"github.com/bootfleet/bootfleet/internal/inventory"
 	"github.com/bootfleet/bootfleet/internal/power"
+	"github.com/bootfleet/bootfleet/internal/power/ipmi"
 	"github.com/bootfleet/bootfleet/internal/telemetry"
 	"github.com/bootfleet/bootfleet/internal/web"
 )
@@ -28,7 +29,8 @@ func newAPI(c *config.Config, store inventory.Store, onChange func(), images api
 // packets leave by the boot interface, where the machines DHCP.
 func newPower(c *config.Config, log *slog.Logger) *power.Runner {
 	return &power.Runner{Drivers: map[string]power.Driver{
-		inventory.DriverWOL: power.WOL{Interface: c.Interface},
+		inventory.DriverWOL:  power.WOL{Interface: c.Interface},
+		inventory.DriverIPMI: ipmi.Driver{},
 	}, Logger: log.With("part", "power")}
 }
 
