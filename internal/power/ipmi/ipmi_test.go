@@ -12,7 +12,7 @@ import (
 
 	"github.com/bootfleet/bootfleet/internal/inventory"
 	"github.com/bootfleet/bootfleet/internal/power"
-	"github.com/bootfleet/bootfleet/internal/testutil"
+	"github.com/bootfleet/bootfleet/internal/testutil/ipmisim"
 )
 
 func target(host, user, password string, suite int) power.Target {
@@ -36,7 +36,7 @@ func TestAgainstIPMISim(t *testing.T) {
 	if err := os.WriteFile(script, []byte("#!/bin/sh\ntouch "+alive+"\nexec sleep 600\n"), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	sim := testutil.StartIPMISim(t, script)
+	sim := ipmisim.Start(t, script)
 	good := target(sim.LAN, sim.User, sim.Password, sim.Suite)
 
 	steps := []struct {
@@ -53,7 +53,7 @@ func TestAgainstIPMISim(t *testing.T) {
 	for _, s := range steps {
 		got, err := do(t, good, s.a)
 		if err != nil || got != s.want {
-			t.Fatalf("%s: %q, %v; want %s\nipmi_sim log:\n%s", s.a, got, err, s.want, sim.Proc.LogTail(20))
+			t.Fatalf("%s: %q, %v; want %s\nipmi_sim log:\n%s", s.a, got, err, s.want, sim.LogTail(20))
 		}
 		if s.a == power.On {
 			waitFile(t, alive)
