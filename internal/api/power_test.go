@@ -154,3 +154,30 @@ func TestPowerRun(t *testing.T) {
 	}
 	e.mustDo(t, "POST", "/power", `{"action":"on","machines":["nope"]}`, http.StatusNotFound, nil)
 }
+
+// TestNextBootAPI: set, show, maintenance resolved to the config's
+// profile, refused targets, remove.
+func TestNextBootAPI(t *testing.T) {
+	e := newEnv(t, false, func(c *Config) { c.MaintenanceProfile = "cfgprof" })
+	e.mustDo(t, "POST", "/machines", `{"mac":"52:54:00:00:00:01","name":"pc1"}`, http.StatusCreated, nil)
+	var nb NextBoot
+	e.mustDo(t, "PUT", "/machines/pc1/next-boot", `{"target":"maintenance"}`, http.StatusOK, &nb)
+	if nb.Target != "cfgprof" {
+		t.Fatalf("next-boot maintenance stored %q, want the maintenance profile cfgprof", nb.Target)
+	}
+	e.mustDo(t, "PUT", "/machines/pc1/next-boot", `{"target":"local"}`, http.StatusOK, &nb)
+	e.mustDo(t, "GET", "/machines/pc1/next-boot", "", http.StatusOK, &nb)
+	if nb.Target != "local" {
+		t.Fatalf("next-boot shows %q, want local", nb.Target)
+	}
+	e.mustDo(t, "PUT", "/machines/pc1/next-boot", `{"target":"nope"}`, http.StatusBadRequest, nil)
+	e.mustDo(t, "PUT", "/machines/pc1/next-boot", `{"target":""}`, http.StatusBadRequest, nil)
+	e.mustDo(t, "DELETE", "/machines/pc1/next-boot", "", http.StatusNoContent, nil)
+	e.mustDo(t, "GET", "/machines/pc1/next-boot", "", http.StatusOK, &nb)
+	if nb.Target != "" {
+		t.Fatalf("after DELETE next-boot shows %q, want none", nb.Target)
+	}
+	plain := newEnv(t, false)
+	plain.mustDo(t, "POST", "/machines", `{"mac":"52:54:00:00:00:01","name":"pc1"}`, http.StatusCreated, nil)
+	plain.mustDo(t, "PUT", "/machines/pc1/next-boot", `{"target":"maintenance"}`, http.StatusBadRequest, nil)
+}

@@ -38,6 +38,9 @@ type Config struct {
 	// Boots serves GET /boots and /boots/{id}; nil answers them 404. Boot
 	// records live in the telemetry recorder, not in the store.
 	Boots BootSource
+	// MaintenanceProfile is what next-boot target maintenance boots (the
+	// config's maintenance_profile); "" refuses that target.
+	MaintenanceProfile string
 	// Power carries out POST /power; nil refuses it.
 	Power  PowerRunner
 	Logger *slog.Logger     // default: discard
@@ -83,6 +86,9 @@ var routes = []route{
 	{"PUT", "/machines/{mac}/power", admin, (*server).putPower},
 	{"DELETE", "/machines/{mac}/power", admin, (*server).deletePower},
 	{"POST", "/power", operate, (*server).runPower},
+	{"GET", "/machines/{mac}/next-boot", read, (*server).getNextBoot},
+	{"PUT", "/machines/{mac}/next-boot", operate, (*server).putNextBoot},
+	{"DELETE", "/machines/{mac}/next-boot", operate, (*server).deleteNextBoot},
 	{"GET", "/images", read, (*server).listImages},
 	{"GET", "/images/{name}", read, (*server).getImage},
 	{"PUT", "/images/{name}", admin, (*server).putImage},

@@ -98,7 +98,7 @@ func Run(ctx context.Context, c *config.Config, log *slog.Logger) error {
 	hc := httpboot.Config{
 		Files: roots, Fleet: view, Boots: inv.BootClock(taps.boots),
 		Transfers: taps.transfers, Milestones: taps.milestones, Roots: diskless.WithFailover(dl, spread.Root, name, log), Kernels: dl.Kernels(),
-		BaseURL: baseURL, ServerIP: serverIP.String(), Logger: log, Mirrors: spread,
+		BaseURL: baseURL, ServerIP: serverIP.String(), Logger: log, Mirrors: spread, NextBoots: store,
 	}
 	boot := withPeers(httpboot.New(hc), peers)
 	front := frontHandler(rec, apiHandler, boot)

@@ -22,7 +22,7 @@ func newAPI(c *config.Config, store inventory.Store, onChange func(), images api
 		return nil, err
 	}
 	return api.New(api.Config{Store: store, Token: tok, OpenReads: c.API.OpenReads, OnChange: onChange,
-		Images: images, Disks: disks, Boots: boots, Power: newPower(c, log), Logger: log})
+		Images: images, Disks: disks, Boots: boots, Power: newPower(c, log), MaintenanceProfile: c.MaintenanceProfile, Logger: log})
 }
 
 // newPower is the runner of power commands with every driver: magic

@@ -16,7 +16,7 @@ func machineCmd() *cobra.Command {
 		Short: "Add, list, change and remove machines (through the API of a running server)",
 	}
 	o.register(cmd)
-	cmd.AddCommand(machineAddCmd(o), machineListCmd(o), machineShowCmd(o), machineSetCmd(o), machineRmCmd(o), machineResetCmd(o), machinePowerCmd(o))
+	cmd.AddCommand(machineAddCmd(o), machineListCmd(o), machineShowCmd(o), machineSetCmd(o), machineRmCmd(o), machineResetCmd(o), machinePowerCmd(o), machineNextBootCmd(o))
 	return cmd
 }
 

@@ -91,3 +91,24 @@ func TestPowerCommand(t *testing.T) {
 		}
 	}
 }
+
+func TestMachineNextBoot(t *testing.T) {
+	url := powerServer(t)
+	for _, tt := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"pc1"}, "pc1: no next boot override"},
+		{[]string{"pc1", "local"}, "pc1: next network boot: local (once)"},
+		{[]string{"pc1"}, "pc1: next network boot: local (once)"},
+		{[]string{"pc1", "--clear"}, "pc1: next boot override removed"},
+		{[]string{"pc1", "nope"}, `error: target: no profile named "nope"`},
+		{[]string{"pc1", "maintenance"}, "error: target: no maintenance_profile"},
+		{[]string{"pc1", "local", "--clear"}, "error: give a target or --clear"},
+	} {
+		out := run(t, append([]string{"machine", "next-boot"}, append(tt.args, "--server", url, "--token", testToken)...)...)
+		if !strings.Contains(out, tt.want) {
+			t.Errorf("machine next-boot %v printed %q, want %q", tt.args, out, tt.want)
+		}
+	}
+}

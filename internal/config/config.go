@@ -47,6 +47,10 @@ type Config struct {
 	Discovery string `yaml:"discovery"`
 	// DiscoveryProfile, if set, is what unenrolled machines boot.
 	DiscoveryProfile string `yaml:"discovery_profile"`
+	// MaintenanceProfile is what `bootfleet machine next-boot NAME
+	// maintenance` boots once: a rescue or reinstall system. Empty
+	// refuses that target.
+	MaintenanceProfile string `yaml:"maintenance_profile"`
 	// Store is the inventory: empty for SQLite in the data directory, a
 	// SQLite file path, or a postgres:// DSN shared by several servers.
 	Store string `yaml:"store"`

@@ -27,6 +27,7 @@ type Store interface {
 	Secrets
 	ImageCopies
 	Power
+	NextBoots
 	// Close releases the database. The store must not be used afterwards.
 	Close() error
 }

@@ -54,6 +54,7 @@ func Run(t *testing.T, b Backend) {
 		{"Secrets", testSecrets},
 		{"ImageCopies", testImageCopies},
 		{"Power", testPower},
+		{"NextBoot", testNextBoot},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) { tt.fn(t, b) })

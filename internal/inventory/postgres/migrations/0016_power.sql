@@ -13,3 +13,12 @@ CREATE TABLE machine_power (
 	secureon     TEXT NOT NULL DEFAULT '',
 	source       TEXT NOT NULL DEFAULT 'api'
 );
+
+-- A machine's one-shot boot override (bootfleet machine next-boot): its
+-- next network boot takes it and deletes it. target is a profile name or
+-- 'local'.
+CREATE TABLE machine_next_boot (
+	mac    TEXT PRIMARY KEY REFERENCES machines (mac) ON DELETE CASCADE,
+	target TEXT NOT NULL,
+	set_at TIMESTAMPTZ NOT NULL
+);

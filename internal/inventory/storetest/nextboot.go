@@ -1,0 +1,79 @@
+package storetest
+
+import (
+	"sync"
+	"testing"
+
+	"github.com/bootfleet/bootfleet/internal/inventory"
+)
+
+func testNextBoot(t *testing.T, b Backend) {
+	s := b.New(t)
+	c := ctx(t)
+	seed(t, s)
+	pc := mac("52:54:00:00:00:01")
+	must[inventory.Machine](t)(s.CreateMachine(c, inventory.Machine{MAC: pc, Profile: "linux"}))
+
+	if got := must[string](t)(s.GetNextBoot(c, pc)); got != "" {
+		t.Fatalf("GetNextBoot of a fresh machine = %q, want none", got)
+	}
+	if err := s.SetNextBoot(c, pc, "rescue"); err != nil {
+		t.Fatal(err)
+	}
+	s = b.Reopen(t, s)
+	if got := must[string](t)(s.GetNextBoot(c, pc)); got != "rescue" {
+		t.Fatalf("GetNextBoot after reopen = %q, want rescue", got)
+	}
+	// Servers racing for one boot: exactly one takes the override.
+	var wg sync.WaitGroup
+	got := make([]string, 6)
+	for i := range got {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			v, err := s.TakeNextBoot(c, pc)
+			if err != nil {
+				t.Error(err)
+			}
+			got[i] = v
+		}()
+	}
+	wg.Wait()
+	n := 0
+	for _, v := range got {
+		if v == "rescue" {
+			n++
+		} else if v != "" {
+			t.Fatalf("TakeNextBoot = %q, want rescue or nothing", v)
+		}
+	}
+	if n != 1 {
+		t.Fatalf("%d of 6 racing takes got the override, want exactly 1: %q", n, got)
+	}
+	if got := must[string](t)(s.GetNextBoot(c, pc)); got != "" {
+		t.Fatalf("GetNextBoot after the take = %q, want none: it is one-shot", got)
+	}
+
+	if err := s.SetNextBoot(c, pc, inventory.NextBootLocal); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.SetNextBoot(c, pc, ""); err != nil {
+		t.Fatal(err)
+	}
+	if got := must[string](t)(s.GetNextBoot(c, pc)); got != "" {
+		t.Fatalf("GetNextBoot after clearing = %q, want none", got)
+	}
+	wantErr(t, s.SetNextBoot(c, pc, "nope"), inventory.ErrInvalid, "target")
+	wantErr(t, s.SetNextBoot(c, mac("52:54:00:00:00:99"), "rescue"), inventory.ErrNotFound, "mac")
+	// An override dies with its machine.
+	if err := s.SetNextBoot(c, pc, "rescue"); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.DeleteMachine(c, pc); err != nil {
+		t.Fatal(err)
+	}
+	must[inventory.Machine](t)(s.CreateMachine(c, inventory.Machine{MAC: pc}))
+	if got := must[string](t)(s.GetNextBoot(c, pc)); got != "" {
+		t.Fatalf("a re-added machine inherits next boot %q, want none", got)
+	}
+}
