@@ -9,6 +9,7 @@ import (
 	"github.com/bootfleet/bootfleet/internal/inventory"
 	"github.com/bootfleet/bootfleet/internal/power"
 	"github.com/bootfleet/bootfleet/internal/power/ipmi"
+	"github.com/bootfleet/bootfleet/internal/power/redfish"
 	"github.com/bootfleet/bootfleet/internal/telemetry"
 	"github.com/bootfleet/bootfleet/internal/web"
 )
@@ -30,7 +31,8 @@ func newAPI(c *config.Config, store inventory.Store, onChange func(), images api
 func newPower(c *config.Config, log *slog.Logger) *power.Runner {
 	return &power.Runner{Drivers: map[string]power.Driver{
 		inventory.DriverWOL:  power.WOL{Interface: c.Interface},
-		inventory.DriverIPMI: ipmi.Driver{},
+		inventory.DriverIPMI:    ipmi.Driver{},
+		inventory.DriverRedfish: redfish.Driver{},
 	}, Logger: log.With("part", "power")}
 }
 
