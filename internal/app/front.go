@@ -30,7 +30,7 @@ func newAPI(c *config.Config, store inventory.Store, onChange func(), images api
 // packets leave by the boot interface, where the machines DHCP.
 func newPower(c *config.Config, log *slog.Logger) *power.Runner {
 	return &power.Runner{Drivers: map[string]power.Driver{
-		inventory.DriverWOL:  power.WOL{Interface: c.Interface},
+		inventory.DriverWOL:     power.WOL{Interface: c.Interface},
 		inventory.DriverIPMI:    ipmi.Driver{},
 		inventory.DriverRedfish: redfish.Driver{},
 	}, Logger: log.With("part", "power")}
