@@ -193,7 +193,7 @@ func (s *server) runPower(w http.ResponseWriter, r *http.Request) error {
 		rc.Flush()
 	}
 	who := callerOf(r).name
-	res := s.cfg.Power.Run(r.Context(), a, ts, wave, func(e power.Event) {
+	res := s.cfg.Power.Run(power.WithCause(r.Context(), "api:"+who), a, ts, wave, func(e power.Event) {
 		if e.Result == nil {
 			send(PowerLine{Type: "wave", Wave: e.Wave, Waves: e.Waves, Size: e.Size})
 			return

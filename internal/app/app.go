@@ -87,7 +87,7 @@ func Run(ctx context.Context, c *config.Config, log *slog.Logger) error {
 
 	rec, history := newHistory(c, store, name, log)
 	taps := telemetryTaps(c, rec, log)
-	apiHandler, err := newAPI(c, store, inv.Changed, imgs, dl, history, log)
+	apiHandler, err := newAPI(c, store, inv.Changed, imgs, dl, history, newPower(c, rec, log), log)
 	if err != nil {
 		return err
 	}

@@ -61,3 +61,20 @@ type Driver interface {
 // ErrUnsupported: the machine's driver cannot do the action (Wake-on-LAN
 // cannot switch a machine off or read its state).
 var ErrUnsupported = errors.New("power: not supported by this driver")
+
+type causeKey struct{}
+
+// WithCause returns ctx carrying who asked for a command ("api:TOKEN",
+// "schedule:NAME"), which boot records name.
+func WithCause(ctx context.Context, cause string) context.Context {
+	return context.WithValue(ctx, causeKey{}, cause)
+}
+
+// CauseOf is the cause WithCause set, or "".
+func CauseOf(ctx context.Context) string {
+	s, _ := ctx.Value(causeKey{}).(string)
+	return s
+}
+
+// Starts reports whether a succeeds by starting a boot: on, cycle, reset.
+func (a Action) Starts() bool { return a == On || a == Cycle || a == Reset }

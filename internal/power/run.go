@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"sync"
 	"time"
 
@@ -38,9 +39,14 @@ type Runner struct {
 	Timeout time.Duration
 	// Parallel bounds the calls in flight within a wave. Default 64.
 	Parallel int
-	Logger   *slog.Logger                         // default: discard
-	Now      func() time.Time                     // default time.Now
-	After    func(time.Duration) <-chan time.Time // default time.After; tests step waves with it
+	// Powered, when set, hears of each machine a command started (on,
+	// cycle or reset that succeeded), with the cause in Run's context;
+	// the telemetry recorder ties the boot that follows to it. It is
+	// called from several goroutines at once.
+	Powered func(mac net.HardwareAddr, a Action, cause string)
+	Logger  *slog.Logger                         // default: discard
+	Now     func() time.Time                     // default time.Now
+	After   func(time.Duration) <-chan time.Time // default time.After; tests step waves with it
 }
 
 // DefaultTimeout is a machine's time to answer: an IPMI session takes
@@ -164,6 +170,9 @@ func (r *Runner) one(ctx context.Context, a Action, t Target, wave int) Result {
 		res.State = ""
 		r.Logger.Warn("power command failed", "machine", t.Machine.String(), "action", a, "driver", t.Settings.Driver, "err", res.Err)
 	} else {
+		if r.Powered != nil && a.Starts() {
+			r.Powered(t.Machine.MAC, a, CauseOf(ctx))
+		}
 		r.Logger.Info("power command", "machine", t.Machine.String(), "action", a, "driver", t.Settings.Driver, "state", res.State)
 	}
 	return res

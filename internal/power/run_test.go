@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -66,9 +67,18 @@ func (c *fakeClock) After(d time.Duration) <-chan time.Time {
 func TestRunWaves(t *testing.T) {
 	d := &fakeDriver{fail: map[string]bool{"pc2": true}}
 	clk := &fakeClock{now: time.Unix(1_700_000_000, 0)}
-	r := &Runner{Drivers: map[string]Driver{"ipmi": d}, Now: clk.Now, After: clk.After}
+	var (
+		mu      sync.Mutex
+		powered []string
+	)
+	r := &Runner{Drivers: map[string]Driver{"ipmi": d}, Now: clk.Now, After: clk.After,
+		Powered: func(mac net.HardwareAddr, a Action, cause string) {
+			mu.Lock()
+			powered = append(powered, fmt.Sprint(mac[5], a, cause))
+			mu.Unlock()
+		}}
 	var events []Event
-	res := r.Run(context.Background(), On, targets(6, "ipmi"), Wave{Size: 2, Every: 5 * time.Second}, func(e Event) { events = append(events, e) })
+	res := r.Run(WithCause(context.Background(), "api:lab"), On, targets(6, "ipmi"), Wave{Size: 2, Every: 5 * time.Second}, func(e Event) { events = append(events, e) })
 
 	if want := []time.Duration{5 * time.Second, 5 * time.Second}; fmt.Sprint(clk.waits) != fmt.Sprint(want) {
 		t.Errorf("runner waited %v, want %v between three waves", clk.waits, want)
@@ -86,6 +96,12 @@ func TestRunWaves(t *testing.T) {
 		if r.Err != nil || r.State != StateOn {
 			t.Errorf("pc%d: %q, %v; want on: one machine's failure must not stop the rest", i, r.State, r.Err)
 		}
+	}
+	// Every machine that came on is told to telemetry, with the cause;
+	// pc2, which failed, is not.
+	slices.Sort(powered)
+	if want := "[0onapi:lab 1onapi:lab 3onapi:lab 4onapi:lab 5onapi:lab]"; fmt.Sprint(powered) != want {
+		t.Errorf("Powered heard %v, want %s", powered, want)
 	}
 	// Each wave's start comes before its results, and every result of a
 	// wave before the next wave starts.
