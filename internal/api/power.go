@@ -179,7 +179,8 @@ func (s *server) runPower(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return inventory.Invalid("wave", "%v", err)
 	}
-	ts, err := s.powerTargets(r, in)
+	sel := power.Selection{Machines: in.Machines, Profile: in.Profile, All: in.All}
+	ts, err := power.Select(r.Context(), s.cfg.Store, sel)
 	if err != nil {
 		return err
 	}
@@ -209,7 +210,7 @@ func (s *server) runPower(w http.ResponseWriter, r *http.Request) error {
 			failed++
 		}
 	}
-	setNote(r, fmt.Sprintf("%s %s: %d machines, %d failed", a, describeSelection(in), len(res), failed))
+	setNote(r, fmt.Sprintf("%s %s: %d machines, %d failed", a, sel, len(res), failed))
 	send(PowerLine{Type: "done", Size: len(res), Failed: failed})
 	return nil
 }
@@ -240,77 +241,4 @@ func (s *server) powerEvent(r *http.Request, x *power.Result, a power.Action, wh
 	if err := s.cfg.Store.AddEvent(ctx, inventory.Event{Time: x.At, MAC: x.Target.Machine.MAC, Kind: "power", Details: d}); err != nil {
 		s.log.Warn("record power event", "mac", x.Target.Machine.MAC.String(), "err", err)
 	}
-}
-
-func describeSelection(in PowerRequest) string {
-	switch {
-	case in.All:
-		return "all"
-	case in.Profile != "":
-		return "profile " + in.Profile
-	}
-	return fmt.Sprint(in.Machines)
-}
-
-// powerTargets resolves the selection to machines and their settings.
-func (s *server) powerTargets(r *http.Request, in PowerRequest) ([]power.Target, error) {
-	n := 0
-	if len(in.Machines) > 0 {
-		n++
-	}
-	if in.Profile != "" {
-		n++
-	}
-	if in.All {
-		n++
-	}
-	if n != 1 {
-		return nil, inventory.Invalid("machines", "name machines, or a profile, or all; exactly one of the three")
-	}
-	ctx := r.Context()
-	all, err := s.cfg.Store.ListMachines(ctx, inventory.MachineFilter{Profile: in.Profile})
-	if err != nil {
-		return nil, err
-	}
-	ms := all
-	if len(in.Machines) > 0 {
-		ms = nil
-		for _, key := range in.Machines {
-			m, ok := findMachine(all, key)
-			if !ok {
-				return nil, inventory.NotFound("machines", "no machine with MAC or name %q; see bootfleet machine list", key)
-			}
-			ms = append(ms, m)
-		}
-	}
-	if len(ms) == 0 {
-		return nil, inventory.NotFound("profile", "no machine uses profile %q", in.Profile)
-	}
-	ps, err := s.cfg.Store.ListPower(ctx)
-	if err != nil {
-		return nil, err
-	}
-	byMAC := map[string]inventory.PowerSettings{}
-	for _, p := range ps {
-		byMAC[p.MAC.String()] = p
-	}
-	ts := make([]power.Target, 0, len(ms))
-	for _, m := range ms {
-		p, ok := byMAC[m.MAC.String()]
-		if !ok {
-			p = inventory.PowerSettings{MAC: m.MAC, Driver: inventory.DriverWOL}
-		}
-		ts = append(ts, power.Target{Machine: m, Settings: p})
-	}
-	return ts, nil
-}
-
-func findMachine(ms []inventory.Machine, key string) (inventory.Machine, bool) {
-	hw, _ := inventory.ParseMAC(key)
-	for _, m := range ms {
-		if m.Name == key || (hw != nil && m.MAC.String() == hw.String()) {
-			return m, true
-		}
-	}
-	return inventory.Machine{}, false
 }

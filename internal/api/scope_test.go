@@ -25,6 +25,7 @@ var wantScope = map[string]inventory.Scope{
 	"GET /machines/{mac}/next-boot":    read,
 	"PUT /machines/{mac}/next-boot":    operate,
 	"DELETE /machines/{mac}/next-boot": operate,
+	"GET /schedules":                   read,
 	"GET /profiles":                    read,
 	"POST /profiles":                   admin,
 	"GET /profiles/{name}":             read,

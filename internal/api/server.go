@@ -41,6 +41,8 @@ type Config struct {
 	// MaintenanceProfile is what next-boot target maintenance boots (the
 	// config's maintenance_profile); "" refuses that target.
 	MaintenanceProfile string
+	// Schedules lists GET /schedules; nil lists none.
+	Schedules ScheduleLister
 	// Power carries out POST /power; nil refuses it.
 	Power  PowerRunner
 	Logger *slog.Logger     // default: discard
@@ -89,6 +91,7 @@ var routes = []route{
 	{"GET", "/machines/{mac}/next-boot", read, (*server).getNextBoot},
 	{"PUT", "/machines/{mac}/next-boot", operate, (*server).putNextBoot},
 	{"DELETE", "/machines/{mac}/next-boot", operate, (*server).deleteNextBoot},
+	{"GET", "/schedules", read, (*server).listSchedules},
 	{"GET", "/images", read, (*server).listImages},
 	{"GET", "/images/{name}", read, (*server).getImage},
 	{"PUT", "/images/{name}", admin, (*server).putImage},

@@ -87,7 +87,12 @@ func Run(ctx context.Context, c *config.Config, log *slog.Logger) error {
 
 	rec, history := newHistory(c, store, name, log)
 	taps := telemetryTaps(c, rec, log)
-	apiHandler, err := newAPI(c, store, inv.Changed, imgs, dl, history, newPower(c, rec, log), log)
+	pw := newPower(c, rec, log)
+	sched, err := newSchedules(c, store, pw, rec, name, log)
+	if err != nil {
+		return err
+	}
+	apiHandler, err := newAPI(c, store, inv.Changed, imgs, dl, history, pw, sched, log)
 	if err != nil {
 		return err
 	}
@@ -111,6 +116,7 @@ func Run(ctx context.Context, c *config.Config, log *slog.Logger) error {
 		inv.Run,     // discovered machines, view reloads
 		imgs.Run,    // the fleet's images: fetch new ones, delete removed ones
 		history.Run, // ended boots into the inventory, retention
+		sched.Run,   // power schedules
 		func(ctx context.Context) error { return serveHTTP(ctx, httpLn, plain, log) },
 		func(ctx context.Context) error { return dl.Serve(ctx, taps.nbd) })
 	runs = append(runs, mgmt...) // the HTTPS listener, with http.tls

@@ -2,15 +2,13 @@ package app
 
 import (
 	"log/slog"
-	"net"
 	"net/http"
 
 	"github.com/bootfleet/bootfleet/internal/api"
 	"github.com/bootfleet/bootfleet/internal/config"
 	"github.com/bootfleet/bootfleet/internal/inventory"
 	"github.com/bootfleet/bootfleet/internal/power"
-	"github.com/bootfleet/bootfleet/internal/power/ipmi"
-	"github.com/bootfleet/bootfleet/internal/power/redfish"
+	"github.com/bootfleet/bootfleet/internal/power/schedule"
 	"github.com/bootfleet/bootfleet/internal/telemetry"
 	"github.com/bootfleet/bootfleet/internal/web"
 )
@@ -18,25 +16,13 @@ import (
 // newAPI builds the REST API with the token from the data directory.
 // onChange runs after each write to machines or profiles.
 func newAPI(c *config.Config, store inventory.Store, onChange func(), images api.ImageService, disks api.DiskResetter,
-	boots api.BootSource, pw *power.Runner, log *slog.Logger) (http.Handler, error) {
+	boots api.BootSource, pw *power.Runner, sched *schedule.Scheduler, log *slog.Logger) (http.Handler, error) {
 	tok, err := api.LoadOrCreateToken(c.Data)
 	if err != nil {
 		return nil, err
 	}
 	return api.New(api.Config{Store: store, Token: tok, OpenReads: c.API.OpenReads, OnChange: onChange,
-		Images: images, Disks: disks, Boots: boots, Power: pw, MaintenanceProfile: c.MaintenanceProfile, Logger: log})
-}
-
-// newPower is the runner of power commands with every driver: magic
-// packets leave by the boot interface, where the machines DHCP. The boots
-// its commands start carry them in their records.
-func newPower(c *config.Config, rec *telemetry.Recorder, log *slog.Logger) *power.Runner {
-	return &power.Runner{Drivers: map[string]power.Driver{
-		inventory.DriverWOL:     power.WOL{Interface: c.Interface},
-		inventory.DriverIPMI:    ipmi.Driver{},
-		inventory.DriverRedfish: redfish.Driver{},
-	}, Logger: log.With("part", "power"),
-		Powered: func(mac net.HardwareAddr, a power.Action, cause string) { rec.Powered(mac, string(a), cause) }}
+		Images: images, Disks: disks, Boots: boots, Power: pw, Schedules: sched, MaintenanceProfile: c.MaintenanceProfile, Logger: log})
 }
 
 // frontHandler is the HTTP server's one handler: /metrics, the dashboard,

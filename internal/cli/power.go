@@ -29,6 +29,7 @@ operate token; every call is in the audit trail.`,
 	for _, a := range power.Actions {
 		cmd.AddCommand(powerActionCmd(o, a))
 	}
+	cmd.AddCommand(powerSchedulesCmd(o))
 	return cmd
 }
 
@@ -176,5 +177,33 @@ func (b *powerBar) draw() {
 func (b *powerBar) end() {
 	if b.tty && b.waves > 0 {
 		fmt.Fprintln(b.w)
+	}
+}
+
+func powerSchedulesCmd(o *clientOpts) *cobra.Command {
+	return &cobra.Command{
+		Use:   "schedules",
+		Short: "List the power schedules (config schedules:) with their next and last runs",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			c, err := o.client()
+			if err != nil {
+				return err
+			}
+			var l api.ScheduleList
+			if err := c.do(cmd.Context(), "GET", "/schedules", nil, &l); err != nil {
+				return err
+			}
+			w := cmd.OutOrStdout()
+			if o.output == "json" {
+				return printJSON(w, l)
+			}
+			rows := make([][]string, 0, len(l.Schedules))
+			for _, s := range l.Schedules {
+				rows = append(rows, []string{s.Name, s.At, s.Action, s.Machines, orDash(s.Wave), formatTime(s.Next),
+					formatTime(s.LastRun), orDash(s.LastResult)})
+			}
+			return table(w, []string{"NAME", "AT", "ACTION", "MACHINES", "WAVE", "NEXT", "LAST RUN", "RESULT"}, rows)
+		},
 	}
 }

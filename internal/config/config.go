@@ -73,6 +73,8 @@ type Config struct {
 
 	Profiles map[string]Profile `yaml:"profiles"`
 	Machines []Machine          `yaml:"machines"`
+	// Schedules power machines on, off or reboot them at set times.
+	Schedules []Schedule `yaml:"schedules"`
 }
 
 // API configures the REST API under /api/v1.
@@ -428,6 +430,7 @@ func (c *Config) Validate() error {
 		}
 	}
 	c.HTTP.validateTLS(bad)
+	c.validateSchedules(bad)
 	return errors.Join(errs...)
 }
 

@@ -28,6 +28,7 @@ type Store interface {
 	ImageCopies
 	Power
 	NextBoots
+	ScheduleRuns
 	// Close releases the database. The store must not be used afterwards.
 	Close() error
 }

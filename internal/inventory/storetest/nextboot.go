@@ -1,8 +1,10 @@
 package storetest
 
 import (
+	"fmt"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/bootfleet/bootfleet/internal/inventory"
 )
@@ -76,4 +78,46 @@ func testNextBoot(t *testing.T, b Backend) {
 	if got := must[string](t)(s.GetNextBoot(c, pc)); got != "" {
 		t.Fatalf("a re-added machine inherits next boot %q, want none", got)
 	}
+}
+
+func testScheduleRuns(t *testing.T, b Backend) {
+	s := b.New(t)
+	c := ctx(t)
+	at := time.Date(2026, 3, 2, 7, 30, 0, 0, time.UTC)
+	// Servers of a fleet firing together: one claim wins.
+	var wg sync.WaitGroup
+	won := make([]bool, 5)
+	for i := range won {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			ok, err := s.ClaimScheduleRun(c, "lab-morning", at, fmt.Sprintf("srv%d", i))
+			if err != nil {
+				t.Error(err)
+			}
+			won[i] = ok
+		}()
+	}
+	wg.Wait()
+	if n := countTrue(won); n != 1 {
+		t.Fatalf("%d of 5 servers claimed one firing, want 1: %v", n, won)
+	}
+	if ok := must[bool](t)(s.ClaimScheduleRun(c, "lab-morning", at.Add(24*time.Hour), "srv0")); !ok {
+		t.Fatal("the next day's firing was refused")
+	}
+	if ok := must[bool](t)(s.ClaimScheduleRun(c, "lab-night", at, "srv0")); !ok {
+		t.Fatal("another schedule's firing at the same time was refused")
+	}
+	_, err := s.ClaimScheduleRun(c, "", at, "srv0")
+	wantErr(t, err, inventory.ErrInvalid, "name")
+}
+
+func countTrue(bs []bool) int {
+	n := 0
+	for _, b := range bs {
+		if b {
+			n++
+		}
+	}
+	return n
 }

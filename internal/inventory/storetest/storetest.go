@@ -55,6 +55,7 @@ func Run(t *testing.T, b Backend) {
 		{"ImageCopies", testImageCopies},
 		{"Power", testPower},
 		{"NextBoot", testNextBoot},
+		{"ScheduleRuns", testScheduleRuns},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) { tt.fn(t, b) })

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"net"
+	"time"
 
 	"github.com/bootfleet/bootfleet/internal/inventory"
 )
@@ -64,4 +65,31 @@ func (s *Store) TakeNextBoot(ctx context.Context, mac net.HardwareAddr) (string,
 		return nil
 	})
 	return target, err
+}
+
+// scheduleKeep is how long claims of schedule runs are kept.
+const scheduleKeep = 30 * 24 * time.Hour
+
+// ClaimScheduleRun implements inventory.ScheduleRuns: the primary key
+// (name, at) lets one insert in.
+func (s *Store) ClaimScheduleRun(ctx context.Context, name string, at time.Time, server string) (bool, error) {
+	if name == "" || at.IsZero() {
+		return false, inventory.Invalid("name", "want a schedule name and the time its firing is due")
+	}
+	var won bool
+	err := s.tx(ctx, func(tx *sql.Tx) error {
+		res, err := s.exec(ctx, tx, `INSERT INTO schedule_runs (name, at, server) VALUES (?, ?, ?) ON CONFLICT (name, at) DO NOTHING`,
+			name, s.d.timeArg(at), server)
+		if err != nil {
+			return err
+		}
+		n, err := res.RowsAffected()
+		if err != nil {
+			return err
+		}
+		won = n == 1
+		_, err = s.exec(ctx, tx, `DELETE FROM schedule_runs WHERE at < ?`, s.d.timeArg(at.Add(-scheduleKeep)))
+		return err
+	})
+	return won, err
 }

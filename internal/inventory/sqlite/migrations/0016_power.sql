@@ -22,3 +22,13 @@ CREATE TABLE machine_next_boot (
 	target TEXT NOT NULL,
 	set_at INTEGER NOT NULL
 );
+
+-- One row per firing of a schedule (config schedules:), claimed by the
+-- server that runs it, so a fleet runs each firing once. at is integer
+-- microseconds since 1970; rows older than 30 days are pruned.
+CREATE TABLE schedule_runs (
+	name   TEXT NOT NULL,
+	at     INTEGER NOT NULL,
+	server TEXT NOT NULL,
+	PRIMARY KEY (name, at)
+);
