@@ -89,18 +89,20 @@ func (s *server) putPower(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	p := inventory.PowerSettings{MAC: m.MAC, Driver: in.Driver, Host: in.Host, User: in.User,
-		CipherSuite: in.CipherSuite, Insecure: in.Insecure, Password: old.Password, SecureOn: old.SecureOn}
+		CipherSuite: in.CipherSuite, Insecure: in.Insecure}
+	if p.Driver == "" {
+		p.Driver = inventory.DriverWOL
+	}
+	// An absent secret is kept only for the same driver: a new kind of
+	// controller does not inherit the old one's password.
+	if p.Driver == old.Driver {
+		p.Password, p.SecureOn = old.Password, old.SecureOn
+	}
 	if in.Password != nil {
 		p.Password = *in.Password
 	}
 	if in.SecureOn != nil {
 		p.SecureOn = *in.SecureOn
-	}
-	if p.Driver != old.Driver && p.Driver != inventory.DriverWOL && in.Password == nil {
-		p.Password = "" // a new kind of controller does not inherit the old one's password
-	}
-	if p.Driver != "" && p.Driver != inventory.DriverWOL {
-		p.SecureOn = ""
 	}
 	if in.Broadcast != "" {
 		if p.Broadcast = net.ParseIP(in.Broadcast).To4(); p.Broadcast == nil {

@@ -62,6 +62,12 @@ func TestPowerSettingsSecrets(t *testing.T) {
 		t.Fatalf("stored %+v, %v; want the new host and the old password", stored.Redacted(), err)
 	}
 	e.mustDo(t, "PUT", "/machines/pc1/power", `{"driver":"ipmi","host":"bmc","user":"admin","cipher_suite":99}`, http.StatusBadRequest, nil)
+	// Back to Wake-on-LAN: the BMC's password goes with the BMC.
+	e.mustDo(t, "PUT", "/machines/pc2/power", `{"driver":"ipmi","host":"10.0.0.11","user":"admin","password":"x"}`, http.StatusOK, nil)
+	e.mustDo(t, "PUT", "/machines/pc2/power", `{"driver":"wol"}`, http.StatusOK, &got)
+	if got.Driver != "wol" || got.Password != nil {
+		t.Fatalf("ipmi to wol answered %+v, want wol without a password", got)
+	}
 	e.mustDo(t, "PUT", "/machines/pc1/power", `{"driver":"ipmi","password":"`+bmcPassword+`","typo":1}`, http.StatusBadRequest, nil)
 	e.mustDo(t, "PUT", "/machines/pc-cfg/power", `{"driver":"wol"}`, http.StatusOK, nil)
 

@@ -100,6 +100,9 @@ func (p *PowerSettings) Validate() error {
 			return invalid("broadcast", "broadcast and secureon are for driver wol only")
 		}
 	case DriverNone:
+		if p.Host != "" || p.User != "" || p.Password != "" || p.Broadcast != nil || p.SecureOn != "" {
+			return invalid("driver", "driver none takes no other settings; remove them or pick wol, ipmi or redfish")
+		}
 	default:
 		return invalid("driver", "want wol, ipmi, redfish or none, got %q", p.Driver)
 	}
