@@ -13,7 +13,6 @@ import (
 	"github.com/bootfleet/bootfleet/internal/api"
 	"github.com/bootfleet/bootfleet/internal/power"
 	"github.com/bootfleet/bootfleet/internal/storm"
-	"github.com/bootfleet/bootfleet/internal/telemetry"
 )
 
 // realPoll is how often storm --real reads the boot records.
@@ -61,10 +60,12 @@ func runRealStorm(cmd *cobra.Command, o *clientOpts, profile, wave string, timeo
 		return err
 	}
 	q := url.Values{"since": {t0.UTC().Format(time.RFC3339)}, "limit": {strconv.Itoa(api.MaxBootLimit)}}
-	var boots []telemetry.Boot
+	var boots []storm.RealBoot
 	timedOut := false
 	for {
-		var bl api.BootList
+		var bl struct {
+			Boots []storm.RealBoot `json:"boots"`
+		}
 		if err := c.do(ctx, "GET", withQuery("/boots", q), nil, &bl); err != nil {
 			return err
 		}
@@ -101,10 +102,10 @@ func runRealStorm(cmd *cobra.Command, o *clientOpts, profile, wave string, timeo
 
 // unfinished counts the powered machines whose boot after the command
 // has not ended yet.
-func unfinished(powered []storm.Powered, boots []telemetry.Boot) int {
+func unfinished(powered []storm.Powered, boots []storm.RealBoot) int {
 	ended := map[string]bool{}
 	for _, b := range boots {
-		if b.Power != nil && b.State != telemetry.StateBooting {
+		if b.Power != nil && b.State != "booting" {
 			ended[strings.ToLower(b.MAC)] = true
 		}
 	}

@@ -4,13 +4,41 @@ import (
 	"fmt"
 	"strings"
 	"time"
-
-	"github.com/bootfleet/bootfleet/internal/telemetry"
 )
 
 // This file is `bootfleet storm --real PROFILE`: instead of emulated
 // machines, the real machines of a profile, powered on through their
 // drivers, timed from their boot records, and reported in the same table.
+
+// RealBoot is what a real storm reads of a boot record: the fields of
+// GET /api/v1/boots it needs, by their JSON names (telemetry.Boot), so
+// this package does not pull in the server's telemetry.
+type RealBoot struct {
+	MAC    string     `json:"mac"`
+	Start  time.Time  `json:"start"`
+	End    *time.Time `json:"end"`
+	State  string     `json:"state"` // booting, complete or failed
+	Reason string     `json:"reason"`
+	DHCP   []struct {
+		Addr string `json:"addr"`
+	} `json:"dhcp"`
+	Phases []struct {
+		Kind  string    `json:"kind"` // dhcp, tftp, http, nbd, milestone, complete
+		Start time.Time `json:"start"`
+		Secs  float64   `json:"seconds"`
+		Bytes int64     `json:"bytes"`
+	} `json:"phases"`
+	// Power is the power command the boot followed; nil for none.
+	Power *struct {
+		Time time.Time `json:"time"`
+	} `json:"power"`
+}
+
+// Record states a real storm tells apart.
+const (
+	recordBooting  = "booting"
+	recordComplete = "complete"
+)
 
 // Powered is one machine a real storm's power command reached.
 type Powered struct {
@@ -24,9 +52,9 @@ type Powered struct {
 // followed a power command, from its power-on. A machine whose driver
 // failed is failed with that error; one without a finished boot by now
 // is pending ("no boot complete within the timeout" when timedOut).
-func RealReport(profile string, t0 time.Time, powered []Powered, boots []telemetry.Boot, timedOut bool) *Report {
+func RealReport(profile string, t0 time.Time, powered []Powered, boots []RealBoot, timedOut bool) *Report {
 	rep := &Report{Interface: "profile " + profile, Firmware: "real", Clients: len(powered)}
-	byMAC := map[string]telemetry.Boot{}
+	byMAC := map[string]RealBoot{}
 	for _, b := range boots {
 		if b.Power == nil {
 			continue
@@ -42,7 +70,7 @@ func RealReport(profile string, t0 time.Time, powered []Powered, boots []telemet
 		switch {
 		case p.Err != "":
 			m.Result = "power: " + p.Err
-		case !ok || b.State == telemetry.StateBooting:
+		case !ok || b.State == recordBooting:
 			m.Result = "not finished when the storm stopped"
 			if timedOut {
 				m.Result = "no boot complete within the timeout"
@@ -58,7 +86,7 @@ func RealReport(profile string, t0 time.Time, powered []Powered, boots []telemet
 			}
 			m.Boot = end.Sub(p.At).Seconds()
 			m.Result = "ok"
-			if b.State != telemetry.StateComplete {
+			if b.State != recordComplete {
 				m.Result = fmt.Sprintf("boot: %s", orState(b.Reason, b.State))
 			}
 		}
@@ -77,7 +105,7 @@ func RealReport(profile string, t0 time.Time, powered []Powered, boots []telemet
 
 // realPhases folds a boot record's timeline into the simulator's phases:
 // each kind's first start and summed seconds and bytes.
-func realPhases(b telemetry.Boot, t0 time.Time) Phases {
+func realPhases(b RealBoot, t0 time.Time) Phases {
 	var ps Phases
 	for _, tp := range b.Phases {
 		kind := tp.Kind

@@ -2,6 +2,7 @@ package storm
 
 import (
 	"bytes"
+	"encoding/json"
 	"strings"
 	"testing"
 	"time"
@@ -13,7 +14,7 @@ func TestRealReport(t *testing.T) {
 	t0 := time.Date(2026, 3, 2, 7, 30, 0, 0, time.UTC)
 	at := func(s float64) time.Time { return t0.Add(time.Duration(s * float64(time.Second))) }
 	end := at(40)
-	boots := []telemetry.Boot{
+	records := []telemetry.Boot{
 		{MAC: "52:54:00:00:00:01", State: telemetry.StateComplete, Start: at(3), End: &end,
 			Power:  &telemetry.PowerCause{Time: at(0.5), Action: "on", Cause: "api:admin"},
 			DHCP:   []telemetry.DHCPExchange{{Type: "ACK", Addr: "10.0.0.100"}},
@@ -26,6 +27,15 @@ func TestRealReport(t *testing.T) {
 		{MAC: "52:54:00:00:00:01", At: at(0.5)},
 		{MAC: "52:54:00:00:00:02", At: at(0.5), Err: "ipmi 10.0.9.2: no answer from the BMC"},
 		{MAC: "52:54:00:00:00:03", At: at(5)},
+	}
+	// The records go through JSON, as GET /boots sends them.
+	b, err := json.Marshal(records)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var boots []RealBoot
+	if err := json.Unmarshal(b, &boots); err != nil {
+		t.Fatal(err)
 	}
 	rep := RealReport("lab", t0, powered, boots, true)
 	m := rep.Machines
@@ -41,11 +51,11 @@ func TestRealReport(t *testing.T) {
 	if s := rep.Summary; s.Booted != 1 || s.Failed != 2 || s.Phases["boot"].Count != 1 {
 		t.Errorf("summary %+v, want 1 booted and 2 failed", s)
 	}
-	var b bytes.Buffer
-	if err := WriteTable(&b, rep); err != nil {
+	var tbl bytes.Buffer
+	if err := WriteTable(&tbl, rep); err != nil {
 		t.Fatal(err)
 	}
-	if !strings.Contains(b.String(), "3 real machines on profile lab: 1 booted, 2 failed") {
-		t.Errorf("table:\n%s\nwant the simulator's summary line for the profile", b.String())
+	if !strings.Contains(tbl.String(), "3 real machines on profile lab: 1 booted, 2 failed") {
+		t.Errorf("table:\n%s\nwant the simulator's summary line for the profile", tbl.String())
 	}
 }
