@@ -100,45 +100,14 @@ func TestWOLWaves(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	type result struct {
-		out []byte
-		err error
-	}
-	done := make(chan result, 1)
-	go func() {
-		out, err := cli.tryRun("power", "on", "--all", "--wave", "2/5s", "-o", "json")
-		done <- result{out, err}
-	}()
 	tap := map[string]string{}
 	for i, m := range macs[:6] {
 		tap[m] = fmt.Sprintf("tap%d", i)
 	}
-	vms := map[string]*proc{}
-	woke := map[string]time.Time{}
-	var res result
-	timeout := time.After(2 * time.Minute)
-	for res.out == nil && res.err == nil || len(vms) < 6 {
-		select {
-		case w, ok := <-wakes:
-			if !ok {
-				t.Fatal("the stand-in NIC's socket closed")
-			}
-			if tap[w.mac] == "" {
-				t.Fatalf("a magic packet woke %s, which was never powered on", w.mac)
-			}
-			woke[w.mac] = w.at
-			vms[w.mac] = startVM(t, e, lan, dir, vm{fw: bios, mac: w.mac, tap: tap[w.mac]})
-		case res = <-done:
-			if res.err != nil {
-				t.Fatalf("power on: %v", res.err)
-			}
-		case <-timeout:
-			t.Fatalf("after 2 min: %d machines woken (%v), power command done %t", len(vms), woke, res.out != nil)
-		}
-	}
+	out, vms := runWaking(t, e, lan, dir, cli, wakes, tap, "power", "on", "--all", "--wave", "2/5s", "-o", "json")
 	var lines []powerLine
-	if err := json.Unmarshal(res.out, &lines); err != nil {
-		t.Fatalf("power on -o json: %v in %s", err, res.out)
+	if err := json.Unmarshal(out, &lines); err != nil {
+		t.Fatalf("power on -o json: %v in %s", err, out)
 	}
 	wave := map[string]int{}
 	for _, l := range lines {
@@ -148,7 +117,7 @@ func TestWOLWaves(t *testing.T) {
 		wave[l.MAC] = l.Wave
 	}
 	if len(wave) != 6 {
-		t.Fatalf("power on answered for %d machines, want the six added: %s", len(wave), res.out)
+		t.Fatalf("power on answered for %d machines, want the six added: %s", len(wave), out)
 	}
 
 	for m, q := range vms {
@@ -218,6 +187,47 @@ func TestWOLWaves(t *testing.T) {
 	if err := server.alive(); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// runWaking runs bootfleet args in the background and, until it has
+// ended and every machine of tap has woken, starts the VM of each machine
+// the stand-in NIC sees a magic packet for, on its tap. It returns the
+// command's output and the VMs.
+func runWaking(t *testing.T, e *env, lan *netns, dir string, cli *bootfleetCLI, wakes <-chan wake, tap map[string]string,
+	args ...string) ([]byte, map[string]*proc) {
+	t.Helper()
+	type result struct {
+		out []byte
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		out, err := cli.tryRun(args...)
+		done <- result{out, err}
+	}()
+	vms := map[string]*proc{}
+	var res *result
+	timeout := time.After(bootTimeout(t))
+	for res == nil || len(vms) < len(tap) {
+		select {
+		case w, ok := <-wakes:
+			if !ok {
+				t.Fatal("the stand-in NIC's socket closed")
+			}
+			if tap[w.mac] == "" {
+				t.Fatalf("a magic packet woke %s, which was never powered on", w.mac)
+			}
+			vms[w.mac] = startVM(t, e, lan, dir, vm{fw: bios, mac: w.mac, tap: tap[w.mac]})
+		case r := <-done:
+			if r.err != nil {
+				t.Fatalf("%s: %v", strings.Join(args, " "), r.err)
+			}
+			res = &r
+		case <-timeout:
+			t.Fatalf("after %s: %d of %d machines woken, command done %t", bootTimeout(t), len(vms), len(tap), res != nil)
+		}
+	}
+	return res.out, vms
 }
 
 // waitRecords reads bootfleet boots until n complete records are there:
