@@ -10,8 +10,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/bootfleet/bootfleet/internal/config"
 	"github.com/bootfleet/bootfleet/internal/inventory"
 	"github.com/bootfleet/bootfleet/internal/power"
+	"github.com/bootfleet/bootfleet/internal/power/schedule"
 )
 
 const bmcPassword = "hunter2-bmc-PASSWORD"
@@ -186,4 +188,39 @@ func TestNextBootAPI(t *testing.T) {
 	plain := newEnv(t, false)
 	plain.mustDo(t, "POST", "/machines", `{"mac":"52:54:00:00:00:01","name":"pc1"}`, http.StatusCreated, nil)
 	plain.mustDo(t, "PUT", "/machines/pc1/next-boot", `{"target":"maintenance"}`, http.StatusBadRequest, nil)
+}
+
+func TestSchedulesAPI(t *testing.T) {
+	var sched *schedule.Scheduler
+	e := newEnv(t, false, func(c *Config) {
+		entries, err := schedule.FromConfig([]config.Schedule{{Name: "from-file", At: "0 22 * * *", Action: "off", All: true}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		sched, err = schedule.New(schedule.Config{Entries: entries, Runner: &power.Runner{}, Store: c.Store})
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.Schedules = sched
+	})
+	e.mustDo(t, "POST", "/schedules", `{"name":"lab-morning","at":"30 7 * * 1-5","action":"on","profile":"cfgprof","wave":"20/10s"}`, http.StatusOK, nil)
+	e.mustDo(t, "POST", "/schedules", `{"name":"from-file","at":"0 1 * * *","action":"on","all":true}`, http.StatusConflict, nil)
+	var eb ErrorBody
+	e.mustDo(t, "POST", "/schedules", `{"name":"x","at":"every morning","action":"on","all":true}`, http.StatusBadRequest, &eb)
+	if eb.Field != "at" {
+		t.Errorf("bad expression refused naming %q, want at", eb.Field)
+	}
+	e.mustDo(t, "POST", "/schedules", `{"name":"x","at":"0 1 * * *","action":"status","all":true}`, http.StatusBadRequest, nil)
+	stored, err := e.store.ListSchedules(context.Background())
+	if err != nil || len(stored) != 1 || stored[0].Wave != "20/10s" {
+		t.Fatalf("stored schedules %+v, %v; want lab-morning only", stored, err)
+	}
+	var l ScheduleList
+	e.mustDo(t, "GET", "/schedules", "", http.StatusOK, &l)
+	if len(l.Schedules) != 1 || l.Schedules[0].Source != "config" || l.Schedules[0].Next == nil {
+		t.Errorf("GET /schedules %+v, want the config's with its next run (the scheduler reads stored ones as it runs)", l)
+	}
+	e.mustDo(t, "DELETE", "/schedules/from-file", "", http.StatusConflict, nil)
+	e.mustDo(t, "DELETE", "/schedules/lab-morning", "", http.StatusNoContent, nil)
+	e.mustDo(t, "DELETE", "/schedules/lab-morning", "", http.StatusNotFound, nil)
 }

@@ -26,6 +26,8 @@ var wantScope = map[string]inventory.Scope{
 	"PUT /machines/{mac}/next-boot":    operate,
 	"DELETE /machines/{mac}/next-boot": operate,
 	"GET /schedules":                   read,
+	"POST /schedules":                  admin,
+	"DELETE /schedules/{name}":         admin,
 	"GET /profiles":                    read,
 	"POST /profiles":                   admin,
 	"GET /profiles/{name}":             read,

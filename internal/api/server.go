@@ -92,6 +92,8 @@ var routes = []route{
 	{"PUT", "/machines/{mac}/next-boot", operate, (*server).putNextBoot},
 	{"DELETE", "/machines/{mac}/next-boot", operate, (*server).deleteNextBoot},
 	{"GET", "/schedules", read, (*server).listSchedules},
+	{"POST", "/schedules", admin, (*server).putSchedule},
+	{"DELETE", "/schedules/{name}", admin, (*server).deleteSchedule},
 	{"GET", "/images", read, (*server).listImages},
 	{"GET", "/images/{name}", read, (*server).getImage},
 	{"PUT", "/images/{name}", admin, (*server).putImage},

@@ -181,9 +181,9 @@ func (b *powerBar) end() {
 }
 
 func powerSchedulesCmd(o *clientOpts) *cobra.Command {
-	return &cobra.Command{
+	cmd := &cobra.Command{
 		Use:   "schedules",
-		Short: "List the power schedules (config schedules:) with their next and last runs",
+		Short: "List the power schedules (config schedules:, and added ones) with their next and last runs",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			c, err := o.client()
@@ -200,10 +200,66 @@ func powerSchedulesCmd(o *clientOpts) *cobra.Command {
 			}
 			rows := make([][]string, 0, len(l.Schedules))
 			for _, s := range l.Schedules {
-				rows = append(rows, []string{s.Name, s.At, s.Action, s.Machines, orDash(s.Wave), formatTime(s.Next),
+				rows = append(rows, []string{s.Name, s.At, s.Action, s.Machines, orDash(s.Wave), s.Source, formatTime(s.Next),
 					formatTime(s.LastRun), orDash(s.LastResult)})
 			}
-			return table(w, []string{"NAME", "AT", "ACTION", "MACHINES", "WAVE", "NEXT", "LAST RUN", "RESULT"}, rows)
+			return table(w, []string{"NAME", "AT", "ACTION", "MACHINES", "WAVE", "SOURCE", "NEXT", "LAST RUN", "RESULT"}, rows)
+		},
+	}
+	cmd.AddCommand(scheduleAddCmd(o), scheduleRmCmd(o))
+	return cmd
+}
+
+func scheduleAddCmd(o *clientOpts) *cobra.Command {
+	var in api.ScheduleIn
+	cmd := &cobra.Command{
+		Use:   "add NAME --at CRON --action on|off|cycle|reset --profile P|--machine NAME...|--all [--wave N/T]",
+		Short: "Add a power schedule (or replace one added before); every server of the fleet runs it, once per firing",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := o.client()
+			if err != nil {
+				return err
+			}
+			in.Name = args[0]
+			var got api.Schedule
+			if err := c.do(cmd.Context(), "POST", "/schedules", in, &got); err != nil {
+				return err
+			}
+			if o.output == "json" {
+				return printJSON(cmd.OutOrStdout(), got)
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "schedule %s: %s at %q\n", got.Name, got.Action, got.At)
+			return nil
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&in.At, "at", "", `cron expression, minute hour day month weekday, e.g. "30 7 * * 1-5" (CRON_TZ=Zone first for a time zone)`)
+	f.StringVar(&in.Action, "action", "", "on, off, cycle or reset")
+	f.StringVar(&in.Profile, "profile", "", "every machine of this profile")
+	f.StringArrayVar(&in.Machines, "machine", nil, "a machine by name or MAC (repeatable)")
+	f.BoolVar(&in.All, "all", false, "every machine")
+	f.StringVar(&in.Wave, "wave", "", "N/T: N machines every T (default: all at once)")
+	cmd.MarkFlagRequired("at")
+	cmd.MarkFlagRequired("action")
+	return cmd
+}
+
+func scheduleRmCmd(o *clientOpts) *cobra.Command {
+	return &cobra.Command{
+		Use:   "rm NAME",
+		Short: "Remove a power schedule added through the API (config schedules are removed from the file)",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := o.client()
+			if err != nil {
+				return err
+			}
+			if err := c.do(cmd.Context(), "DELETE", "/schedules/"+pathKey(args[0]), nil, nil); err != nil {
+				return err
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "schedule %s removed\n", args[0])
+			return nil
 		},
 	}
 }

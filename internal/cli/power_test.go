@@ -14,6 +14,7 @@ import (
 	"github.com/bootfleet/bootfleet/internal/inventory"
 	"github.com/bootfleet/bootfleet/internal/inventory/sqlite"
 	"github.com/bootfleet/bootfleet/internal/power"
+	"github.com/bootfleet/bootfleet/internal/power/schedule"
 )
 
 type cliDriver struct{}
@@ -110,5 +111,39 @@ func TestMachineNextBoot(t *testing.T) {
 		if !strings.Contains(out, tt.want) {
 			t.Errorf("machine next-boot %v printed %q, want %q", tt.args, out, tt.want)
 		}
+	}
+}
+
+func TestScheduleCommands(t *testing.T) {
+	st, err := sqlite.Open(context.Background(), filepath.Join(t.TempDir(), sqlite.FileName))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	sched, err := schedule.New(schedule.Config{Runner: &power.Runner{}, Store: st})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := api.New(api.Config{Store: st, Token: testToken, Schedules: sched})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(h)
+	defer srv.Close()
+	conn := []string{"--server", srv.URL, "--token", testToken}
+	out := run(t, append([]string{"power", "schedules", "add", "night", "--at", "0 22 * * *", "--action", "off", "--all"}, conn...)...)
+	if !strings.Contains(out, `schedule night: off at "0 22 * * *"`) {
+		t.Errorf("schedules add printed %q", out)
+	}
+	out = run(t, append([]string{"power", "schedules", "add", "bad", "--at", "22h", "--action", "off", "--all"}, conn...)...)
+	if !strings.Contains(out, "error: at: want a cron expression") {
+		t.Errorf("schedules add of a bad expression printed %q, want the refusal", out)
+	}
+	if got, _ := st.ListSchedules(context.Background()); len(got) != 1 || got[0].Name != "night" {
+		t.Errorf("stored %+v, want night", got)
+	}
+	out = run(t, append([]string{"power", "schedules", "rm", "night"}, conn...)...)
+	if !strings.Contains(out, "schedule night removed") {
+		t.Errorf("schedules rm printed %q", out)
 	}
 }

@@ -29,6 +29,7 @@ type Store interface {
 	Power
 	NextBoots
 	ScheduleRuns
+	PowerSchedules
 	// Close releases the database. The store must not be used afterwards.
 	Close() error
 }

@@ -121,3 +121,33 @@ func countTrue(bs []bool) int {
 	}
 	return n
 }
+
+func testPowerSchedules(t *testing.T, b Backend) {
+	s := b.New(t)
+	c := ctx(t)
+	lab := inventory.PowerSchedule{Name: "lab-morning", At: "30 7 * * 1-5", Action: "on", Profile: "lab", Wave: "20/10s"}
+	pcs := inventory.PowerSchedule{Name: "pcs-night", At: "0 22 * * *", Action: "off", Machines: []string{"pc1", "52:54:00:00:00:02"}}
+	for _, p := range []inventory.PowerSchedule{lab, pcs} {
+		if err := s.PutSchedule(c, p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	lab.Wave = ""
+	if err := s.PutSchedule(c, lab); err != nil {
+		t.Fatal(err)
+	}
+	s = b.Reopen(t, s)
+	got := must[[]inventory.PowerSchedule](t)(s.ListSchedules(c))
+	if len(got) != 2 || got[0].Name != "lab-morning" || got[0].Wave != "" || got[1].Machines[1] != "52:54:00:00:00:02" || got[1].All {
+		t.Fatalf("ListSchedules = %+v, want lab-morning replaced (no wave) and pcs-night with its machines", got)
+	}
+	wantErr(t, s.PutSchedule(c, inventory.PowerSchedule{Name: "x", At: "0 1 * * *", Action: "on", All: true, Profile: "lab"}), inventory.ErrInvalid, "machines")
+	wantErr(t, s.PutSchedule(c, inventory.PowerSchedule{Name: "bad name", At: "0 1 * * *", Action: "on", All: true}), inventory.ErrInvalid, "name")
+	if err := s.DeleteSchedule(c, "pcs-night"); err != nil {
+		t.Fatal(err)
+	}
+	wantErr(t, s.DeleteSchedule(c, "pcs-night"), inventory.ErrNotFound, "name")
+	if got := must[[]inventory.PowerSchedule](t)(s.ListSchedules(c)); len(got) != 1 {
+		t.Fatalf("after delete: %+v, want lab-morning only", got)
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"slices"
 	"sort"
 	"sync"
 	"time"
@@ -26,6 +27,7 @@ type Entry struct {
 	Action power.Action
 	Select power.Selection
 	Wave   power.Wave
+	Source inventory.Source // config (the file's) or api (stored)
 }
 
 // FromConfig parses the config's schedules. Config validation has checked
@@ -33,22 +35,37 @@ type Entry struct {
 func FromConfig(cs []config.Schedule) ([]Entry, error) {
 	var out []Entry
 	for i, c := range cs {
-		spec, err := cron.ParseStandard(c.At)
+		e, err := Parse(inventory.PowerSchedule{Name: c.Name, At: c.At, Action: c.Action, Profile: c.Profile,
+			Machines: c.Machines, All: c.All, Wave: c.Wave})
 		if err != nil {
-			return nil, fmt.Errorf("schedules[%d].at: %w", i, err)
+			return nil, fmt.Errorf("schedules[%d]: %w", i, err)
 		}
-		a, err := power.ParseAction(c.Action)
-		if err != nil {
-			return nil, fmt.Errorf("schedules[%d].action: %w", i, err)
-		}
-		w, err := power.ParseWave(c.Wave)
-		if err != nil {
-			return nil, fmt.Errorf("schedules[%d].wave: %w", i, err)
-		}
-		out = append(out, Entry{Name: c.Name, At: c.At, spec: spec, Action: a, Wave: w,
-			Select: power.Selection{Machines: c.Machines, Profile: c.Profile, All: c.All}})
+		e.Source = inventory.SourceConfig
+		out = append(out, e)
 	}
 	return out, nil
+}
+
+// Parse checks a schedule and returns its entry (source api). Its errors
+// are *inventory.Error naming the field at fault.
+func Parse(p inventory.PowerSchedule) (Entry, error) {
+	if err := p.Validate(); err != nil {
+		return Entry{}, err
+	}
+	spec, err := cron.ParseStandard(p.At)
+	if err != nil {
+		return Entry{}, inventory.Invalid("at", "want a cron expression like \"30 7 * * 1-5\" (minute hour day month weekday), got %q: %v", p.At, err)
+	}
+	a, err := power.ParseAction(p.Action)
+	if err != nil || a == power.Status {
+		return Entry{}, inventory.Invalid("action", "want on, off, cycle or reset, got %q", p.Action)
+	}
+	w, err := power.ParseWave(p.Wave)
+	if err != nil {
+		return Entry{}, inventory.Invalid("wave", "%v", err)
+	}
+	return Entry{Name: p.Name, At: p.At, spec: spec, Action: a, Wave: w, Source: inventory.SourceAPI,
+		Select: power.Selection{Machines: p.Machines, Profile: p.Profile, All: p.All}}, nil
 }
 
 // Runner carries a command out (a *power.Runner).
@@ -60,6 +77,7 @@ type Runner interface {
 type Store interface {
 	power.Inventory
 	inventory.ScheduleRuns
+	ListSchedules(ctx context.Context) ([]inventory.PowerSchedule, error)
 	AddAudit(ctx context.Context, e inventory.AuditEntry) error
 }
 
@@ -73,9 +91,13 @@ type Config struct {
 	// Registerer gets the schedule metrics (the /metrics registry); nil
 	// keeps them unregistered.
 	Registerer prometheus.Registerer
-	Logger     *slog.Logger                         // default: discard
-	Now        func() time.Time                     // default time.Now
-	After      func(time.Duration) <-chan time.Time // default time.After; tests fire schedules with it
+	// Reload is how often the schedules stored through the API are read
+	// again, for those another server added; default 30s. Changed reads
+	// them at once.
+	Reload time.Duration
+	Logger *slog.Logger                         // default: discard
+	Now    func() time.Time                     // default time.Now
+	After  func(time.Duration) <-chan time.Time // default time.After; tests fire schedules with it
 }
 
 // Scheduler fires the entries; Run until ctx ends.
@@ -84,17 +106,20 @@ type Scheduler struct {
 	runs *prometheus.CounterVec
 	mach *prometheus.CounterVec
 
-	mu   sync.Mutex
-	last map[string]Status
-	next map[string]time.Time
+	changed chan struct{}
+
+	mu      sync.Mutex
+	entries []Entry // the config's, then the stored ones not named like one of them
+	last    map[string]Status
+	next    map[string]time.Time
 }
 
 // Status is a schedule as GET /schedules shows it.
 type Status struct {
-	Name, At, Action, Machines, Wave string
-	Next                             time.Time
-	LastRun                          time.Time // zero: not yet run by this server
-	LastResult                       string    // e.g. "6 machines, 0 failed"
+	Name, At, Action, Machines, Wave, Source string
+	Next                                     time.Time
+	LastRun                                  time.Time // zero: not yet run by this server
+	LastResult                               string    // e.g. "6 machines, 0 failed"
 }
 
 // New returns a Scheduler, its metrics registered.
@@ -111,7 +136,11 @@ func New(cfg Config) (*Scheduler, error) {
 	if cfg.After == nil {
 		cfg.After = time.After
 	}
-	s := &Scheduler{cfg: cfg, last: map[string]Status{}, next: map[string]time.Time{},
+	if cfg.Reload <= 0 {
+		cfg.Reload = 30 * time.Second
+	}
+	s := &Scheduler{cfg: cfg, last: map[string]Status{}, next: map[string]time.Time{}, changed: make(chan struct{}, 1),
+		entries: slices.Clone(cfg.Entries),
 		runs: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "bootfleet_schedule_runs_total",
 			Help: "Firings of power schedules, by schedule and result: ok, failed (some machine failed), error (none ran), elsewhere (another server of the fleet ran it)."},
 			[]string{"schedule", "result"}),
@@ -119,7 +148,7 @@ func New(cfg Config) (*Scheduler, error) {
 			Help: "Machines power schedules acted on, by schedule and result (ok, failed)."}, []string{"schedule", "result"}),
 	}
 	now := cfg.Now()
-	for _, e := range cfg.Entries {
+	for _, e := range s.entries {
 		s.next[e.Name] = e.spec.Next(now)
 	}
 	if cfg.Registerer != nil {
@@ -133,49 +162,101 @@ func New(cfg Config) (*Scheduler, error) {
 }
 
 // Run fires each entry at its times until ctx ends, and returns nil then
-// once the runs in flight have ended. A clock that jumps (a suspended
+// once the runs in flight have ended. It reads the stored schedules at
+// start, every Reload and after Changed. A clock that jumps (a suspended
 // host) fires a missed entry once, not once per missed time.
 func (s *Scheduler) Run(ctx context.Context) error {
-	if len(s.cfg.Entries) == 0 {
-		<-ctx.Done()
-		return nil
-	}
-	now := s.cfg.Now()
-	s.mu.Lock()
-	for _, e := range s.cfg.Entries {
-		s.next[e.Name] = e.spec.Next(now)
-	}
-	s.mu.Unlock()
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	for {
-		due := s.soonest()
+		s.reload(ctx)
+		wait := s.cfg.Reload
+		if due, ok := s.soonest(); ok {
+			wait = min(wait, max(due.Sub(s.cfg.Now()), 0))
+		}
 		select {
-		case <-s.cfg.After(max(due.Sub(s.cfg.Now()), 0)):
+		case <-s.cfg.After(wait):
+		case <-s.changed:
+			continue
 		case <-ctx.Done():
 			return nil
 		}
 		now := s.cfg.Now()
-		for _, e := range s.cfg.Entries {
-			s.mu.Lock()
-			at := s.next[e.Name]
-			fire := !at.After(now)
-			if fire {
+		s.mu.Lock()
+		var due []Entry
+		var ats []time.Time
+		for _, e := range s.entries {
+			if at := s.next[e.Name]; !at.After(now) {
+				due, ats = append(due, e), append(ats, at)
 				s.next[e.Name] = e.spec.Next(now)
 			}
-			s.mu.Unlock()
-			if fire {
-				wg.Add(1)
-				go func() {
-					defer wg.Done()
-					s.fire(ctx, e, at)
-				}()
-			}
+		}
+		s.mu.Unlock()
+		for i, e := range due {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				s.fire(ctx, e, ats[i])
+			}()
 		}
 	}
 }
 
-func (s *Scheduler) soonest() time.Time {
+// Changed makes Run read the stored schedules now (the API wrote one).
+func (s *Scheduler) Changed() {
+	select {
+	case s.changed <- struct{}{}:
+	default:
+	}
+}
+
+// reload reads the stored schedules: new ones get their next time, gone
+// ones are dropped, changed ones start over. A config schedule's name
+// wins over a stored one's. A stored schedule that does not parse is
+// logged and left out; the others run.
+func (s *Scheduler) reload(ctx context.Context) {
+	stored, err := s.cfg.Store.ListSchedules(ctx)
+	if err != nil {
+		if ctx.Err() == nil {
+			s.cfg.Logger.Error("schedules: reading those added through the API failed; keeping the last read", "err", err)
+		}
+		return
+	}
+	entries := slices.Clone(s.cfg.Entries)
+	fromConfig := map[string]bool{}
+	for _, e := range entries {
+		fromConfig[e.Name] = true
+	}
+	for _, p := range stored {
+		if fromConfig[p.Name] {
+			continue
+		}
+		e, err := Parse(p)
+		if err != nil {
+			s.cfg.Logger.Error("schedule left out: it does not parse; fix or remove it (bootfleet power schedule rm)", "schedule", p.Name, "err", err)
+			continue
+		}
+		entries = append(entries, e)
+	}
+	now := s.cfg.Now()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	old := map[string]Entry{}
+	for _, e := range s.entries {
+		old[e.Name] = e
+	}
+	next := map[string]time.Time{}
+	for _, e := range entries {
+		if o, ok := old[e.Name]; ok && o.At == e.At {
+			next[e.Name] = s.next[e.Name]
+		} else {
+			next[e.Name] = e.spec.Next(now)
+		}
+	}
+	s.entries, s.next = entries, next
+}
+
+func (s *Scheduler) soonest() (time.Time, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	var t time.Time
@@ -184,7 +265,7 @@ func (s *Scheduler) soonest() time.Time {
 			t = n
 		}
 	}
-	return t
+	return t, !t.IsZero()
 }
 
 // fire runs e's firing due at at, if this server claims it.
@@ -245,10 +326,11 @@ func (s *Scheduler) record(ctx context.Context, e Entry, at time.Time, summary s
 func (s *Scheduler) Statuses() []Status {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	out := make([]Status, 0, len(s.cfg.Entries))
-	for _, e := range s.cfg.Entries {
+	out := make([]Status, 0, len(s.entries))
+	for _, e := range s.entries {
 		st := s.last[e.Name]
 		st.Name, st.At, st.Action, st.Machines, st.Wave = e.Name, e.At, string(e.Action), e.Select.String(), e.Wave.String()
+		st.Source = string(e.Source)
 		st.Next = s.next[e.Name]
 		out = append(out, st)
 	}

@@ -94,7 +94,7 @@ func TestScheduleFires(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	var scheds []*Scheduler
 	for i, name := range []string{"srv-a", "srv-b"} {
-		cfg := Config{Entries: entries, Runner: r, Store: st, Server: name, Now: clk.Now, After: clk.After}
+		cfg := Config{Entries: entries, Runner: r, Store: st, Server: name, Now: clk.Now, After: clk.After, Reload: 48 * time.Hour}
 		if i == 0 {
 			cfg.Registerer = reg
 		}
@@ -171,3 +171,49 @@ func TestScheduleFires(t *testing.T) {
 }
 
 func counter(m *dto.Metric) float64 { return m.GetCounter().GetValue() }
+
+// TestStoredSchedule: a schedule added through the API (in the store)
+// runs once the scheduler hears of the change; one that does not parse
+// is left out and the others run.
+func TestStoredSchedule(t *testing.T) {
+	st := store(t)
+	ctx := context.Background()
+	clk := &clock{now: time.Date(2026, 3, 2, 7, 29, 0, 0, time.UTC), waits: make(chan wait)}
+	r := runner{calls: make(chan call, 4)}
+	s, err := New(Config{Runner: r, Store: st, Now: clk.Now, After: clk.After, Reload: 48 * time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() { s.Run(rctx); close(done) }()
+	if w := <-clk.waits; w.d != 48*time.Hour {
+		t.Fatalf("with no schedules the scheduler waits %s, want the reload interval", w.d)
+	}
+	for _, p := range []inventory.PowerSchedule{
+		{Name: "broken", At: "every morning", Action: "on", All: true},
+		{Name: "office", At: "CRON_TZ=UTC 30 7 * * *", Action: "cycle", Machines: []string{"office1"}},
+	} {
+		if err := st.PutSchedule(ctx, p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s.Changed()
+	w := <-clk.waits
+	if w.d != time.Minute {
+		t.Fatalf("after the change the scheduler waits %s, want 1m until office's 07:30", w.d)
+	}
+	clk.set(time.Date(2026, 3, 2, 7, 30, 0, 0, time.UTC))
+	w.fire <- clk.Now()
+	c := <-r.calls
+	if c.action != power.Cycle || len(c.names) != 1 || c.names[0] != "office1" || c.cause != "schedule:office" {
+		t.Fatalf("runner got %+v, want cycle of office1 by schedule:office", c)
+	}
+	<-clk.waits
+	sts := s.Statuses()
+	if len(sts) != 1 || sts[0].Name != "office" || sts[0].Source != "api" {
+		t.Fatalf("statuses %+v, want office only (broken left out), from the api", sts)
+	}
+	cancel()
+	<-done
+}

@@ -32,3 +32,15 @@ CREATE TABLE schedule_runs (
 	server TEXT NOT NULL,
 	PRIMARY KEY (name, at)
 );
+
+-- Power schedules added through the API (those of the config file stay
+-- in the file). machines is a JSON array of names or MACs.
+CREATE TABLE power_schedules (
+	name     TEXT PRIMARY KEY,
+	at       TEXT NOT NULL,
+	action   TEXT NOT NULL,
+	profile  TEXT NOT NULL DEFAULT '',
+	machines TEXT NOT NULL DEFAULT '[]',
+	all_machines INTEGER NOT NULL DEFAULT 0,
+	wave     TEXT NOT NULL DEFAULT ''
+);
