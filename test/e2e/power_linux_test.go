@@ -108,6 +108,13 @@ func TestIPMIPower(t *testing.T) {
 			err, tail(string(serialLog), 30), sim.LogTail(20))
 	}
 	t.Logf("IPMI power on to DoneURL: %.1fs", time.Since(start).Seconds())
+	var boots []struct {
+		Power *struct{ Action, Cause string } `json:"power"`
+	}
+	cli.json(&boots, "boots", "--machine", mac)
+	if len(boots) != 1 || boots[0].Power == nil || boots[0].Power.Action != "on" || !strings.HasPrefix(boots[0].Power.Cause, "api:") {
+		t.Errorf("boot records of %s: %+v; want one, saying it followed the power on", mac, boots)
+	}
 
 	// The test image powers off after its DoneURL; the BMC sees its
 	// machine go. Then on again, and off while it boots.
