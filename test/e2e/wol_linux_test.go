@@ -33,13 +33,18 @@ func nicListener(t *testing.T, lan *netns, macs []string) <-chan wake {
 	}); err != nil {
 		t.Fatalf("listen for magic packets: %v", err)
 	}
-	t.Cleanup(func() { c.Close() })
+	exited := make(chan struct{})
+	t.Cleanup(func() {
+		c.Close()
+		<-exited // no log line after the test has ended
+	})
 	want := map[string]bool{}
 	for _, m := range macs {
 		want[m] = true
 	}
 	out := make(chan wake, len(macs))
 	go func() {
+		defer close(exited)
 		buf := make([]byte, 1500)
 		for {
 			n, from, err := c.ReadFrom(buf)
