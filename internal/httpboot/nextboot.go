@@ -3,7 +3,6 @@ package httpboot
 import (
 	"context"
 	"net"
-	"net/http"
 
 	"github.com/bootfleet/bootfleet/internal/fleet"
 	"github.com/bootfleet/bootfleet/internal/inventory"
@@ -21,21 +20,27 @@ type NextBoots interface {
 // override: "next-boot-" and the target, so its boot record says so.
 const MilestoneNextBoot = "next-boot-"
 
-// localScript sends a machine on to its local disk: iPXE's exit returns
-// to the firmware, which tries its next boot device.
-const localScript = "#!ipxe\necho bootfleet: this boot goes to the local disk (bootfleet machine next-boot)\nexit\n"
+// localScript and localGrub send a machine on to its local disk: iPXE's
+// and grub's exit return to the firmware, which tries its next boot
+// device.
+const (
+	localScript = "#!ipxe\necho bootfleet: this boot goes to the local disk (bootfleet machine next-boot)\nexit\n"
+	localGrub   = "# bootfleet: this boot goes to the local disk (bootfleet machine next-boot)\nexit\n"
+)
 
 // nextBoot applies mac's override to t, if it has one, and takes it. It
 // reports local when the machine should boot its disk. A store that fails
 // leaves the boot as it was: an override is worth less than a boot.
-func (s *server) nextBoot(r *http.Request, t fleet.Target) (fleet.Target, bool) {
+// A grub machine may be sent to a profile of either loader: grub loads
+// its kernel and initrd all the same (under Secure Boot, if signed).
+func (s *server) nextBoot(ctx context.Context, t fleet.Target, remote string) (fleet.Target, bool) {
 	if s.NextBoots == nil {
 		return t, false
 	}
 	mac := t.Machine.MAC
-	target, err := s.NextBoots.GetNextBoot(r.Context(), mac)
+	target, err := s.NextBoots.GetNextBoot(ctx, mac)
 	if err == nil && target != "" {
-		target, err = s.NextBoots.TakeNextBoot(r.Context(), mac)
+		target, err = s.NextBoots.TakeNextBoot(ctx, mac)
 	}
 	if err != nil {
 		s.log.Warn("next boot: read the override failed; booting the machine's own profile", "mac", mac.String(), "err", err)
@@ -45,7 +50,7 @@ func (s *server) nextBoot(r *http.Request, t fleet.Target) (fleet.Target, bool) 
 		return t, false
 	}
 	if s.Milestones != nil {
-		s.Milestones.Milestone(mac, MilestoneNextBoot+target, r.RemoteAddr)
+		s.Milestones.Milestone(mac, MilestoneNextBoot+target, remote)
 	}
 	if target == inventory.NextBootLocal {
 		s.log.Info("next boot taken", "mac", mac.String(), "name", t.Machine.Name, "target", target)

@@ -3,7 +3,10 @@ package httpboot
 import (
 	"context"
 	"errors"
+	"io"
 	"net"
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"sync"
 	"testing"
@@ -81,5 +84,35 @@ func TestNextBootOnce(t *testing.T) {
 	}
 	if !strings.Contains(e.logs.String(), "next boot: read the override failed") {
 		t.Errorf("no log line for the failed read:\n%s", e.logs.String())
+	}
+}
+
+// TestNextBootGrub: machines booting through grub take their override
+// too, over TFTP and HTTP: local exits to the disk, a profile (of
+// either loader) is loaded by grub once.
+func TestNextBootGrub(t *testing.T) {
+	c, _, _ := grubEnv(t)
+	nb := &memNextBoots{m: map[string]string{"52:54:00:00:00:01": "local"}}
+	c.NextBoots = nb
+	fsys := GrubTFTP(c, noFiles{})
+	if got, err := readTFTP(t, fsys, "/grub/52:54:00:00:00:01/grub.cfg"); err != nil || got != localGrub {
+		t.Fatalf("grub config over TFTP after next-boot local = %q, %v; want the exit config", got, err)
+	}
+	if got, _ := readTFTP(t, fsys, "/grub/52:54:00:00:00:01/grub.cfg"); !strings.Contains(got, "/profiles/sb/kernel") {
+		t.Fatalf("the next grub config = %q, want profile sb again", got)
+	}
+	nb.m["52:54:00:00:00:01"] = "linux"
+	srv := httptest.NewServer(New(c))
+	defer srv.Close()
+	for i, want := range []string{"/profiles/linux/kernel", "/profiles/sb/kernel"} {
+		resp, err := http.Get(srv.URL + "/grub/52:54:00:00:00:01/grub.cfg")
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if !strings.Contains(string(b), want) {
+			t.Errorf("grub config %d over HTTP = %q, want %s", i+1, b, want)
+		}
 	}
 }

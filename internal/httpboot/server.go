@@ -165,7 +165,7 @@ func (s *server) script(w http.ResponseWriter, r *http.Request) {
 			w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 			return
 		}
-	} else if t2, local := s.nextBoot(r, t); local {
+	} else if t2, local := s.nextBoot(r.Context(), t, r.RemoteAddr); local {
 		s.serveBoot(w, r, t, "script", "ipxe-script", func(context.Context, fleet.Target) (string, error) { return localScript, nil })
 		return
 	} else {
