@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -122,11 +121,18 @@ func TestIPMIPower(t *testing.T) {
 	if got := state("on"); got != "on" {
 		t.Fatalf("second power on read back %q, want on", got)
 	}
+	// The check below sees QEMU when it runs: it does now.
+	for deadline := time.Now().Add(10 * time.Second); len(processesWith("mac="+mac)) == 0; {
+		if time.Now().After(deadline) {
+			t.Fatalf("power on said on, but no QEMU for %s runs within 10 s", mac)
+		}
+		time.Sleep(100 * time.Millisecond) // polling /proc
+	}
 	if got := state("off"); got != "off" {
 		t.Fatalf("power off of a booting VM read back %q, want off", got)
 	}
-	if out, _ := exec.Command("pgrep", "-f", "mac="+mac).Output(); len(out) > 0 {
-		t.Fatalf("power off said off but QEMU for %s still runs: pids %s", mac, out)
+	if pids := processesWith("mac=" + mac); len(pids) > 0 {
+		t.Fatalf("power off said off but QEMU for %s still runs: pids %v", mac, pids)
 	}
 
 	os.WriteFile(pw, []byte("not-"+sim.Password+"\n"), 0o600)
@@ -155,6 +161,19 @@ func waitState(t *testing.T, cli *bootfleetCLI, want string, within time.Duratio
 		}
 		time.Sleep(time.Second) // polling a state, not ordering events
 	}
+}
+
+// processesWith lists the PIDs whose command line holds s, from /proc.
+func processesWith(s string) []string {
+	cmdlines, _ := filepath.Glob("/proc/[0-9]*/cmdline")
+	var pids []string
+	for _, f := range cmdlines {
+		b, err := os.ReadFile(f)
+		if err == nil && strings.Contains(string(b), s) {
+			pids = append(pids, filepath.Base(filepath.Dir(f)))
+		}
+	}
+	return pids
 }
 
 func tail(s string, n int) string {
