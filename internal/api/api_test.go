@@ -37,7 +37,7 @@ type env struct {
 	changes atomic.Int32
 }
 
-func newEnv(t *testing.T, openReads bool) *env {
+func newEnv(t *testing.T, openReads bool, opts ...func(*Config)) *env {
 	t.Helper()
 	st, err := sqlite.Open(context.Background(), filepath.Join(t.TempDir(), sqlite.FileName))
 	if err != nil {
@@ -52,8 +52,12 @@ func newEnv(t *testing.T, openReads bool) *env {
 		t.Fatal(err)
 	}
 	e := &env{store: st}
-	h, err := New(Config{Store: st, Token: token, OpenReads: openReads, OnChange: func() { e.changes.Add(1) },
-		Now: func() time.Time { return time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC) }})
+	cfg := Config{Store: st, Token: token, OpenReads: openReads, OnChange: func() { e.changes.Add(1) },
+		Now: func() time.Time { return time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC) }}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	h, err := New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

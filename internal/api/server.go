@@ -41,8 +41,15 @@ type Config struct {
 	// Identities serves known-hosts, rekey and files; nil answers them
 	// 400 (no identities here).
 	Identities IdentityService
-	Logger     *slog.Logger     // default: discard
-	Now        func() time.Time // default time.Now; for event times and ?since=
+	// MaintenanceProfile is what next-boot target maintenance boots (the
+	// config's maintenance_profile); "" refuses that target.
+	MaintenanceProfile string
+	// Schedules lists GET /schedules; nil lists none.
+	Schedules ScheduleLister
+	// Power carries out POST /power; nil refuses it.
+	Power  PowerRunner
+	Logger *slog.Logger     // default: discard
+	Now    func() time.Time // default time.Now; for event times and ?since=
 }
 
 // route is one API endpoint. The table drives the mux, the test that
@@ -85,6 +92,16 @@ var routes = []route{
 	// password, say): admin only, like the config they come from.
 	{"GET", "/machines/{mac}/files", admin, (*server).machineFiles},
 	{"GET", "/known-hosts", read, (*server).knownHosts},
+	{"GET", "/machines/{mac}/power", read, (*server).getPower},
+	{"PUT", "/machines/{mac}/power", admin, (*server).putPower},
+	{"DELETE", "/machines/{mac}/power", admin, (*server).deletePower},
+	{"POST", "/power", operate, (*server).runPower},
+	{"GET", "/machines/{mac}/next-boot", read, (*server).getNextBoot},
+	{"PUT", "/machines/{mac}/next-boot", operate, (*server).putNextBoot},
+	{"DELETE", "/machines/{mac}/next-boot", operate, (*server).deleteNextBoot},
+	{"GET", "/schedules", read, (*server).listSchedules},
+	{"POST", "/schedules", admin, (*server).putSchedule},
+	{"DELETE", "/schedules/{name}", admin, (*server).deleteSchedule},
 	{"GET", "/images", read, (*server).listImages},
 	{"GET", "/images/{name}", read, (*server).getImage},
 	{"PUT", "/images/{name}", admin, (*server).putImage},

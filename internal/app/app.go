@@ -92,7 +92,12 @@ func Run(ctx context.Context, c *config.Config, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
-	apiHandler, err := newAPI(c, store, inv.Changed, imgs, dl, history, ids, log)
+	pw := newPower(c, rec, log)
+	sched, err := newSchedules(c, store, pw, rec, name, log)
+	if err != nil {
+		return err
+	}
+	apiHandler, err := newAPI(c, store, inv.Changed, imgs, dl, history, ids, pw, sched, log)
 	if err != nil {
 		return err
 	}
@@ -103,7 +108,7 @@ func Run(ctx context.Context, c *config.Config, log *slog.Logger) error {
 	hc := httpboot.Config{
 		Files: roots, Fleet: view, Boots: inv.BootClock(taps.boots),
 		Transfers: taps.transfers, Milestones: taps.milestones, Roots: diskless.WithFailover(dl, spread.Root, name, log), Kernels: dl.Kernels(),
-		BaseURL: baseURL, ServerIP: serverIP.String(), Logger: log, Mirrors: spread,
+		BaseURL: baseURL, ServerIP: serverIP.String(), Logger: log, Mirrors: spread, NextBoots: store,
 		IdentityURL: baseURL + identitysvc.Path,
 	}
 	boot := withIdentity(withPeers(httpboot.New(hc), peers), ids, dl.Disks())
@@ -117,6 +122,7 @@ func Run(ctx context.Context, c *config.Config, log *slog.Logger) error {
 		inv.Run,     // discovered machines, view reloads
 		imgs.Run,    // the fleet's images: fetch new ones, delete removed ones
 		history.Run, // ended boots into the inventory, retention
+		sched.Run,   // power schedules
 		func(ctx context.Context) error { return serveHTTP(ctx, httpLn, plain, log) },
 		func(ctx context.Context) error { return dl.Serve(ctx, taps.nbd) })
 	runs = append(runs, mgmt...) // the HTTPS listener, with http.tls

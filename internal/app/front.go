@@ -7,6 +7,8 @@ import (
 	"github.com/bootfleet/bootfleet/internal/api"
 	"github.com/bootfleet/bootfleet/internal/config"
 	"github.com/bootfleet/bootfleet/internal/inventory"
+	"github.com/bootfleet/bootfleet/internal/power"
+	"github.com/bootfleet/bootfleet/internal/power/schedule"
 	"github.com/bootfleet/bootfleet/internal/telemetry"
 	"github.com/bootfleet/bootfleet/internal/web"
 )
@@ -14,13 +16,13 @@ import (
 // newAPI builds the REST API with the token from the data directory.
 // onChange runs after each write to machines or profiles.
 func newAPI(c *config.Config, store inventory.Store, onChange func(), images api.ImageService, disks api.DiskResetter,
-	boots api.BootSource, ids api.IdentityService, log *slog.Logger) (http.Handler, error) {
+	boots api.BootSource, ids api.IdentityService, pw *power.Runner, sched *schedule.Scheduler, log *slog.Logger) (http.Handler, error) {
 	tok, err := api.LoadOrCreateToken(c.Data)
 	if err != nil {
 		return nil, err
 	}
 	return api.New(api.Config{Store: store, Token: tok, OpenReads: c.API.OpenReads, OnChange: onChange,
-		Images: images, Disks: disks, Boots: boots, Identities: ids, Logger: log})
+		Images: images, Disks: disks, Boots: boots, Identities: ids, Power: pw, Schedules: sched, MaintenanceProfile: c.MaintenanceProfile, Logger: log})
 }
 
 // frontHandler is the HTTP server's one handler: /metrics, the dashboard,

@@ -38,11 +38,17 @@ type clientOpts struct {
 
 func (o *clientOpts) register(cmd *cobra.Command) {
 	f := cmd.PersistentFlags()
-	f.StringVar(&o.server, "server", "", "API server URL (default $BOOTFLEET_SERVER or "+defaultServer+")")
-	f.StringVar(&o.token, "token", "", "API token (default $BOOTFLEET_TOKEN or the api-token file in --data)")
-	f.StringVar(&o.data, "data", defaultData, "the server's data directory, to read its api-token file")
+	o.connFlags(f.StringVar)
 	f.StringVarP(&o.output, "output", "o", "table", "output format: table or json")
-	f.StringVar(&o.ca, "ca", "", "PEM CA certificate that verifies an https:// server, e.g. its DATA/"+certs.CertFile+
+}
+
+// connFlags declares the flags that find the server and the token, for
+// commands with an --output of their own (storm).
+func (o *clientOpts) connFlags(str func(p *string, name, value, usage string)) {
+	str(&o.server, "server", "", "API server URL (default $BOOTFLEET_SERVER or "+defaultServer+")")
+	str(&o.token, "token", "", "API token (default $BOOTFLEET_TOKEN or the api-token file in --data)")
+	str(&o.data, "data", defaultData, "the server's data directory, to read its api-token file")
+	str(&o.ca, "ca", "", "PEM CA certificate that verifies an https:// server, e.g. its DATA/"+certs.CertFile+
 		" with http.tls.self_signed (default $BOOTFLEET_CA, else the system's CAs)")
 }
 

@@ -17,7 +17,7 @@ func machineCmd() *cobra.Command {
 	}
 	o.register(cmd)
 	cmd.AddCommand(machineAddCmd(o), machineListCmd(o), machineShowCmd(o), machineSetCmd(o), machineRmCmd(o), machineResetCmd(o),
-		machineRekeyCmd(o), machineRenderCmd(o))
+		machineRekeyCmd(o), machineRenderCmd(o), machinePowerCmd(o), machineNextBootCmd(o))
 	return cmd
 }
 

@@ -22,7 +22,7 @@ func Root() *cobra.Command {
 	root.AddCommand(initramfsCmd())
 	root.AddCommand(machineCmd(), profileCmd(), imageCmd(), leaseCmd(), bootsCmd())
 	root.AddCommand(tokenCmd(), auditCmd(), serverCmd(), knownHostsCmd())
-	root.AddCommand(stormCmd(), versionCmd())
+	root.AddCommand(stormCmd(), versionCmd(), powerCmd())
 	return root
 }
 

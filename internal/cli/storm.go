@@ -15,11 +15,14 @@ import (
 
 func stormCmd() *cobra.Command {
 	var (
-		cfg       storm.Config
-		firmware  string
-		output    string
-		traceFile string
-		sizeProbe bool
+		cfg         storm.Config
+		firmware    string
+		output      string
+		traceFile   string
+		sizeProbe   bool
+		realProfile string
+		wave        string
+		conn        clientOpts
 	)
 	cmd := &cobra.Command{
 		Use:   "storm --interface IFACE --clients N --firmware uefi|bios|ipxe",
@@ -33,9 +36,22 @@ leased address to IFACE for the run and removes it at the end. Needs root.
 
 It prints a progress bar on stderr, then a table of each phase's p50, p99 and
 max, the bytes moved and the link's use; -o json prints one entry per machine
-instead. It exits non-zero when a machine failed.`,
+instead. It exits non-zero when a machine failed.
+
+With --real PROFILE it emulates nothing: it powers on the real machines of
+PROFILE through their power drivers (as bootfleet power on --profile, with
+--wave), follows their boot records on the server until each has ended or
+--timeout has passed, and prints the same table, timed from each machine's
+power-on. It needs an operate token (--server, --token, as the other API
+commands) and no --interface.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if realProfile != "" {
+				return runRealStorm(cmd, &conn, realProfile, wave, cfg.Timeout, output)
+			}
+			if cfg.Interface == "" {
+				return fmt.Errorf("--interface is required, or --real PROFILE to power on real machines")
+			}
 			fw, err := storm.ParseFirmware(firmware)
 			if err != nil {
 				return err
@@ -98,7 +114,7 @@ instead. It exits non-zero when a machine failed.`,
 		},
 	}
 	f := cmd.Flags()
-	f.StringVarP(&cfg.Interface, "interface", "i", "", "network interface the machines boot from (required)")
+	f.StringVarP(&cfg.Interface, "interface", "i", "", "network interface the machines boot from (required without --real)")
 	f.IntVarP(&cfg.Clients, "clients", "n", 1, "number of machines, 1..65535")
 	f.StringVar(&firmware, "firmware", "uefi", "firmware the machines play: uefi (OVMF), bios (PXE ROM) or ipxe (iPXE in ROM)")
 	f.DurationVar(&cfg.Ramp, "ramp", 0, "spread the power-ons evenly over this time (0: all at once)")
@@ -116,7 +132,9 @@ instead. It exits non-zero when a machine failed.`,
 	f.StringVar(&traceFile, "trace", "", "NBD read trace to replay for a diskless root (default: the committed Debian 12 boot)")
 	f.IntVar(&cfg.NBDDepth, "nbd-depth", 8, "NBD reads in flight per machine")
 	f.StringVar(&cfg.DoneParam, "done-param", "done", "kernel command line parameter that holds the DoneURL")
-	cmd.MarkFlagRequired("interface")
+	f.StringVar(&realProfile, "real", "", "power on the real machines of this profile through their drivers instead of emulating any")
+	f.StringVar(&wave, "wave", "", "with --real: N/T, N machines every T (default: all at once)")
+	conn.connFlags(f.StringVar)
 	cmd.AddCommand(stormRecordCmd())
 	return cmd
 }

@@ -48,6 +48,10 @@ type Config struct {
 	Discovery string `yaml:"discovery"`
 	// DiscoveryProfile, if set, is what unenrolled machines boot.
 	DiscoveryProfile string `yaml:"discovery_profile"`
+	// MaintenanceProfile is what `bootfleet machine next-boot NAME
+	// maintenance` boots once: a rescue or reinstall system. Empty
+	// refuses that target.
+	MaintenanceProfile string `yaml:"maintenance_profile"`
 	// Store is the inventory: empty for SQLite in the data directory, a
 	// SQLite file path, or a postgres:// DSN shared by several servers.
 	Store string `yaml:"store"`
@@ -72,6 +76,8 @@ type Config struct {
 
 	Profiles map[string]Profile `yaml:"profiles"`
 	Machines []Machine          `yaml:"machines"`
+	// Schedules power machines on, off or reboot them at set times.
+	Schedules []Schedule `yaml:"schedules"`
 }
 
 // API configures the REST API under /api/v1.
@@ -183,6 +189,7 @@ type Machine struct {
 	// profile's, its files replace the profile's of the same path.
 	Vars  map[string]string `yaml:"vars"`
 	Files []File            `yaml:"files"`
+	Power *MachinePower     `yaml:"power"`
 }
 
 // Duration is a time.Duration written as "1h", "30m" in YAML.
@@ -437,6 +444,7 @@ func (c *Config) Validate() error {
 		}
 	}
 	c.HTTP.validateTLS(bad)
+	c.validateSchedules(bad)
 	return errors.Join(errs...)
 }
 

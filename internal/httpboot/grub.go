@@ -45,6 +45,14 @@ func (s *server) grubConfig(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "profile "+t.Profile+" does not boot through grub", http.StatusNotFound)
 		return
 	}
+	if r.Method != http.MethodHead {
+		t2, local := s.nextBoot(r.Context(), t, r.RemoteAddr)
+		if local {
+			s.serveBoot(w, r, t, "grub config", MilestoneGrubConfig, func(context.Context, machineview.Target) (string, error) { return localGrub, nil })
+			return
+		}
+		t = t2
+	}
 	s.serveBoot(w, r, t, "grub config", MilestoneGrubConfig, s.grubConfigText)
 }
 

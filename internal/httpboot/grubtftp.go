@@ -70,7 +70,11 @@ func (g grubTFTP) config(macs string) (tftp.File, error) {
 			"fix", "set loader: grub in the machine's profile")
 		return nil, fmt.Errorf("machine %s does not boot through grub: %w", mac, fs.ErrNotExist)
 	}
-	cfg, err := g.s.grubConfigText(context.Background(), t)
+	t, local := g.s.nextBoot(context.Background(), t, "")
+	cfg := localGrub
+	if !local {
+		cfg, err = g.s.grubConfigText(context.Background(), t)
+	}
 	if err != nil {
 		g.s.log.Error("render grub config", "mac", mac.String(), "profile", t.Profile, "err", err)
 		return nil, fmt.Errorf("profile %s: %w", t.Profile, err)

@@ -91,6 +91,7 @@ type Config struct {
 	Roots      Roots             // optional; nil fails scripts of profiles with a root
 	Kernels    ImageKernels      // optional; nil fails scripts of profiles with root.kernel: image
 	Mirrors    Mirrors           // optional; nil names only this server in scripts
+	NextBoots  NextBoots         // optional; nil ignores bootfleet machine next-boot
 	BaseURL    string            // e.g. http://10.213.0.1:8080, as clients reach this server
 	// IdentityURL, if set, is where the diskless agent fetches the
 	// machine's identity (package identitysvc): scripts of profiles with
@@ -161,11 +162,18 @@ func (s *server) script(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "no profile for "+mac.String(), http.StatusNotFound)
 		return
 	}
-	if r.Method == http.MethodHead && t.Spec.Root.Image != "" {
-		// Rendering issues a new root export and voids the previous one
-		// (and empties an ephemeral overlay): only a GET that boots may.
-		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	if r.Method == http.MethodHead {
+		if t.Spec.Root.Image != "" {
+			// Rendering issues a new root export and voids the previous one
+			// (and empties an ephemeral overlay): only a GET that boots may.
+			w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+			return
+		}
+	} else if t2, local := s.nextBoot(r.Context(), t, r.RemoteAddr); local {
+		s.serveBoot(w, r, t, "script", "ipxe-script", func(context.Context, machineview.Target) (string, error) { return localScript, nil })
 		return
+	} else {
+		t = t2
 	}
 	s.serveBoot(w, r, t, "script", "ipxe-script", s.render)
 }

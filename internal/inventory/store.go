@@ -27,6 +27,10 @@ type Store interface {
 	Secrets
 	ImageCopies
 	HostKeyStore
+	Power
+	NextBoots
+	ScheduleRuns
+	PowerSchedules
 	// Close releases the database. The store must not be used afterwards.
 	Close() error
 }

@@ -66,6 +66,9 @@ func ApplyConfig(ctx context.Context, s inventory.Store, c *config.Config) (Appl
 		}
 		a.Machines++
 	}
+	if err := applyPower(ctx, s, c); err != nil {
+		return a, err
+	}
 	profiles, err := s.ListProfiles(ctx)
 	if err != nil {
 		return a, err
@@ -123,4 +126,41 @@ func upsertMachine(ctx context.Context, s inventory.Store, cm inventory.Machine)
 		return fmt.Errorf("%w; the other machine was added through the API: remove it (bootfleet machine rm) or change this entry", err)
 	}
 	return err
+}
+
+// applyPower writes the power settings of config machines and removes
+// config settings the file no longer has. Settings set through the API
+// for a machine whose entry has no power: stay.
+func applyPower(ctx context.Context, s inventory.Store, c *config.Config) error {
+	want := map[string]bool{}
+	for i, cm := range c.Machines {
+		if cm.Power == nil {
+			continue
+		}
+		key := fmt.Sprintf("machines[%d].power", i)
+		hw, err := inventory.ParseMAC(cm.MAC)
+		if err != nil {
+			return fmt.Errorf("machines[%d]: %w", i, err)
+		}
+		p, err := powerFromConfig(key, hw, *cm.Power)
+		if err != nil {
+			return err
+		}
+		if err := s.PutPower(ctx, p); err != nil {
+			return fmt.Errorf("%s: %w", key, err)
+		}
+		want[hw.String()] = true
+	}
+	old, err := s.ListPower(ctx)
+	if err != nil {
+		return err
+	}
+	for _, p := range old {
+		if p.Source == inventory.SourceConfig && !want[p.MAC.String()] {
+			if err := s.DeletePower(ctx, p.MAC); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }

@@ -3,6 +3,8 @@ package inventorysvc
 import (
 	"errors"
 	"net"
+	"os"
+	"strings"
 
 	"github.com/bootfleet/bootfleet/internal/config"
 	"github.com/bootfleet/bootfleet/internal/inventory"
@@ -78,4 +80,43 @@ func policyFromConfig(c *config.Config) machineview.Input {
 		in.UnknownProfile = ""
 	}
 	return in
+}
+
+// powerFromConfig returns the power settings machines[i].power declares
+// for mac, with the secrets read from their files. Errors name the key.
+func powerFromConfig(key string, mac net.HardwareAddr, cp config.MachinePower) (inventory.PowerSettings, error) {
+	p := inventory.PowerSettings{MAC: mac, Driver: cp.Driver, Host: cp.Host, User: cp.User, CipherSuite: cp.CipherSuite,
+		Insecure: cp.Insecure, Source: inventory.SourceConfig}
+	var err error
+	if p.Password, err = secretFile(key+".password_file", cp.PasswordFile); err != nil {
+		return p, err
+	}
+	if p.SecureOn, err = secretFile(key+".secureon_file", cp.SecureOnFile); err != nil {
+		return p, err
+	}
+	if cp.Broadcast != "" {
+		if p.Broadcast = net.ParseIP(cp.Broadcast).To4(); p.Broadcast == nil {
+			return p, inventory.Invalid(key+".broadcast", "want an IPv4 broadcast address like 10.1.2.255, got %q", cp.Broadcast)
+		}
+	}
+	if err := p.Validate(); err != nil {
+		var ie *inventory.Error
+		if errors.As(err, &ie) {
+			return p, &inventory.Error{Kind: ie.Kind, Field: key + "." + ie.Field, Msg: ie.Msg}
+		}
+		return p, err
+	}
+	return p, nil
+}
+
+// secretFile reads a secret named by the config; "" is none.
+func secretFile(key, path string) (string, error) {
+	if path == "" {
+		return "", nil
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return "", inventory.Invalid(key, "cannot read the secret: %v; create the file or fix the path", err)
+	}
+	return strings.TrimRight(string(b), "\r\n"), nil
 }

@@ -291,6 +291,9 @@ func (g *group) boot() Boot {
 		if !slices.Contains(b.Parts, p.ID) {
 			b.Parts = append(b.Parts, p.ID)
 		}
+		if b.Power == nil {
+			b.Power = p.Power
+		}
 		if p.Server != "" && !slices.Contains(b.Servers, p.Server) {
 			b.Servers = append(b.Servers, p.Server)
 		}

@@ -147,6 +147,10 @@ func (r *Recorder) Handler() http.Handler {
 	return promhttp.HandlerFor(r.m.reg, promhttp.HandlerOpts{})
 }
 
+// Registerer is the registry /metrics serves, for the series of other
+// parts (power schedules).
+func (r *Recorder) Registerer() prometheus.Registerer { return r.m.reg }
+
 // dhcpTypeName is the metric label for a DHCP message type: "discover",
 // "request", ..., or "other" for types DHCP does not define.
 func dhcpTypeName(t dhcpv4.MessageType) string {

@@ -47,6 +47,9 @@ type Boot struct {
 	// oldest first (merge.go).
 	Servers []string `json:"servers,omitempty"`
 	Parts   []string `json:"parts,omitempty"`
+	// Power is the power command this boot followed, when bootfleet
+	// started it (power.go); nil for a boot someone else started.
+	Power *PowerCause `json:"power,omitempty"`
 }
 
 // DHCPExchange is one DHCP packet the server handled for the machine.

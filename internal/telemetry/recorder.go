@@ -91,6 +91,8 @@ type Recorder struct {
 	ended chan Boot         // see Config.Ended; nil without a queue
 	idTag string            // "-" and a hash of Config.Server; "" outside a fleet
 	dirty map[*boot]bool    // open boots changed since they were last queued, in a fleet
+	// powered holds power commands whose boot has not started (power.go).
+	powered map[string]PowerCause
 
 	dropped atomic.Uint64 // ended boots the full queue turned away, for the History's log
 }
@@ -125,7 +127,7 @@ func New(cfg Config) *Recorder {
 		cfg.Quiet = 5 * time.Second
 	}
 	r := &Recorder{cfg: cfg, m: newMetrics(), byMAC: map[string][]*boot{}, byID: map[string]*boot{}, ips: map[string]string{},
-		dirty: map[*boot]bool{}}
+		dirty: map[*boot]bool{}, powered: map[string]PowerCause{}}
 	if cfg.Server != "" {
 		r.idTag = "-" + serverTag(cfg.Server)
 	}
@@ -216,7 +218,8 @@ func (r *Recorder) fail(b *boot, reason string, reported bool) {
 // start opens a new boot, evicting the oldest ones beyond the bounds.
 // Call with mu held.
 func (r *Recorder) start(key string, now time.Time) *boot {
-	b := &boot{Boot: Boot{ID: bootIDOf(key, now) + r.idTag, MAC: key, Start: now, State: StateBooting, Server: r.cfg.Server}}
+	b := &boot{Boot: Boot{ID: bootIDOf(key, now) + r.idTag, MAC: key, Start: now, State: StateBooting, Server: r.cfg.Server,
+		Power: r.takePower(key, now)}}
 	bs := r.byMAC[key]
 	if len(bs) >= r.cfg.PerMachine {
 		r.evict(bs[0])

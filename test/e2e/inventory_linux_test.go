@@ -166,6 +166,8 @@ type bootfleetCLI struct {
 	log  string
 	// server is the API's URL; default http://serverIP:8080.
 	server string
+	// timeout bounds each command; default 30 s.
+	timeout time.Duration
 }
 
 // run returns the command's stdout and fails the test if it does not exit 0.
@@ -185,7 +187,11 @@ func (c *bootfleetCLI) tryRun(args ...string) ([]byte, error) {
 		server = "http://" + serverIP + ":8080"
 	}
 	args = append(args, "--server", server, "--data", c.data)
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	timeout := 30 * time.Second
+	if c.timeout > 0 {
+		timeout = c.timeout
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, "ip", append([]string{"netns", "exec", c.ns.name, c.e.bin}, args...)...)
 	cmd.WaitDelay = time.Second

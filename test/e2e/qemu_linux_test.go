@@ -70,6 +70,16 @@ func (v vm) waitFor(t testing.TB) time.Duration {
 // panic into a QEMU exit, so a broken boot ends the wait early.
 func startVM(t testing.TB, e *env, ns *netns, dir string, v vm) *proc {
 	t.Helper()
+	args := qemuArgs(t, e, v)
+	name := "qemu-" + string(v.fw) + "-" + v.mac
+	os.WriteFile(filepath.Join(dir, name+".cmd"), []byte("qemu-system-x86_64 "+strings.Join(args, " ")+"\n"), 0o644)
+	cmd := ns.command("qemu-system-x86_64", args...)
+	return startProc(t, name, cmd, filepath.Join(dir, "serial-"+strings.ReplaceAll(v.mac, ":", "-")+".log"))
+}
+
+// qemuArgs is the QEMU command line for v, its serial console on stdout.
+func qemuArgs(t testing.TB, e *env, v vm) []string {
+	t.Helper()
 	nic := "virtio-net-pci,netdev=n0,mac=" + v.mac
 	args := []string{
 		"-accel", "tcg", "-m", "512", "-smp", "1",
@@ -116,11 +126,7 @@ func startVM(t testing.TB, e *env, ns *netns, dir string, v vm) *proc {
 	default:
 		args = append(args, "-boot", "n", "-device", nic)
 	}
-	args = append(args, v.extra...)
-	name := "qemu-" + string(v.fw) + "-" + v.mac
-	os.WriteFile(filepath.Join(dir, name+".cmd"), []byte("qemu-system-x86_64 "+strings.Join(args, " ")+"\n"), 0o644)
-	cmd := ns.command("qemu-system-x86_64", args...)
-	return startProc(t, name, cmd, filepath.Join(dir, "serial-"+strings.ReplaceAll(v.mac, ":", "-")+".log"))
+	return append(args, v.extra...)
 }
 
 func copyFile(t testing.TB, src, dst string) {

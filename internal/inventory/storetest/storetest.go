@@ -56,6 +56,10 @@ func Run(t *testing.T, b Backend) {
 		{"ImageCopies", testImageCopies},
 		{"MachineID", testMachineID},
 		{"HostKeys", testHostKeys},
+		{"Power", testPower},
+		{"NextBoot", testNextBoot},
+		{"ScheduleRuns", testScheduleRuns},
+		{"PowerSchedules", testPowerSchedules},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) { tt.fn(t, b) })
