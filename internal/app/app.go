@@ -139,7 +139,7 @@ func Run(ctx context.Context, c *config.Config, log *slog.Logger) error {
 	var dhcpScope string // registered beside the addresses, so DHCP servers on one LAN find each other
 	if c.DHCP.Mode != "off" {
 		scope, balance := dhcpPeers(c, serverIP, fleetView, log)
-		d, err := newDHCP(c, serverIP, baseURL, view, leases, inv.Observer(taps.dhcp), taps.dhcpReply, balance, log)
+		d, err := newDHCP(c, serverIP, baseURL, view, leases, inv.Observer(taps.dhcp), taps.dhcpReply, taps.noBoot, balance, log)
 		if err != nil {
 			return err
 		}
@@ -151,7 +151,7 @@ func Run(ctx context.Context, c *config.Config, log *slog.Logger) error {
 		if err != nil {
 			return err
 		}
-		d6, err := newDHCP6(c, ip6, ifc, portOf(httpLn.Addr()), view, inventorysvc.NewLeases6(store), inv.Observer(taps.dhcp), log)
+		d6, err := newDHCP6(c, ip6, ifc, portOf(httpLn.Addr()), view, inventorysvc.NewLeases6(store), inv.Observer(taps.dhcp), taps.noBoot, log)
 		if err != nil {
 			return err
 		}
@@ -231,6 +231,8 @@ func servedRoots(c *config.Config) (*safefs.Roots, error) {
 	for _, p := range []struct{ key, name, path string }{
 		{"secure_boot.shim", pxe.ShimFile, c.SecureBoot.Shim},
 		{"secure_boot.grub", pxe.GrubFile, c.SecureBoot.Grub},
+		{"secure_boot.shim_arm64", pxe.ShimARM64File, c.SecureBoot.ShimARM64},
+		{"secure_boot.grub_arm64", pxe.GrubARM64File, c.SecureBoot.GrubARM64},
 	} {
 		if p.path == "" {
 			continue
@@ -248,7 +250,7 @@ func tftpFS(c *config.Config, roots *safefs.Roots, hc httpboot.Config) tftp.File
 	if c.TFTP.CacheMB > 0 {
 		fs = tftp.NewCache(fs, int64(c.TFTP.CacheMB)<<20)
 	}
-	if c.SecureBoot.Grub == "" {
+	if c.SecureBoot.Grub == "" && c.SecureBoot.GrubARM64 == "" {
 		return fs
 	}
 	// Debian's signed grub has no http: after PXE it fetches everything,
@@ -257,7 +259,7 @@ func tftpFS(c *config.Config, roots *safefs.Roots, hc httpboot.Config) tftp.File
 }
 
 func newDHCP(c *config.Config, serverIP net.IP, baseURL string, view *machineview.View, leases dhcp.LeaseStore, obs dhcp.Observer,
-	onReply func(dhcp.Reply), peers dhcp.Peers, log *slog.Logger) (*dhcp.Server, error) {
+	onReply func(dhcp.Reply), noBoot func(net.HardwareAddr, string), peers dhcp.Peers, log *slog.Logger) (*dhcp.Server, error) {
 	dc := dhcp.Config{
 		Mode:       dhcp.ModeFull,
 		Interface:  c.Interface,
@@ -270,10 +272,9 @@ func newDHCP(c *config.Config, serverIP net.IP, baseURL string, view *machinevie
 			EFIx64File:   c.IPXE.EFIBinary,
 			EFIARM64File: c.IPXE.EFIARM64Binary,
 			HTTPBase:     baseURL,
-			Signed: func(mac net.HardwareAddr) bool {
-				t, ok := view.Resolve(mac)
-				return ok && t.Spec.Loader == inventory.LoaderGrub
-			},
+			Signed:       signed(view),
+			SignedARM64:  c.SecureBoot.ShimARM64 != "",
+			Boots:        boots(view, noBoot),
 		},
 		Machines: view,
 		Observer: obs,
@@ -319,4 +320,34 @@ func serveHTTP(ctx context.Context, ln net.Listener, h http.Handler, log *slog.L
 func portOf(a net.Addr) string {
 	_, p, _ := net.SplitHostPort(a.String())
 	return p
+}
+
+// signed is pxe.PlanConfig.Signed: the machine's profile loads grub.
+func signed(view *machineview.View) func(net.HardwareAddr) bool {
+	return func(mac net.HardwareAddr) bool {
+		t, ok := view.Resolve(mac)
+		return ok && t.Spec.Loader == inventory.LoaderGrub
+	}
+}
+
+// boots is pxe.PlanConfig.Boots: the machine's profile has a kernel for
+// cpu, or takes it from its root image (served to x86_64 only). A machine
+// with no profile is left to the script, which says so. A refusal goes to
+// noBoot, so the machine's boot record says why it got no boot file.
+func boots(view *machineview.View, noBoot func(net.HardwareAddr, string)) func(net.HardwareAddr, string) bool {
+	return func(mac net.HardwareAddr, cpu string) bool {
+		t, ok := view.Resolve(mac)
+		if !ok {
+			return true
+		}
+		if t.Spec.Root.Kernel == inventory.RootKernelImage {
+			ok = cpu == inventory.ArchX86_64
+		} else {
+			_, ok = t.Spec.Files(cpu)
+		}
+		if !ok && noBoot != nil {
+			noBoot(mac, fmt.Sprintf("no boot file: the machine is %s and profile %s has no %s kernel; add one (arm64: {kernel: ...}) or give the machine a profile that has one", cpu, t.Profile, cpu))
+		}
+		return ok
+	}
 }

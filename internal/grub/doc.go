@@ -10,4 +10,8 @@
 // machine's own config, $prefix/MAC/grub.cfg by grub's $net_default_mac
 // ([Render]). Everything comes from the server and by the protocol grub
 // came by: Debian 12's grubnetx64 has tftp but no http built in.
+//
+// The arm64 build, grubnetaa64.efi, reads $prefix/arm64-efi/grub.cfg
+// first; that one ([Stage1ARM64]) hands over to $prefix/MAC/arm64/grub.cfg,
+// so the machine's config names the arm64 kernel of its profile.
 package grub
