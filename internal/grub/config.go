@@ -25,14 +25,18 @@ var ModuleLists = []string{"grub/x86_64-efi/command.lst", "grub/x86_64-efi/fs.ls
 
 // Stage1 is the config at Stage1Paths for every machine: it loads
 // $prefix/MAC/grub.cfg, MAC as grub writes $net_default_mac
-// (52:54:00:12:34:56), from the server and protocol grub came from.
-const Stage1 = "# bootfleet: every machine continues with its own config\n" +
+// (52:54:00:12:34:56), from the server and protocol grub came from. An
+// arm64 grub loads $prefix/MAC/arm64/grub.cfg instead: Debian 12's
+// grubnetaa64 reads this same grub.cfg, and grub's own $grub_cpu is what
+// says which kernel it can boot, so it never gets an x86_64 one.
+const Stage1 = "# bootfleet: every machine continues with its own config, for its CPU\n" +
+	"if [ \"${grub_cpu}\" = \"arm64\" ]; then\n" +
+	"\tconfigfile $prefix/${net_default_mac}/arm64/grub.cfg\n" +
+	"fi\n" +
 	"configfile $prefix/${net_default_mac}/grub.cfg\n"
 
-// Stage1ARM64 is the config at Stage1ARM64Path: arm64 machines continue
-// with $prefix/MAC/arm64/grub.cfg, so the server renders their own
-// architecture's kernel. Which grub asks says the architecture: only an
-// arm64 grub reads arm64-efi/.
+// Stage1ARM64 is the config at Stage1ARM64Path, for an arm64 grub that
+// reads its architecture's directory first: its machine's arm64 config.
 const Stage1ARM64 = "# bootfleet: every arm64 machine continues with its own config\n" +
 	"configfile $prefix/${net_default_mac}/arm64/grub.cfg\n"
 

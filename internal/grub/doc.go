@@ -11,7 +11,9 @@
 // ([Render]). Everything comes from the server and by the protocol grub
 // came by: Debian 12's grubnetx64 has tftp but no http built in.
 //
-// The arm64 build, grubnetaa64.efi, reads $prefix/arm64-efi/grub.cfg
-// first; that one ([Stage1ARM64]) hands over to $prefix/MAC/arm64/grub.cfg,
-// so the machine's config names the arm64 kernel of its profile.
+// Debian 12's arm64 build, grubnetaa64.efi, reads $prefix/grub.cfg too.
+// [Stage1] sends a grub whose $grub_cpu is arm64 to
+// $prefix/MAC/arm64/grub.cfg, so its machine's config names the arm64
+// kernel of its profile; $prefix/arm64-efi/grub.cfg ([Stage1ARM64]) does
+// the same for a grub that reads its architecture's directory.
 package grub

@@ -51,6 +51,12 @@ func TestArchFiles(t *testing.T) {
 	srv := httptest.NewServer(New(c))
 	defer srv.Close()
 
+	// Debian's grubnetaa64 reads the shared grub/grub.cfg, which must send
+	// an arm64 grub to its arm64 config before the x86_64 one.
+	if got, err := readTFTP(t, fsys, "grub/grub.cfg"); err != nil || !strings.Contains(got, `if [ "${grub_cpu}" = "arm64" ]; then`) ||
+		strings.Index(got, "/arm64/grub.cfg") > strings.Index(got, "${net_default_mac}/grub.cfg") {
+		t.Errorf("shared first config = %q, %v; want arm64 grubs sent to MAC/arm64/grub.cfg first", got, err)
+	}
 	if got, err := readTFTP(t, fsys, "grub/arm64-efi/grub.cfg"); err != nil || !strings.Contains(got, "configfile $prefix/${net_default_mac}/arm64/grub.cfg") {
 		t.Errorf("arm64 first config over TFTP = %q, %v", got, err)
 	}

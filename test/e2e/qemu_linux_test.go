@@ -70,6 +70,9 @@ func (v vm) waitFor(t testing.TB) time.Duration {
 // panic into a QEMU exit, so a broken boot ends the wait early.
 func startVM(t testing.TB, e *env, ns *netns, dir string, v vm) *proc {
 	t.Helper()
+	if v.fw == aavmf || v.fw == aavmfSecure {
+		return startARM64VM(t, ns, dir, v)
+	}
 	nic := "virtio-net-pci,netdev=n0,mac=" + v.mac
 	args := []string{
 		"-accel", "tcg", "-m", "512", "-smp", "1",
