@@ -3,7 +3,10 @@
 #
 # OUTDIR/shimaa64.efi.signed       from shim-signed:arm64, signed by Microsoft's UEFI CA
 # OUTDIR/grubnetaa64.efi.signed    from grub-efi-arm64-signed:arm64, the network grub, signed by Debian
-# OUTDIR/image/vmlinuz             Debian's signed arm64 kernel (what linux-image-arm64 depends on)
+# OUTDIR/busybox                   static arm64 busybox (busybox-static:arm64), for arm64 initramfs
+#                                  builds and root images
+# OUTDIR/image/vmlinuz             Debian's signed arm64 kernel (what linux-image-arm64 depends on;
+#                                  its .deb stays in BOOTFLEET_CACHE/debs for initramfs builds)
 # OUTDIR/image/initrd.img          the e2e test initrd (scripts/mkimage.sh) with arm64 busybox
 #
 # Point bootfleet's secure_boot.shim_arm64 and secure_boot.grub_arm64 at the first two. The
@@ -37,10 +40,12 @@ fi
   trap 'rm -rf "$work"' EXIT
   dpkg-deb -x "$(fetch shim-signed:arm64)" "$work"
   dpkg-deb -x "$(fetch grub-efi-arm64-signed:arm64)" "$work"
+  dpkg-deb -x "$(fetch busybox-static:arm64)" "$work"
   for f in usr/lib/shim/shimaa64.efi.signed usr/lib/grub/arm64-efi-signed/grubnetaa64.efi.signed; do
     [ -s "$work/$f" ] || die "the package has no $f"
     install -m 644 "$work/$f" "$out/"
   done
-  log "in $out: shimaa64.efi.signed grubnetaa64.efi.signed"
+  install -m 755 "$work/bin/busybox" "$out/busybox"
+  log "in $out: shimaa64.efi.signed grubnetaa64.efi.signed busybox"
 )
 BOOTFLEET_ARCH=arm64 "$(dirname "$0")/mkimage.sh" "$out/image"

@@ -282,3 +282,4 @@ func bootRecordAny(t *testing.T, lan *netns, dir, mac string) telemetry.Boot {
 	writeArtifact(t, dir, "boot.json", list.Boots)
 	return list.Boots[len(list.Boots)-1]
 }
+
