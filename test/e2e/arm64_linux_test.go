@@ -282,4 +282,3 @@ func bootRecordAny(t *testing.T, lan *netns, dir, mac string) telemetry.Boot {
 	writeArtifact(t, dir, "boot.json", list.Boots)
 	return list.Boots[len(list.Boots)-1]
 }
-
