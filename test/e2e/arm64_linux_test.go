@@ -33,6 +33,7 @@ const (
 type arm64Env struct {
 	shim, grub      string
 	vmlinuz, initrd string
+	busybox         string // static, arm64
 }
 
 var (
@@ -70,6 +71,7 @@ func needARM64(t *testing.T, e *env) arm64Env {
 		arm64Prep = arm64Env{
 			shim: filepath.Join(dir, "shimaa64.efi.signed"), grub: filepath.Join(dir, "grubnetaa64.efi.signed"),
 			vmlinuz: filepath.Join(dir, "image", "vmlinuz"), initrd: filepath.Join(dir, "image", "initrd.img"),
+			busybox: filepath.Join(dir, "busybox"),
 		}
 	})
 	if arm64Err != nil {

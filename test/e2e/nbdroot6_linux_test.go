@@ -42,15 +42,9 @@ func TestNBDRootIPv6Only(t *testing.T) {
 	lan.addTap(t, "tap0")
 	startCapture(t, lan, dir)
 
-	data := filepath.Join(t.TempDir(), "data")
 	image := filepath.Join(t.TempDir(), "root.ext4")
 	makeRootImage(t, image)
-	server := startBootfleetAt(t, e, lan, dir, nbdRoot6Config, map[string]string{"Data": data, "NBDInitrd": n.initrd}, serverIP6)
-	if err := lan.waitTCP(serverIP6, 10809, 10*time.Second, server.alive); err != nil {
-		t.Fatalf("bootfleet's NBD server on IPv6: %v\n%s", err, server.out.tail(30))
-	}
-	cli := &bootfleetCLI{t: t, e: e, ns: lan, data: data, log: filepath.Join(dir, "cli.log"), server: "http://[" + serverIP6 + "]:8080"}
-	cli.run("image", "import", nbdImageName, image)
+	server, _ := serveRootImage(t, e, lan, dir, nbdRoot6Config, map[string]string{"NBDInitrd": n.initrd}, serverIP6, image)
 
 	const mac = "52:54:00:e2:e6:61"
 	start := time.Now()
