@@ -15,6 +15,7 @@ import (
 
 	"github.com/bootfleet/bootfleet/internal/config"
 	"github.com/bootfleet/bootfleet/internal/dhcp"
+	"github.com/bootfleet/bootfleet/internal/dhcp6"
 	"github.com/bootfleet/bootfleet/internal/diskless"
 	"github.com/bootfleet/bootfleet/internal/httpboot"
 	"github.com/bootfleet/bootfleet/internal/inventory"
@@ -136,14 +137,14 @@ func Run(ctx context.Context, c *config.Config, log *slog.Logger) error {
 			runs = append(runs, func(ctx context.Context) error { return srv.Serve(ctx, conn6) })
 		}
 	}
-	var dhcpScope string // registered beside the addresses, so DHCP servers on one LAN find each other
+	var dhcpScopes []string // registered beside the addresses, so DHCP servers on one LAN find each other
 	if c.DHCP.Mode != "off" {
 		scope, balance := dhcpPeers(c, serverIP, fleetView, log)
 		d, err := newDHCP(c, serverIP, baseURL, view, leases, inv.Observer(taps.dhcp), taps.dhcpReply, taps.noBoot, balance, log)
 		if err != nil {
 			return err
 		}
-		dhcpScope = scope
+		dhcpScopes = append(dhcpScopes, scope)
 		runs = append(runs, d.Run, balance.Run)
 	}
 	if c.DHCP6.Mode != "off" {
@@ -151,7 +152,12 @@ func Run(ctx context.Context, c *config.Config, log *slog.Logger) error {
 		if err != nil {
 			return err
 		}
-		d6, err := newDHCP6(c, ip6, ifc, portOf(httpLn.Addr()), view, inventorysvc.NewLeases6(store), inv.Observer(taps.dhcp), taps.noBoot, log)
+		var peers6 dhcp6.Peers
+		if scope6, balance6 := dhcp6Peers(c, fleetView, log); balance6 != nil {
+			dhcpScopes, peers6 = append(dhcpScopes, scope6), balance6
+			runs = append(runs, balance6.Run)
+		}
+		d6, err := newDHCP6(c, ip6, ifc, portOf(httpLn.Addr()), view, inventorysvc.NewLeases6(store), inv.Observer(taps.dhcp), taps.noBoot, peers6, log)
 		if err != nil {
 			return err
 		}
@@ -164,7 +170,7 @@ func Run(ctx context.Context, c *config.Config, log *slog.Logger) error {
 		}
 		runs = append(runs, ra.Run) // never fails: warns and returns if IPv6 is missing
 	}
-	reg, err := fleetRegistry(name, c.Data, store, serverIP, baseURL, dhcpScope, tftpActive, dl, rec, log)
+	reg, err := fleetRegistry(name, c.Data, store, serverIP, baseURL, dhcpScopes, tftpActive, dl, rec, log)
 	if err != nil {
 		return err
 	}

@@ -46,7 +46,7 @@ func serverIP6(c *config.Config, serverIP net.IP) (net.IP, *net.Interface, error
 // as DHCPv4's: Solicit as DISCOVER, the rest as REQUEST, which is what
 // boot records and discovery tell apart.
 func newDHCP6(c *config.Config, ip6 net.IP, ifc *net.Interface, httpPort string, view *machineview.View, leases dhcp6.LeaseStore,
-	obs dhcp.Observer, noBoot func(net.HardwareAddr, string), log *slog.Logger) (*dhcp6.Server, error) {
+	obs dhcp.Observer, noBoot func(net.HardwareAddr, string), peers dhcp6.Peers, log *slog.Logger) (*dhcp6.Server, error) {
 	var first, last netip.Addr
 	if c.DHCP6.Mode == "full" {
 		var err error
@@ -72,6 +72,7 @@ func newDHCP6(c *config.Config, ip6 net.IP, ifc *net.Interface, httpPort string,
 			}
 			obs.DHCPPacket(mac, t, cl)
 		},
+		Peers:  peers,
 		Logger: log,
 	})
 }
