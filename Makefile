@@ -10,10 +10,13 @@ export CGO_ENABLED := 0
 
 all: build
 
-# bootfleet, and beside it the static agent `bootfleet initramfs build` packs.
+# bootfleet, and beside it the static agent `bootfleet initramfs build` packs,
+# for this machine and cross-compiled for arm64 (bootfleet-agent-arm64, for
+# `initramfs build --agent` with an arm64 kernel package).
 build:
 	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/bootfleet
 	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)-agent ./cmd/bootfleet-agent
+	GOARCH=arm64 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)-agent-arm64 ./cmd/bootfleet-agent
 
 # The Debian package (dist/bootfleet_VERSION_amd64.deb): scripts/mkdeb.sh.
 deb: build

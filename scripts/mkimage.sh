@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # mkimage.sh OUTDIR: builds the tiny Linux that end-to-end test VMs and `make demo` boot.
 #
-# OUTDIR/vmlinuz     Debian's own kernel (the versioned package linux-image-amd64 depends on)
+# OUTDIR/vmlinuz     Debian's own kernel (the versioned package linux-image-ARCH depends on)
 # OUTDIR/initrd.img  gzip'd newc cpio: static busybox, the virtio NIC modules and an /init that
 #                    takes DHCP on eth0, prints "BOOTFLEET-CMDLINE: <cmdline>", fetches the URL
 #                    given as done=URL on the kernel command line, prints "BOOTFLEET-DONE" and
@@ -15,7 +15,10 @@
 #
 # Environment:
 #   BOOTFLEET_CACHE        cache directory (default /var/cache/bootfleet-e2e)
-#   BOOTFLEET_KERNEL_PKG   kernel package to use (default: what linux-image-amd64 depends on)
+#   BOOTFLEET_KERNEL_PKG   kernel package to use (default: what linux-image-ARCH depends on)
+#   BOOTFLEET_ARCH         Debian architecture of the kernel and busybox (default amd64; arm64
+#                          needs `dpkg --add-architecture arm64` and apt-get update, which
+#                          scripts/arm64.sh does)
 set -euo pipefail
 
 out=${1:?usage: mkimage.sh OUTDIR}
@@ -23,6 +26,10 @@ cache=${BOOTFLEET_CACHE:-/var/cache/bootfleet-e2e}
 debs=$cache/debs
 mkdir -p "$out" "$debs"
 out=$(cd "$out" && pwd)
+arch=${BOOTFLEET_ARCH:-amd64}
+# A foreign architecture's packages are named PKG:ARCH.
+q=""
+[ "$arch" = "$(dpkg --print-architecture)" ] || q=":$arch"
 
 log() { echo "mkimage: $*" >&2; }
 die() { echo "mkimage: error: $*" >&2; exit 1; }
@@ -37,27 +44,27 @@ flock 9
 
 . "$(dirname "$0")/aptcache.sh"
 
-# linux-image-amd64 is a metapackage; the kernel lives in the versioned package it depends on.
+# linux-image-ARCH is a metapackage; the kernel lives in the versioned package it depends on.
 resolve_kernel() {
-  apt-cache depends linux-image-amd64 2>/dev/null | sed -n 's/^ *|\{0,1\}Depends: \(linux-image-[0-9][^ ]*-amd64\)$/\1/p' | head -n1
+  apt-cache depends "linux-image-$arch$q" 2>/dev/null | sed -n "s/^ *|\{0,1\}Depends: \(linux-image-[0-9][^ :]*-$arch\)\(:$arch\)\{0,1\}\$/\1/p" | head -n1
 }
 kpkg=${BOOTFLEET_KERNEL_PKG:-}
 if [ -z "$kpkg" ]; then
   kpkg=$(resolve_kernel) || true
 fi
-if [ -z "$kpkg" ] && ! ls "$debs"/linux-image-[0-9]*-amd64_*.deb >/dev/null 2>&1 && [ "$(id -u)" = 0 ]; then
+if [ -z "$kpkg" ] && ! ls "$debs"/linux-image-[0-9]*-"$arch"_*.deb >/dev/null 2>&1 && [ "$(id -u)" = 0 ]; then
   # A fresh CI image may ship without apt lists; fetch them once rather than fail.
-  log "apt does not know linux-image-amd64; running apt-get update"
+  log "apt does not know linux-image-$arch; running apt-get update"
   apt-get -o DPkg::Lock::Timeout=900 update -q >&2 || true
   kpkg=$(resolve_kernel) || true
 fi
 if [ -z "$kpkg" ]; then
-  kpkg=$(ls -1 "$debs"/linux-image-[0-9]*-amd64_*.deb 2>/dev/null | sort -V | tail -n1 | sed 's|.*/||; s|_.*||') || true
+  kpkg=$(ls -1 "$debs"/linux-image-[0-9]*-"$arch"_*.deb 2>/dev/null | sort -V | tail -n1 | sed 's|.*/||; s|_.*||') || true
 fi
-[ -n "$kpkg" ] || die "cannot resolve the kernel package: apt-cache depends linux-image-amd64 gave nothing and no kernel .deb is cached in $debs"
+[ -n "$kpkg" ] || die "cannot resolve the kernel package: apt-cache depends linux-image-$arch gave nothing and no kernel .deb is cached in $debs"
 
-kdeb=$(fetch "$kpkg")
-bdeb=$(fetch busybox-static)
+kdeb=$(fetch "${kpkg%%:*}$q")
+bdeb=$(fetch "busybox-static$q")
 
 # Skip the rebuild when the inputs are the ones that built OUTDIR.
 stamp="$(basename "$kdeb") $(basename "$bdeb") $(sha256sum "$0" | cut -c1-16)"
@@ -81,7 +88,10 @@ mdir=$work/kernel/lib/modules/$kver
 root=$work/root
 mkdir -p "$root"/{bin,sbin,usr/bin,usr/sbin,etc/udhcpc,proc,sys,dev,tmp,run,lib/modules}
 cp "$work/busybox/bin/busybox" "$root/bin/busybox"
-for applet in $("$root/bin/busybox" --list); do
+# A foreign busybox cannot run here; the host's (same Debian release) lists the same applets.
+lister="$root/bin/busybox"
+[ -z "$q" ] || lister=/bin/busybox
+for applet in $("$lister" --list); do
   [ "$applet" = busybox ] || ln -s busybox "$root/bin/$applet"
 done
 

@@ -34,6 +34,7 @@ const (
 	dialTimeout   = 5 * time.Second
 	watchArg      = "watch" // argv[1] of the watcher copy of the agent
 	nicWait       = 15 * time.Second
+	ipv6Wait      = 30 * time.Second // router solicitations, RA, and DAD's second
 	deviceWaitMax = 10 * time.Second
 )
 
@@ -97,7 +98,7 @@ func (a *Agent) Boot(ctx context.Context) error {
 	if err := a.loadModules(); err != nil {
 		return err
 	}
-	nic, err := a.networkUp(ctx)
+	nic, err := a.networkUp(ctx, PlanNetwork(opts.Root))
 	if err != nil {
 		return err
 	}
@@ -215,8 +216,11 @@ func (a *Agent) loadModules() error {
 	return sc.Err()
 }
 
-// networkUp waits for the first Ethernet NIC and runs udhcpc on it.
-func (a *Agent) networkUp(ctx context.Context) (string, error) {
+// networkUp waits for the first Ethernet NIC and configures the families
+// plan asks for: DHCPv4 with udhcpc, and IPv6 by waiting for the kernel's
+// SLAAC address. With both planned, either one is enough: the agent fails
+// over to the servers it can reach.
+func (a *Agent) networkUp(ctx context.Context, plan NetPlan) (string, error) {
 	deadline := time.Now().Add(nicWait)
 	var nic string
 	for nic == "" {
@@ -238,11 +242,57 @@ func (a *Agent) networkUp(ctx context.Context) (string, error) {
 	if err := run("ip", "link", "set", nic, "up"); err != nil {
 		return "", fmt.Errorf("ip link set %s up: %w", nic, err)
 	}
-	// -t 10 -T 2: about 20 s of DISCOVERs before giving up; -q: exit once bound.
-	if err := run("udhcpc", "-i", nic, "-s", UdhcpcScript, "-f", "-q", "-n", "-t", "10", "-T", "2", "-A", "1"); err != nil {
-		return "", fmt.Errorf("no DHCP lease on %s (udhcpc: %w); is a DHCP server answering on this LAN?", nic, err)
+	var v4err error
+	if plan.DHCPv4 {
+		// -t 10 -T 2: about 20 s of DISCOVERs before giving up; -q: exit once bound.
+		if err := run("udhcpc", "-i", nic, "-s", UdhcpcScript, "-f", "-q", "-n", "-t", "10", "-T", "2", "-A", "1"); err != nil {
+			v4err = fmt.Errorf("no DHCP lease on %s (udhcpc: %w); is a DHCP server answering on this LAN?", nic, err)
+			if !plan.IPv6 {
+				return "", v4err
+			}
+			a.Log.Warn("no DHCPv4 lease; trying the root's IPv6 servers", "nic", nic, "err", err)
+		} else {
+			// The IPv6 servers stay reachable once the kernel's SLAAC
+			// finishes, without the boot waiting for it.
+			return nic, nil
+		}
+	}
+	if err := a.waitIPv6(nic); err != nil {
+		return "", errors.Join(v4err, err)
 	}
 	return nic, nil
+}
+
+// waitIPv6 waits for a global IPv6 address on nic that duplicate address
+// detection has passed, and records it in LeaseFile for the hand-off.
+func (a *Agent) waitIPv6(nic string) error {
+	deadline := time.Now().Add(ipv6Wait)
+	for {
+		text, err := os.ReadFile("/proc/net/if_inet6")
+		if err != nil {
+			return fmt.Errorf("read /proc/net/if_inet6: %w (is this kernel built without IPv6?)", err)
+		}
+		addrs, err := UsableIPv6(string(text), nic)
+		if err != nil {
+			return err
+		}
+		if len(addrs) > 0 {
+			p := addrs[0]
+			if err := os.MkdirAll(filepath.Dir(LeaseFile), 0o755); err != nil {
+				return err
+			}
+			lease := fmt.Sprintf("interface=%s\nip=%s\nmask=%d\n", nic, p.Addr(), p.Bits())
+			if err := os.WriteFile(LeaseFile, []byte(lease), 0o644); err != nil {
+				return err
+			}
+			a.mark("BOOTFLEET-IP: %s router=ra server=slaac", p)
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("no global IPv6 address on %s after %v; the root's servers are IPv6, so the LAN needs router advertisements with an autonomous prefix (bootfleet sends them when it serves dhcp6 in full mode)", nic, ipv6Wait)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
 }
 
 // firstEthernet returns the first interface, by name, that is Ethernet

@@ -8,11 +8,15 @@
 //  2. load the modules listed in /etc/modules, in that order (the builder
 //     wrote them dependencies first; see internal/initramfs); nbd gets
 //     max_part=16, so whole-disk images show their partitions;
-//  3. bring up the first Ethernet NIC with DHCP (busybox udhcpc and the
-//     script in /etc/udhcpc/script, which records the lease in LeaseFile);
-//  4. read bootfleet.root=nbd:HOST:PORT:EXPORT from the kernel command line
+//  3. read bootfleet.root=nbd:HOST:PORT:EXPORT from the kernel command line
 //     (or nbd:HOST:PORT,HOST:PORT,...:EXPORT: every server that serves the
-//     export, in order; internal/rootarg parses it), dial the first that answers and run the NBD fixed
+//     export, in order; HOST may be [IPV6]; internal/rootarg parses it) and
+//     bring up the first Ethernet NIC in the families its servers need
+//     (PlanNetwork): DHCPv4 for IPv4 servers and names (busybox udhcpc and
+//     the script in /etc/udhcpc/script, which records the lease in
+//     LeaseFile), and for IPv6 servers the kernel's SLAAC address, which
+//     the agent waits for and records itself;
+//  4. dial the first server that answers and run the NBD fixed
 //     newstyle handshake itself (NBD_OPT_GO, falling back to
 //     NBD_OPT_EXPORT_NAME), with internal/nbd's ClientHandshake;
 //  5. hand the socket to the kernel over the NBD generic netlink family
@@ -82,7 +86,8 @@
 //
 //	BOOTFLEET-AGENT: <kernel release>   the agent started
 //	BOOTFLEET-CMDLINE: <cmdline>        the kernel command line
-//	BOOTFLEET-IP: <addr> ...            DHCP bound (printed by the udhcpc script)
+//	BOOTFLEET-IP: <addr> ...            DHCP bound (printed by the udhcpc script),
+//	                                    or the IPv6 address SLAAC gave
 //	BOOTFLEET-NBD: <dev> size=N ...     the kernel accepted the NBD socket
 //	BOOTFLEET-IDENTITY: hostname=<name> machine-id=<id> ssh-host-keys=<n> files=<n> sshd=<bool>
 //	                                    the machine's identity is in the new root

@@ -8,7 +8,8 @@ import (
 	"strings"
 )
 
-// LeaseFile is where the initramfs's udhcpc script records the lease, as
+// LeaseFile is where the initramfs's udhcpc script records the lease (or
+// the agent, the SLAAC address of a root on IPv6 servers), as
 // KEY=VALUE lines (interface, ip, mask, router, dns), under the /run the
 // agent hands to the new root.
 const LeaseFile = "/run/bootfleet/lease"
@@ -41,8 +42,8 @@ func ParseLease(text string, mac net.HardwareAddr) (Lease, error) {
 		prefix = "24"
 	}
 	p, err := netip.ParsePrefix(kv["ip"] + "/" + prefix)
-	if err != nil || !p.Addr().Is4() {
-		return l, fmt.Errorf("lease record: ip=%q mask=%q is not an IPv4 address and prefix length: %v", kv["ip"], kv["mask"], err)
+	if err != nil {
+		return l, fmt.Errorf("lease record: ip=%q mask=%q is not an IP address and prefix length: %v", kv["ip"], kv["mask"], err)
 	}
 	l.Address = p
 	if r := strings.Fields(kv["router"]); len(r) > 0 {
@@ -88,6 +89,11 @@ func HandoffFiles(l Lease) map[string]string {
 		fmt.Fprintf(&nd, "Name=%s\n", l.Interface)
 	}
 	fmt.Fprintf(&nd, "\n[Link]\nRequiredForOnline=yes\n\n[Network]\nKeepConfiguration=yes\nAddress=%s\n", l.Address)
+	if l.Address.Addr().Is6() {
+		// The address came from SLAAC: networkd keeps following the
+		// router advertisements that gave it, for its lifetime and routes.
+		fmt.Fprintf(&nd, "IPv6AcceptRA=yes\n")
+	}
 	if l.Router.IsValid() {
 		fmt.Fprintf(&nd, "Gateway=%s\n", l.Router)
 	}

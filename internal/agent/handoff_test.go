@@ -18,9 +18,13 @@ func TestParseLease(t *testing.T) {
 			}},
 		{name: "mask defaults to 24, no router", in: "interface=eth1\nip=10.1.2.3\n",
 			check: func(l Lease) bool { return l.Address.String() == "10.1.2.3/24" && !l.Router.IsValid() && l.DNS == nil }},
+		{name: "IPv6 from SLAAC", in: "interface=eth0\nip=fd00:213::5054:ff:fe12:3456\nmask=64\n",
+			check: func(l Lease) bool {
+				return l.Address.String() == "fd00:213::5054:ff:fe12:3456/64" && !l.Router.IsValid()
+			}},
 		{name: "no interface", in: "ip=10.0.0.5\n", wantErr: "no interface"},
-		{name: "bad ip", in: "interface=eth0\nip=10.0.0\n", wantErr: "not an IPv4 address"},
-		{name: "bad mask", in: "interface=eth0\nip=10.0.0.1\nmask=40\n", wantErr: "not an IPv4 address"},
+		{name: "bad ip", in: "interface=eth0\nip=10.0.0\n", wantErr: "not an IP address"},
+		{name: "bad mask", in: "interface=eth0\nip=10.0.0.1\nmask=40\n", wantErr: "not an IP address"},
 		{name: "bad router", in: "interface=eth0\nip=10.0.0.1\nrouter=x\n", wantErr: "router="},
 		{name: "bad dns", in: "interface=eth0\nip=10.0.0.1\ndns=1.2.3.4 y\n", wantErr: "dns="},
 	} {
@@ -60,6 +64,16 @@ func TestHandoffFiles(t *testing.T) {
 	}
 	if nm := files["NetworkManager/conf.d/90-bootfleet-root.conf"]; !strings.Contains(nm, "unmanaged-devices=mac:52:54:00:12:34:56") {
 		t.Errorf("NetworkManager file: %q", nm)
+	}
+	if strings.Contains(nd, "IPv6AcceptRA") {
+		t.Errorf("an IPv4 lease must leave networkd's router advertisement default alone:\n%s", nd)
+	}
+	l6, err := ParseLease("interface=eth0\nip=fd00:213::5\nmask=64\n", mac)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if nd := HandoffFiles(l6)["systemd/network/00-bootfleet-root.network"]; !strings.Contains(nd, "Address=fd00:213::5/64") || !strings.Contains(nd, "IPv6AcceptRA=yes") {
+		t.Errorf("an IPv6 root's networkd file must keep the SLAAC address and follow router advertisements:\n%s", nd)
 	}
 	l.MAC = nil
 	files = HandoffFiles(l)

@@ -51,6 +51,9 @@ type Profile struct {
 	RootKernel string   `json:"root_kernel,omitempty"`
 	Loader     string   `json:"loader,omitempty"` // ipxe (default) or grub
 	Source     string   `json:"source,omitempty"`
+	// ARM64 is what arm64 machines boot; absent when the profile boots
+	// none. Kernel and Initrd above are the x86_64 machines'.
+	ARM64 *inventory.ArchBoot `json:"arm64,omitempty"`
 }
 
 // Lease is a DHCP lease on the wire: an IPv4 one, or a DHCPv6 one with
@@ -115,11 +118,19 @@ func parseIPField(field, s string) (net.IP, error) {
 }
 
 func profileOut(p inventory.Profile) Profile {
-	return Profile{Name: p.Name, Kernel: p.Kernel, Initrd: p.Initrd, Cmdline: p.Cmdline,
+	out := Profile{Name: p.Name, Kernel: p.Kernel, Initrd: p.Initrd, Cmdline: p.Cmdline,
 		RootImage: p.Root.Image, Overlay: p.Root.Overlay, RootKernel: p.Root.Kernel, Loader: p.Loader, Source: string(p.Source)}
+	if p.ARM64.Kernel != "" || len(p.ARM64.Initrd) > 0 {
+		out.ARM64 = &p.ARM64
+	}
+	return out
 }
 
 func profileIn(p Profile) inventory.Profile {
-	return inventory.Profile{Name: p.Name, Kernel: p.Kernel, Initrd: p.Initrd, Cmdline: p.Cmdline,
+	out := inventory.Profile{Name: p.Name, Kernel: p.Kernel, Initrd: p.Initrd, Cmdline: p.Cmdline,
 		Root: inventory.Root{Image: p.RootImage, Overlay: p.Overlay, Kernel: p.RootKernel}, Loader: p.Loader}
+	if p.ARM64 != nil {
+		out.ARM64 = *p.ARM64
+	}
+	return out
 }

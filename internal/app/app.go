@@ -15,6 +15,7 @@ import (
 
 	"github.com/bootfleet/bootfleet/internal/config"
 	"github.com/bootfleet/bootfleet/internal/dhcp"
+	"github.com/bootfleet/bootfleet/internal/dhcp6"
 	"github.com/bootfleet/bootfleet/internal/diskless"
 	"github.com/bootfleet/bootfleet/internal/httpboot"
 	"github.com/bootfleet/bootfleet/internal/identitysvc"
@@ -148,14 +149,14 @@ func Run(ctx context.Context, c *config.Config, log *slog.Logger) error {
 			runs = append(runs, func(ctx context.Context) error { return srv.Serve(ctx, conn6) })
 		}
 	}
-	var dhcpScope string // registered beside the addresses, so DHCP servers on one LAN find each other
+	var dhcpScopes []string // registered beside the addresses, so DHCP servers on one LAN find each other
 	if c.DHCP.Mode != "off" {
 		scope, balance := dhcpPeers(c, serverIP, fleetView, log)
-		d, err := newDHCP(c, serverIP, baseURL, view, leases, inv.Observer(taps.dhcp), taps.dhcpReply, balance, log)
+		d, err := newDHCP(c, serverIP, baseURL, view, leases, inv.Observer(taps.dhcp), taps.dhcpReply, taps.noBoot, balance, log)
 		if err != nil {
 			return err
 		}
-		dhcpScope = scope
+		dhcpScopes = append(dhcpScopes, scope)
 		runs = append(runs, d.Run, balance.Run)
 	}
 	if c.DHCP6.Mode != "off" {
@@ -163,7 +164,12 @@ func Run(ctx context.Context, c *config.Config, log *slog.Logger) error {
 		if err != nil {
 			return err
 		}
-		d6, err := newDHCP6(c, ip6, ifc, portOf(httpLn.Addr()), view, inventorysvc.NewLeases6(store), inv.Observer(taps.dhcp), log)
+		var peers6 dhcp6.Peers
+		if scope6, balance6 := dhcp6Peers(c, fleetView, log); balance6 != nil {
+			dhcpScopes, peers6 = append(dhcpScopes, scope6), balance6
+			runs = append(runs, balance6.Run)
+		}
+		d6, err := newDHCP6(c, ip6, ifc, portOf(httpLn.Addr()), view, inventorysvc.NewLeases6(store), inv.Observer(taps.dhcp), taps.noBoot, peers6, log)
 		if err != nil {
 			return err
 		}
@@ -176,7 +182,7 @@ func Run(ctx context.Context, c *config.Config, log *slog.Logger) error {
 		}
 		runs = append(runs, ra.Run) // never fails: warns and returns if IPv6 is missing
 	}
-	reg, err := fleetRegistry(name, c.Data, store, serverIP, baseURL, dhcpScope, tftpActive, dl, rec, log)
+	reg, err := fleetRegistry(name, c.Data, store, serverIP, baseURL, dhcpScopes, tftpActive, dl, rec, log)
 	if err != nil {
 		return err
 	}
@@ -243,6 +249,8 @@ func servedRoots(c *config.Config) (*safefs.Roots, error) {
 	for _, p := range []struct{ key, name, path string }{
 		{"secure_boot.shim", pxe.ShimFile, c.SecureBoot.Shim},
 		{"secure_boot.grub", pxe.GrubFile, c.SecureBoot.Grub},
+		{"secure_boot.shim_arm64", pxe.ShimARM64File, c.SecureBoot.ShimARM64},
+		{"secure_boot.grub_arm64", pxe.GrubARM64File, c.SecureBoot.GrubARM64},
 	} {
 		if p.path == "" {
 			continue
@@ -260,7 +268,7 @@ func tftpFS(c *config.Config, roots *safefs.Roots, hc httpboot.Config) tftp.File
 	if c.TFTP.CacheMB > 0 {
 		fs = tftp.NewCache(fs, int64(c.TFTP.CacheMB)<<20)
 	}
-	if c.SecureBoot.Grub == "" {
+	if c.SecureBoot.Grub == "" && c.SecureBoot.GrubARM64 == "" {
 		return fs
 	}
 	// Debian's signed grub has no http: after PXE it fetches everything,
@@ -274,7 +282,7 @@ func hostName(view *machineview.View) func(net.HardwareAddr) string {
 }
 
 func newDHCP(c *config.Config, serverIP net.IP, baseURL string, view *machineview.View, leases dhcp.LeaseStore, obs dhcp.Observer,
-	onReply func(dhcp.Reply), peers dhcp.Peers, log *slog.Logger) (*dhcp.Server, error) {
+	onReply func(dhcp.Reply), noBoot func(net.HardwareAddr, string), peers dhcp.Peers, log *slog.Logger) (*dhcp.Server, error) {
 	dc := dhcp.Config{
 		Mode:       dhcp.ModeFull,
 		Interface:  c.Interface,
@@ -287,10 +295,9 @@ func newDHCP(c *config.Config, serverIP net.IP, baseURL string, view *machinevie
 			EFIx64File:   c.IPXE.EFIBinary,
 			EFIARM64File: c.IPXE.EFIARM64Binary,
 			HTTPBase:     baseURL,
-			Signed: func(mac net.HardwareAddr) bool {
-				t, ok := view.Resolve(mac)
-				return ok && t.Spec.Loader == inventory.LoaderGrub
-			},
+			Signed:       signed(view),
+			SignedARM64:  c.SecureBoot.ShimARM64 != "",
+			Boots:        boots(view, noBoot),
 		},
 		Machines: view,
 		HostName: hostName(view),
@@ -337,4 +344,34 @@ func serveHTTP(ctx context.Context, ln net.Listener, h http.Handler, log *slog.L
 func portOf(a net.Addr) string {
 	_, p, _ := net.SplitHostPort(a.String())
 	return p
+}
+
+// signed is pxe.PlanConfig.Signed: the machine's profile loads grub.
+func signed(view *machineview.View) func(net.HardwareAddr) bool {
+	return func(mac net.HardwareAddr) bool {
+		t, ok := view.Resolve(mac)
+		return ok && t.Spec.Loader == inventory.LoaderGrub
+	}
+}
+
+// boots is pxe.PlanConfig.Boots: the machine's profile has a kernel for
+// cpu, or takes it from its root image (served to x86_64 only). A machine
+// with no profile is left to the script, which says so. A refusal goes to
+// noBoot, so the machine's boot record says why it got no boot file.
+func boots(view *machineview.View, noBoot func(net.HardwareAddr, string)) func(net.HardwareAddr, string) bool {
+	return func(mac net.HardwareAddr, cpu string) bool {
+		t, ok := view.Resolve(mac)
+		if !ok {
+			return true
+		}
+		if t.Spec.Root.Kernel == inventory.RootKernelImage {
+			ok = cpu == inventory.ArchX86_64
+		} else {
+			_, ok = t.Spec.Files(cpu)
+		}
+		if !ok && noBoot != nil {
+			noBoot(mac, fmt.Sprintf("no boot file: the machine is %s and profile %s has no %s kernel; add one (arm64: {kernel: ...}) or give the machine a profile that has one", cpu, t.Profile, cpu))
+		}
+		return ok
+	}
 }

@@ -24,3 +24,17 @@ func dhcpPeers(c *config.Config, serverIP net.IP, view *membership.View, log *sl
 	return scope, membership.NewDHCPPeers(membership.DHCPPeersConfig{View: view, Scope: scope,
 		Wait: time.Duration(c.DHCP.CoverAfter), Logger: log})
 }
+
+// dhcp6Peers is dhcpPeers for DHCPv6 in full mode: its scope is
+// dhcp-full6://PREFIX, the /64 of dhcp6.range, so the servers leasing
+// from one range share its buckets (over the DUID) apart from their
+// DHCPv4 ones. The cover threshold is dhcp.cover_after's.
+func dhcp6Peers(c *config.Config, view *membership.View, log *slog.Logger) (string, *membership.DHCPPeers) {
+	p := managedPrefix(c)
+	if !p.IsValid() {
+		return "", nil
+	}
+	scope := dhcplb.Scope("full6", net.IP(p.Addr().AsSlice()), net.CIDRMask(p.Bits(), 128))
+	return scope, membership.NewDHCPPeers(membership.DHCPPeersConfig{View: view, Scope: scope,
+		Wait: time.Duration(c.DHCP.CoverAfter), Logger: log})
+}

@@ -22,18 +22,15 @@ func serverName(c *config.Config) (string, error) {
 
 // fleetRegistry registers this server in the store's servers table under
 // its name, as the instance kept in dataDir, with its address, HTTP base
-// and DHCP scope (dhcpPeers; empty without DHCP), and reports the load the
+// and DHCP scopes (dhcpPeers, dhcp6Peers; none without DHCP), and reports the load the
 // servers count anyway.
-func fleetRegistry(name, dataDir string, store inventory.Servers, serverIP net.IP, baseURL, dhcpScope string,
+func fleetRegistry(name, dataDir string, store inventory.Servers, serverIP net.IP, baseURL string, dhcpScopes []string,
 	tftpActive func() int, dl *diskless.Service, rec *telemetry.Recorder, log *slog.Logger) (*membership.Registry, error) {
 	instance, err := membership.LoadInstance(dataDir)
 	if err != nil {
 		return nil, err
 	}
-	addrs := []string{serverIP.String(), baseURL}
-	if dhcpScope != "" {
-		addrs = append(addrs, dhcpScope)
-	}
+	addrs := append([]string{serverIP.String(), baseURL}, dhcpScopes...)
 	if port := dl.NBDPort(); port != 0 { // peers name it in the roots they fail over
 		addrs = append(addrs, membership.NBDAddrEntry(net.JoinHostPort(serverIP.String(), strconv.Itoa(port))))
 	}

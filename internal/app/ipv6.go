@@ -14,7 +14,6 @@ import (
 	"github.com/bootfleet/bootfleet/internal/config"
 	"github.com/bootfleet/bootfleet/internal/dhcp"
 	"github.com/bootfleet/bootfleet/internal/dhcp6"
-	"github.com/bootfleet/bootfleet/internal/inventory"
 	"github.com/bootfleet/bootfleet/internal/machineview"
 	"github.com/bootfleet/bootfleet/internal/pxe"
 )
@@ -47,7 +46,7 @@ func serverIP6(c *config.Config, serverIP net.IP) (net.IP, *net.Interface, error
 // as DHCPv4's: Solicit as DISCOVER, the rest as REQUEST, which is what
 // boot records and discovery tell apart.
 func newDHCP6(c *config.Config, ip6 net.IP, ifc *net.Interface, httpPort string, view *machineview.View, leases dhcp6.LeaseStore,
-	obs dhcp.Observer, log *slog.Logger) (*dhcp6.Server, error) {
+	obs dhcp.Observer, noBoot func(net.HardwareAddr, string), peers dhcp6.Peers, log *slog.Logger) (*dhcp6.Server, error) {
 	var first, last netip.Addr
 	if c.DHCP6.Mode == "full" {
 		var err error
@@ -60,11 +59,10 @@ func newDHCP6(c *config.Config, ip6 net.IP, ifc *net.Interface, httpPort string,
 		RangeStart: first, RangeEnd: last, LeaseTime: time.Duration(c.DHCP6.Lease), Leases: leases,
 		Plan: pxe.PlanConfig{
 			BIOSFile: c.IPXE.BIOSBinary, EFIx64File: c.IPXE.EFIBinary, EFIARM64File: c.IPXE.EFIARM64Binary,
-			HTTPBase: "http://" + net.JoinHostPort(ip6.String(), httpPort),
-			Signed: func(mac net.HardwareAddr) bool {
-				t, ok := view.Resolve(mac)
-				return ok && t.Spec.Loader == inventory.LoaderGrub
-			},
+			HTTPBase:    "http://" + net.JoinHostPort(ip6.String(), httpPort),
+			Signed:      signed(view),
+			SignedARM64: c.SecureBoot.ShimARM64 != "",
+			Boots:       boots(view, noBoot),
 		},
 		Boot:     func(mac net.HardwareAddr) bool { _, boot := view.Lookup(mac); return boot },
 		HostName: hostName(view),
@@ -75,6 +73,7 @@ func newDHCP6(c *config.Config, ip6 net.IP, ifc *net.Interface, httpPort string,
 			}
 			obs.DHCPPacket(mac, t, cl)
 		},
+		Peers:  peers,
 		Logger: log,
 	})
 }

@@ -50,11 +50,12 @@ type taps struct {
 	dhcp       dhcp.Observer
 	dhcpReply  func(dhcp.Reply)
 	nbd        func(net.HardwareAddr, nbd.SessionStats)
+	noBoot     func(net.HardwareAddr, string) // the firmware got no boot file, and why
 }
 
 func telemetryTaps(c *config.Config, rec *telemetry.Recorder, log *slog.Logger) taps {
 	if c.Telemetry == "off" {
-		return taps{boots: rec, tftp: logTransfer(log), dhcp: rec}
+		return taps{boots: rec, tftp: logTransfer(log), dhcp: rec, noBoot: rec.NoBoot}
 	}
 	return taps{
 		boots:      rec,
@@ -64,6 +65,7 @@ func telemetryTaps(c *config.Config, rec *telemetry.Recorder, log *slog.Logger) 
 		dhcp:       rec,
 		dhcpReply:  rec.DHCPReply,
 		nbd:        rec.NBDSession,
+		noBoot:     rec.NoBoot,
 	}
 }
 

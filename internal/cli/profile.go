@@ -7,6 +7,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/bootfleet/bootfleet/internal/api"
+	"github.com/bootfleet/bootfleet/internal/inventory"
 )
 
 func profileCmd() *cobra.Command {
@@ -22,6 +23,7 @@ func profileCmd() *cobra.Command {
 
 func profileAddCmd(o *clientOpts) *cobra.Command {
 	var p api.Profile
+	var arm inventory.ArchBoot
 	cmd := &cobra.Command{
 		Use:   "add NAME --kernel PATH|URL [--initrd PATH|URL]... [--cmdline TEMPLATE] [--root-image IMAGE [--overlay MODE] [--root-kernel image]]",
 		Short: "Add a profile",
@@ -31,13 +33,21 @@ With --root-image the machine's root is that image over NBD. With
 --root-kernel image as well, it boots the newest kernel in the image's /boot
 (give no --kernel or --initrd): the server builds the initramfs from the
 image's own modules at the first boot of each image version, so importing a
-new version of the image brings its kernel along.`,
+new version of the image brings its kernel along.
+
+--kernel and --initrd are what x86_64 machines boot; --arm64-kernel and
+--arm64-initrd what arm64 machines boot. Give either or both: a machine
+whose profile has no kernel for its architecture gets no boot file.`,
 		Example: `  bootfleet profile add linux --kernel /srv/vmlinuz --initrd /srv/initrd.img --cmdline 'console=ttyS0'
-  bootfleet profile add lab --root-image debian --root-kernel image --cmdline 'console=ttyS0'`,
+  bootfleet profile add lab --root-image debian --root-kernel image --cmdline 'console=ttyS0'
+  bootfleet profile add mixed --loader grub --kernel /srv/amd64/vmlinuz --arm64-kernel /srv/arm64/vmlinuz --cmdline 'console=ttyS0 console=ttyAMA0'`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if p.Kernel == "" && p.RootKernel == "" {
-				return fmt.Errorf("--kernel PATH|URL is required, or --root-image IMAGE --root-kernel image to boot the kernel the image holds")
+			if arm.Kernel != "" || len(arm.Initrd) > 0 {
+				p.ARM64 = &arm
+			}
+			if p.Kernel == "" && arm.Kernel == "" && p.RootKernel == "" {
+				return fmt.Errorf("--kernel PATH|URL (x86_64) or --arm64-kernel PATH|URL is required, or --root-image IMAGE --root-kernel image to boot the kernel the image holds")
 			}
 			c, err := o.client()
 			if err != nil {
@@ -54,6 +64,8 @@ new version of the image brings its kernel along.`,
 	f := cmd.Flags()
 	f.StringVar(&p.Kernel, "kernel", "", "kernel: a local path or http(s) URL (required unless --root-kernel image)")
 	f.StringArrayVar(&p.Initrd, "initrd", nil, "initrd: a local path or http(s) URL (repeatable, in order)")
+	f.StringVar(&arm.Kernel, "arm64-kernel", "", "the kernel arm64 machines boot: a local path or http(s) URL")
+	f.StringArrayVar(&arm.Initrd, "arm64-initrd", nil, "an initrd of arm64 machines (repeatable, in order)")
 	f.StringVar(&p.Cmdline, "cmdline", "", "kernel command line template, e.g. 'console=ttyS0 host={{.Name}}'")
 	f.StringVar(&p.RootImage, "root-image", "", "diskless root: an imported image, served over NBD (adds bootfleet.root= to the command line)")
 	f.StringVar(&p.Overlay, "overlay", "", "with --root-image: ephemeral (default), persistent or none, kept by the server; client-ram or client-disk, kept by the machine (client-disk needs bootfleet.cache= in --cmdline)")
@@ -118,6 +130,12 @@ func (o *clientOpts) printProfile(cmd *cobra.Command, p api.Profile, verb string
 	kv := [][2]string{{"name", p.Name}, {"kernel", kernelOf(p)}}
 	for i, rd := range p.Initrd {
 		kv = append(kv, [2]string{fmt.Sprintf("initrd[%d]", i), rd})
+	}
+	if p.ARM64 != nil {
+		kv = append(kv, [2]string{"arm64 kernel", orDash(p.ARM64.Kernel)})
+		for i, rd := range p.ARM64.Initrd {
+			kv = append(kv, [2]string{fmt.Sprintf("arm64 initrd[%d]", i), rd})
+		}
 	}
 	kv = append(kv, [2]string{"cmdline", orDash(p.Cmdline)})
 	if p.RootImage != "" {

@@ -107,6 +107,7 @@ func TestValidationErrorsNameTheKey(t *testing.T) {
 		{"bad loader", "interface: br0\ndhcp: {mode: proxy}\nprofiles: {a: {kernel: k, loader: shim}}", `profiles.a.loader: want ipxe (default) or grub (Secure Boot through Debian's signed shim and grub), got "shim"`},
 		{"grub loader without secure_boot", "interface: br0\ndhcp: {mode: proxy}\nprofiles: {a: {kernel: k, loader: grub}}", "profiles.a.loader: grub needs secure_boot.shim and secure_boot.grub"},
 		{"grub loader without grub", "interface: br0\ndhcp: {mode: proxy}\nsecure_boot: {shim: /s}\nprofiles: {a: {kernel: k, loader: grub}}", "profiles.a.loader: grub needs secure_boot.shim and secure_boot.grub"},
+		{"grub loader for arm64 without its chain", "interface: br0\ndhcp: {mode: proxy}\nsecure_boot: {shim: /s, grub: /g}\nprofiles: {a: {kernel: k, arm64: {kernel: ak}, loader: grub}}", "profiles.a.loader: grub with an arm64 kernel needs secure_boot.shim_arm64 and secure_boot.grub_arm64"},
 		{"bad dhcp6 mode", "interface: br0\ndhcp: {mode: proxy}\ndhcp6: {mode: relay}", `dhcp6.mode: want full, proxy or off, got "relay"`},
 		{"dhcp6 range in proxy mode", "interface: br0\ndhcp: {mode: off}\ndhcp6: {mode: proxy, range: 'fd00::1-fd00::9'}", "dhcp6.range: only used with dhcp6.mode: full"},
 		{"dhcp6 range not v6", "interface: br0\ndhcp: {mode: proxy}\ndhcp6: {mode: full, range: 10.0.0.1-10.0.0.9}", "dhcp6.range: want two IPv6 addresses"},
@@ -159,6 +160,22 @@ func TestGrubLoader(t *testing.T) {
 	}
 	if c.Profiles["sb"].Loader != inventory.LoaderGrub || c.SecureBoot.Shim != "/s/shimx64.efi.signed" || c.SecureBoot.Grub != "/g/grubnetx64.efi.signed" {
 		t.Fatalf("secure_boot %+v, profile sb %+v", c.SecureBoot, c.Profiles["sb"])
+	}
+}
+
+// TestGrubLoaderARM64: an arm64-only grub profile needs only the arm64
+// chain; a profile with both kernels reads both.
+func TestGrubLoaderARM64(t *testing.T) {
+	c, err := Parse(strings.NewReader("interface: br0\ndhcp: {mode: proxy}\nsecure_boot: {shim_arm64: /s/shimaa64.efi.signed, grub_arm64: /g/grubnetaa64.efi.signed}\n" +
+		"profiles: {arm: {arm64: {kernel: /a/vmlinuz, initrd: [/a/initrd.img]}, loader: grub}}"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p := c.Profiles["arm"]; p.ARM64.Kernel != "/a/vmlinuz" || len(p.ARM64.Initrd) != 1 || c.SecureBoot.ShimARM64 != "/s/shimaa64.efi.signed" || c.SecureBoot.GrubARM64 != "/g/grubnetaa64.efi.signed" {
+		t.Fatalf("secure_boot %+v, profile arm %+v", c.SecureBoot, p)
+	}
+	if _, err := Parse(strings.NewReader("interface: br0\ndhcp: {mode: proxy}\nsecure_boot: {shim_arm64: /s, grub_arm64: /g}\nprofiles: {both: {kernel: k, arm64: {kernel: ak}, loader: grub}}")); err == nil || !strings.Contains(err.Error(), "grub needs secure_boot.shim and secure_boot.grub") {
+		t.Fatalf("a grub profile with an x86_64 kernel and no x86_64 chain: %v, want it refused", err)
 	}
 }
 

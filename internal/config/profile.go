@@ -8,9 +8,14 @@ import "github.com/bootfleet/bootfleet/internal/inventory"
 // image, which needs Kernel and Initrd empty. The servers never see this
 // type: package inventorysvc maps it onto inventory.Profile.
 type Profile struct {
-	Kernel  string   `yaml:"kernel"`
+	Kernel  string   `yaml:"kernel"` // what x86_64 machines boot
 	Initrd  []string `yaml:"initrd"`
 	Cmdline string   `yaml:"cmdline"`
+	// ARM64 is what arm64 machines boot: arm64: {kernel: ..., initrd:
+	// [...]}. A profile may name kernels for both architectures, or for
+	// one; a machine of an architecture its profile has no kernel for
+	// gets no boot file.
+	ARM64 ArchFiles `yaml:"arm64"`
 	// Root, if its Image is set, gives the machine a diskless root over
 	// NBD: the script's command line gets bootfleet.root=nbd:IP:PORT:EXPORT.
 	Root Root `yaml:"root"`
@@ -23,6 +28,12 @@ type Profile struct {
 	Vars map[string]string `yaml:"vars"`
 	// Files are written into each machine's diskless root at every boot.
 	Files []File `yaml:"files"`
+}
+
+// ArchFiles is a kernel and its initrds for one architecture.
+type ArchFiles struct {
+	Kernel string   `yaml:"kernel"`
+	Initrd []string `yaml:"initrd"`
 }
 
 // Root is a profile's diskless root.
@@ -55,8 +66,11 @@ func (c *Config) validateProfiles(bad func(key, format string, args ...any)) {
 		switch p.Loader {
 		case "", inventory.LoaderIPXE:
 		case inventory.LoaderGrub:
-			if c.SecureBoot.Shim == "" || c.SecureBoot.Grub == "" {
+			if p.Kernel != "" && (c.SecureBoot.Shim == "" || c.SecureBoot.Grub == "") {
 				bad("profiles."+name+".loader", "grub needs secure_boot.shim and secure_boot.grub: the signed binaries from Debian's shim-signed and grub-efi-amd64-signed (see README, Secure Boot)")
+			}
+			if p.ARM64.Kernel != "" && (c.SecureBoot.ShimARM64 == "" || c.SecureBoot.GrubARM64 == "") {
+				bad("profiles."+name+".loader", "grub with an arm64 kernel needs secure_boot.shim_arm64 and secure_boot.grub_arm64: the signed binaries from Debian's shim-signed:arm64 and grub-efi-arm64-signed:arm64 (scripts/arm64.sh fetches them)")
 			}
 		default:
 			bad("profiles."+name+".loader", "want ipxe (default) or grub (Secure Boot through Debian's signed shim and grub), got %q", p.Loader)
@@ -75,8 +89,8 @@ func (c *Config) validateProfiles(bad func(key, format string, args ...any)) {
 func validateRootKernel(key string, p Profile, bad func(key, format string, args ...any)) {
 	switch p.Root.Kernel {
 	case "":
-		if p.Kernel == "" {
-			bad(key+".kernel", "required: a local path or http URL of the kernel (or set root.kernel: image to boot the kernel of the root image)")
+		if p.Kernel == "" && p.ARM64.Kernel == "" {
+			bad(key+".kernel", "required: a local path or http URL of the kernel x86_64 machines boot, or arm64.kernel for arm64 machines (or set root.kernel: image to boot the kernel of the root image)")
 		}
 	case inventory.RootKernelImage:
 		if p.Root.Image == "" {

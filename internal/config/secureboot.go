@@ -11,4 +11,10 @@ type SecureBoot struct {
 	// /usr/lib/grub/x86_64-efi-signed/grubnetx64.efi.signed: the network
 	// build, with the net and http modules inside.
 	Grub string `yaml:"grub"`
+	// ShimARM64 and GrubARM64 are the same for arm64 machines:
+	// shimaa64.efi.signed from shim-signed:arm64 and grubnetaa64.efi.signed
+	// from grub-efi-arm64-signed:arm64 (scripts/arm64.sh downloads both).
+	// Default none: a grub profile then boots no arm64 machine.
+	ShimARM64 string `yaml:"shim_arm64"`
+	GrubARM64 string `yaml:"grub_arm64"`
 }

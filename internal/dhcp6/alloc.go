@@ -2,6 +2,7 @@ package dhcp6
 
 import (
 	"net/netip"
+	"strings"
 	"sync"
 	"time"
 )
@@ -12,6 +13,7 @@ import (
 // free address is left, so the pool never holds one address twice.
 type leases struct {
 	first, last netip.Addr
+	start       netip.Addr // where the search for a free address starts; first when invalid
 	mu          sync.Mutex
 	byKey       map[string]lease
 	byAddr      map[netip.Addr]string
@@ -43,7 +45,11 @@ func (l *leases) restore(key string, a netip.Addr, exp time.Time) bool {
 	if _, dup := l.byKey[key]; dup {
 		return false
 	}
-	if owner, taken := l.byAddr[a]; taken {
+	if owner, taken := l.byAddr[a]; taken && strings.HasPrefix(owner, elsewhere) {
+		// The stored lease is the one another server wrote: it replaces
+		// the placeholder, and is never deleted for it.
+		delete(l.byKey, owner)
+	} else if taken {
 		if !l.byKey[owner].expiry.Before(exp) {
 			l.gone = append(l.gone, key)
 			return false
@@ -67,7 +73,11 @@ func (l *leases) get(key string, now time.Time, d time.Duration) (netip.Addr, bo
 	}
 	var stale netip.Addr
 	var staleExp time.Time
-	for a := l.first; ; a = a.Next() {
+	begin := l.first
+	if l.start.IsValid() && !l.start.Less(l.first) && !l.last.Less(l.start) {
+		begin = l.start
+	}
+	for a := begin; ; {
 		owner, taken := l.byAddr[a]
 		if !taken {
 			l.take(key, a, now.Add(d))
@@ -77,6 +87,11 @@ func (l *leases) get(key string, now time.Time, d time.Duration) (netip.Addr, bo
 			stale, staleExp = a, e
 		}
 		if a == l.last {
+			a = l.first
+		} else {
+			a = a.Next()
+		}
+		if a == begin {
 			break
 		}
 	}
@@ -85,9 +100,34 @@ func (l *leases) get(key string, now time.Time, d time.Duration) (netip.Addr, bo
 	}
 	old := l.byAddr[stale]
 	delete(l.byKey, old)
-	l.gone = append(l.gone, old)
+	if !strings.HasPrefix(old, elsewhere) {
+		l.gone = append(l.gone, old)
+	}
 	l.take(key, stale, now.Add(d))
 	return stale, true
+}
+
+// elsewhere prefixes the key under which an address another server
+// leased is held: no client's DUID, and never deleted from the store.
+const elsewhere = "\x00elsewhere "
+
+// setStart sets where the search for a free address starts.
+func (l *leases) setStart(a netip.Addr) {
+	l.mu.Lock()
+	l.start = a
+	l.mu.Unlock()
+}
+
+// takenElsewhere records that another server leased a until exp: key
+// loses it, and nobody here gets it before exp.
+func (l *leases) takenElsewhere(key string, a netip.Addr, exp time.Time) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if cur, ok := l.byKey[key]; ok && cur.addr == a {
+		delete(l.byKey, key)
+	}
+	k := elsewhere + a.String()
+	l.take(k, a, exp)
 }
 
 func (l *leases) take(key string, a netip.Addr, exp time.Time) {

@@ -56,7 +56,13 @@ type Config struct {
 	// (when the router advertisement sets M), which would read as the
 	// machine's OS having booted.
 	Observe func(mac net.HardwareAddr, solicit bool, c pxe.Client)
-	Logger  *slog.Logger // default: discard
+	// Peers, when set, are the other servers of the fleet answering
+	// DHCPv6 on this link from the same lease store: each answers the
+	// clients RFC 3074 load balancing over the DUID gives it (balance.go)
+	// and starts its search for free addresses in its own part of the
+	// range. Nil: it answers everyone.
+	Peers  Peers
+	Logger *slog.Logger // default: discard
 
 	Port            int // default 547; tests use a high port
 	BootServicePort int // proxy mode only; default BootServicePort (4011)

@@ -1,6 +1,8 @@
 package dhcp6
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"net"
 	"net/netip"
@@ -34,6 +36,13 @@ func (s *Server) handle(m *dhcpv6.Message, peer net.IP, bsPort bool, now time.Ti
 		return nil, "for another server"
 	}
 	key := string(cid.ToBytes())
+	if ok, why := s.answers(m, []byte(key)); !ok {
+		return nil, why
+	}
+	if s.cfg.Peers != nil {
+		i, n := s.cfg.Peers.Assignment().Slot()
+		s.leases.setStart(slotStart(s.cfg.RangeStart, s.cfg.RangeEnd, i, n))
+	}
 	mac := macOf(cid, peer)
 	if mac != nil {
 		s.macs.put(key, mac, now)
@@ -129,6 +138,19 @@ func (s *Server) grant(key string, mac net.HardwareAddr, a netip.Addr, now time.
 		return nil
 	}
 	if err := s.persist(key, mac, a, now.Add(s.cfg.LeaseTime)); err != nil {
+		if errors.Is(err, ErrTaken) {
+			// Another server of the fleet leased it: skip the address, and
+			// reread the store, whose other leases this server's view
+			// lacks too, so the client's next try gets a free one.
+			s.leases.takenElsewhere(key, a, now.Add(s.cfg.LeaseTime))
+			ctx, cancel := context.WithTimeout(context.Background(), storeTimeout)
+			defer cancel()
+			if lerr := s.load(ctx); lerr != nil {
+				s.log.Warn("dhcp6 could not reread the shared leases", "err", lerr)
+			}
+			s.log.Info("dhcp6 address leased by another server; the client gets another when it asks again", "ip", a.String(), "err", err)
+			return err
+		}
 		s.log.Warn("dhcp6 lease not stored, reply not sent", "err", err)
 		return err
 	}

@@ -32,7 +32,7 @@ func (f *peerFetcher) Ensure(ctx context.Context, sha string) error {
 	if f.content == nil {
 		return errors.New("no live peer gave it")
 	}
-	_, err := f.blobs.PutCopy(ctx, bytes.NewReader(f.content), sha, int64(len(f.content)))
+	_, err := f.blobs.PutCopy(ctx, bytes.NewReader(f.content), 0, sha, int64(len(f.content)))
 	return err
 }
 

@@ -10,19 +10,35 @@ import (
 // the server root: its embedded prefix is /grub.
 var Stage1Paths = []string{"grub/x86_64-efi/grub.cfg", "grub/grub.cfg"}
 
+// Stage1ARM64Path is where grubnetaa64.efi, the arm64 build, looks first.
+const Stage1ARM64Path = "grub/arm64-efi/grub.cfg"
+
 // ModuleLists are the lists grub's normal mode reads from its prefix to
 // load modules on demand (commands, file systems, ciphers, terminals).
-// The signed grubnetx64 has what it needs built in and under Secure Boot
-// may load no module, so they are served empty: same as missing, minus
-// a refused request for each at every boot.
+// The signed grubnetx64 and grubnetaa64 have what they need built in and
+// under Secure Boot may load no module, so they are served empty: same as
+// missing, minus a refused request for each at every boot.
 var ModuleLists = []string{"grub/x86_64-efi/command.lst", "grub/x86_64-efi/fs.lst",
-	"grub/x86_64-efi/crypto.lst", "grub/x86_64-efi/terminal.lst"}
+	"grub/x86_64-efi/crypto.lst", "grub/x86_64-efi/terminal.lst",
+	"grub/arm64-efi/command.lst", "grub/arm64-efi/fs.lst",
+	"grub/arm64-efi/crypto.lst", "grub/arm64-efi/terminal.lst"}
 
 // Stage1 is the config at Stage1Paths for every machine: it loads
 // $prefix/MAC/grub.cfg, MAC as grub writes $net_default_mac
-// (52:54:00:12:34:56), from the server and protocol grub came from.
-const Stage1 = "# bootfleet: every machine continues with its own config\n" +
+// (52:54:00:12:34:56), from the server and protocol grub came from. An
+// arm64 grub loads $prefix/MAC/arm64/grub.cfg instead: Debian 12's
+// grubnetaa64 reads this same grub.cfg, and grub's own $grub_cpu is what
+// says which kernel it can boot, so it never gets an x86_64 one.
+const Stage1 = "# bootfleet: every machine continues with its own config, for its CPU\n" +
+	"if [ \"${grub_cpu}\" = \"arm64\" ]; then\n" +
+	"\tconfigfile $prefix/${net_default_mac}/arm64/grub.cfg\n" +
+	"fi\n" +
 	"configfile $prefix/${net_default_mac}/grub.cfg\n"
+
+// Stage1ARM64 is the config at Stage1ARM64Path, for an arm64 grub that
+// reads its architecture's directory first: its machine's arm64 config.
+const Stage1ARM64 = "# bootfleet: every arm64 machine continues with its own config\n" +
+	"configfile $prefix/${net_default_mac}/arm64/grub.cfg\n"
 
 // Machine is what one machine's config loads and boots.
 //

@@ -18,17 +18,25 @@ import (
 // the machine came through the signed chain.
 const MilestoneGrubConfig = "grub-config"
 
-// grubStage1 serves the config grubnetx64.efi reads from its prefix when
-// it came over HTTP (a grub with http built in, after UEFI HTTP boot).
-func (s *server) grubStage1(w http.ResponseWriter, r *http.Request) {
-	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-	io.WriteString(w, grub.Stage1)
+// grubStage1 serves the config grub reads from its prefix (text, one per
+// architecture) when it came over HTTP (a grub with http built in, after
+// UEFI HTTP boot).
+func (s *server) grubStage1(text string) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		io.WriteString(w, text)
+	}
 }
 
-// grubConfig serves GET /grub/{mac}/grub.cfg: the machine's boot, as its
-// iPXE script would be, for grub. Only machines whose profile's loader is
-// grub get one, so grub can fetch nothing but what their profile names.
-func (s *server) grubConfig(w http.ResponseWriter, r *http.Request) {
+// grubConfig serves GET /grub/{mac}/grub.cfg (x86_64) and
+// /grub/{mac}/arm64/grub.cfg: the machine's boot, as its iPXE script would
+// be, for grub. Only machines whose profile's loader is grub get one, so
+// grub can fetch nothing but what their profile names.
+func (s *server) grubConfig(arch string) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) { s.serveGrubConfig(w, r, arch) }
+}
+
+func (s *server) serveGrubConfig(w http.ResponseWriter, r *http.Request, arch string) {
 	mac, ok := parseMAC(w, r.PathValue("mac"))
 	if !ok {
 		return
@@ -53,7 +61,9 @@ func (s *server) grubConfig(w http.ResponseWriter, r *http.Request) {
 		}
 		t = t2
 	}
-	s.serveBoot(w, r, t, "grub config", MilestoneGrubConfig, s.grubConfigText)
+	s.serveBoot(w, r, t, "grub config", MilestoneGrubConfig, func(ctx context.Context, t machineview.Target) (string, error) {
+		return s.grubConfigText(ctx, t, arch)
+	})
 }
 
 // grubMilestone records a step the machine's grub config reports. Grub
@@ -80,13 +90,14 @@ func (s *server) recordGrubMilestone(mac net.HardwareAddr, name, remote string) 
 	}
 }
 
-// grubConfigText renders the machine's grub.cfg. It names the files as
-// paths on grub's own server, which serves them over HTTP and TFTP alike.
-func (s *server) grubConfigText(ctx context.Context, t machineview.Target) (string, error) {
+// grubConfigText renders the machine's grub.cfg for a grub of arch. It
+// names the files as paths on grub's own server, which serves them over
+// HTTP and TFTP alike.
+func (s *server) grubConfigText(ctx context.Context, t machineview.Target, arch string) (string, error) {
 	if t.Spec.Root.Kernel == inventory.RootKernelImage {
 		return "", errors.New("root.kernel: image is not served to grub yet; give the profile its own kernel and initrd, or loader: ipxe")
 	}
-	b, err := s.boot(ctx, t)
+	b, err := s.boot(ctx, t, arch)
 	if err != nil {
 		return "", err
 	}

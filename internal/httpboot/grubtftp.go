@@ -47,10 +47,14 @@ func (g grubTFTP) Open(name string) (tftp.File, error) {
 	switch {
 	case rel == grub.Stage1Paths[0] || rel == grub.Stage1Paths[1]:
 		return text(grub.Stage1), nil
+	case rel == grub.Stage1ARM64Path:
+		return text(grub.Stage1ARM64), nil
 	case slices.Contains(grub.ModuleLists, rel):
 		return text(""), nil
 	case len(parts) == 3 && parts[0] == "grub" && parts[2] == "grub.cfg":
-		return g.config(parts[1])
+		return g.config(parts[1], inventory.ArchX86_64)
+	case len(parts) == 4 && parts[0] == "grub" && parts[2] == inventory.ArchARM64 && parts[3] == "grub.cfg":
+		return g.config(parts[1], inventory.ArchARM64)
 	case len(parts) == 4 && parts[0] == "grub" && parts[2] == "milestone":
 		return g.milestone(parts[1], parts[3])
 	case len(parts) >= 3 && parts[0] == "profiles":
@@ -59,7 +63,7 @@ func (g grubTFTP) Open(name string) (tftp.File, error) {
 	return g.next.Open(name)
 }
 
-func (g grubTFTP) config(macs string) (tftp.File, error) {
+func (g grubTFTP) config(macs, arch string) (tftp.File, error) {
 	mac, err := parseMACString(macs)
 	if err != nil {
 		return nil, err
@@ -73,7 +77,7 @@ func (g grubTFTP) config(macs string) (tftp.File, error) {
 	t, local := g.s.nextBoot(context.Background(), t, "")
 	cfg := localGrub
 	if !local {
-		cfg, err = g.s.grubConfigText(context.Background(), t)
+		cfg, err = g.s.grubConfigText(context.Background(), t, arch)
 	}
 	if err != nil {
 		g.s.log.Error("render grub config", "mac", mac.String(), "profile", t.Profile, "err", err)
@@ -82,7 +86,7 @@ func (g grubTFTP) config(macs string) (tftp.File, error) {
 	if g.s.Milestones != nil {
 		g.s.Milestones.Milestone(mac, MilestoneGrubConfig, "")
 	}
-	g.s.log.Info("grub config served", "mac", mac.String(), "name", t.Machine.Name, "profile", t.Profile, "via", "tftp")
+	g.s.log.Info("grub config served", "mac", mac.String(), "name", t.Machine.Name, "profile", t.Profile, "arch", arch, "via", "tftp")
 	return text(cfg), nil
 }
 
@@ -95,22 +99,30 @@ func (g grubTFTP) milestone(macs, name string) (tftp.File, error) {
 	return text("# bootfleet: recorded " + name + "\n"), nil
 }
 
-// profileFile opens profiles/NAME/kernel or profiles/NAME/initrd/I/BASE.
+// profileFile opens profiles/NAME/kernel or profiles/NAME/initrd/I/BASE,
+// x86_64's, or the same under profiles/NAME/arm64/.
 func (g grubTFTP) profileFile(parts []string) (tftp.File, error) {
 	p, ok := g.s.Fleet.Profile(parts[0])
 	if !ok {
 		return nil, fmt.Errorf("no profile named %q: %w", parts[0], fs.ErrNotExist)
 	}
+	arch, rest := inventory.ArchX86_64, parts[1:]
+	if len(rest) > 0 && rest[0] == inventory.ArchARM64 {
+		arch, rest = inventory.ArchARM64, rest[1:]
+	}
+	files, ok := p.Files(arch)
 	var local string
 	switch {
-	case len(parts) == 2 && parts[1] == "kernel" && p.Root.Kernel != inventory.RootKernelImage:
-		local = p.Kernel
-	case len(parts) == 4 && parts[1] == "initrd":
-		i, err := strconv.Atoi(parts[2])
-		if err != nil || i < 0 || i >= len(p.Initrd) {
-			return nil, fmt.Errorf("profile %s has %d initrds, got %q: %w", parts[0], len(p.Initrd), parts[2], fs.ErrNotExist)
+	case !ok || p.Root.Kernel == inventory.RootKernelImage:
+		return nil, fmt.Errorf("profile %s has no %s kernel: %w", parts[0], arch, fs.ErrNotExist)
+	case len(rest) == 1 && rest[0] == "kernel":
+		local = files.Kernel
+	case len(rest) == 3 && rest[0] == "initrd":
+		i, err := strconv.Atoi(rest[1])
+		if err != nil || i < 0 || i >= len(files.Initrd) {
+			return nil, fmt.Errorf("profile %s has %d initrds for %s, got %q: %w", parts[0], len(files.Initrd), arch, rest[1], fs.ErrNotExist)
 		}
-		local = p.Initrd[i]
+		local = files.Initrd[i]
 	default:
 		return nil, fmt.Errorf("profiles/%s: %w", strings.Join(parts, "/"), fs.ErrNotExist)
 	}

@@ -53,7 +53,7 @@ func (s *server) mirror(u string, bases []string) (string, []string) {
 
 // localSize is the bytes of the profile's kernel and initrds that are
 // local files, for the fleet's load accounting; 0 when none can be read.
-func localSize(p inventory.Profile) int64 {
+func localSize(p inventory.ArchBoot) int64 {
 	var n int64
 	for _, f := range append([]string{p.Kernel}, p.Initrd...) {
 		if f == "" || isURL(f) {

@@ -114,18 +114,28 @@ func New(c Config) http.Handler {
 	}
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /ipxe/{mac}", s.script)
-	mux.HandleFunc("GET /profiles/{name}/kernel", s.profileFile)
-	mux.HandleFunc("GET /profiles/{name}/initrd/{i}/{base}", s.profileFile)
+	// x86_64's files keep their old paths; other architectures' sit
+	// under /profiles/NAME/ARCH/.
+	for _, arch := range []string{inventory.ArchX86_64, inventory.ArchARM64} {
+		dir := "/profiles/{name}/"
+		if arch != inventory.ArchX86_64 {
+			dir += arch + "/"
+		}
+		mux.HandleFunc("GET "+dir+"kernel", s.profileFile(arch))
+		mux.HandleFunc("GET "+dir+"initrd/{i}/{base}", s.profileFile(arch))
+	}
 	mux.HandleFunc("GET /images/{sha}/"+kernelFile, s.imageFile(kernelFile))
 	mux.HandleFunc("GET /images/{sha}/"+initrdFile, s.imageFile(initrdFile))
 	mux.HandleFunc("GET /files/{path...}", s.file)
 	for _, p := range grub.Stage1Paths {
-		mux.HandleFunc("GET /"+p, s.grubStage1)
+		mux.HandleFunc("GET /"+p, s.grubStage1(grub.Stage1))
 	}
+	mux.HandleFunc("GET /"+grub.Stage1ARM64Path, s.grubStage1(grub.Stage1ARM64))
 	for _, p := range grub.ModuleLists {
 		mux.HandleFunc("GET /"+p, func(w http.ResponseWriter, r *http.Request) {})
 	}
-	mux.HandleFunc("GET /grub/{mac}/grub.cfg", s.grubConfig)
+	mux.HandleFunc("GET /grub/{mac}/grub.cfg", s.grubConfig(inventory.ArchX86_64))
+	mux.HandleFunc("GET /grub/{mac}/"+inventory.ArchARM64+"/grub.cfg", s.grubConfig(inventory.ArchARM64))
 	mux.HandleFunc("GET /done/{mac}", s.done)
 	mux.HandleFunc("POST /done/{mac}", s.done)
 	if c.Milestones != nil {
@@ -175,7 +185,14 @@ func (s *server) script(w http.ResponseWriter, r *http.Request) {
 	} else {
 		t = t2
 	}
-	s.serveBoot(w, r, t, "script", "ipxe-script", s.render)
+	// iPXE built for arm64 asks with ?arch=arm64 (pxe.PlanFor's script URL).
+	arch := r.URL.Query().Get("arch")
+	if arch == "" {
+		arch = inventory.ArchX86_64
+	}
+	s.serveBoot(w, r, t, "script", "ipxe-script", func(ctx context.Context, t machineview.Target) (string, error) {
+		return s.render(ctx, t, arch)
+	})
 }
 
 // serveBoot answers a machine's boot, rendered by render (an iPXE script
@@ -197,8 +214,8 @@ func (s *server) serveBoot(w http.ResponseWriter, r *http.Request, t machineview
 	s.log.Info(what+" served", "mac", mac.String(), "name", t.Machine.Name, "profile", t.Profile, "remote", r.RemoteAddr)
 }
 
-func (s *server) render(ctx context.Context, t machineview.Target) (string, error) {
-	b, err := s.boot(ctx, t)
+func (s *server) render(ctx context.Context, t machineview.Target, arch string) (string, error) {
+	b, err := s.boot(ctx, t, arch)
 	if err != nil {
 		return "", err
 	}
@@ -208,7 +225,17 @@ func (s *server) render(ctx context.Context, t machineview.Target) (string, erro
 // boot is what the machine loads for this boot, as URLs on this server
 // (with ?mac= for telemetry) or the profile's own URLs. It issues the
 // machine's diskless root, if it has one, and so voids the previous one.
-func (s *server) boot(ctx context.Context, t machineview.Target) (ipxe.Boot, error) {
+// arch is the machine's CPU (inventory.ArchX86_64 or ArchARM64): the
+// kernel and initrds are its profile's for that architecture, and a
+// profile with none for it is an error, never another one's files.
+func (s *server) boot(ctx context.Context, t machineview.Target, arch string) (ipxe.Boot, error) {
+	files, ok := t.Spec.Files(arch)
+	if !ok && t.Spec.Root.Kernel != inventory.RootKernelImage {
+		return ipxe.Boot{}, fmt.Errorf("the machine is %s and profile %s has no %s kernel; add one (arm64: {kernel: ...} for arm64), or give the machine a profile that has one", arch, t.Profile, arch)
+	}
+	if t.Spec.Root.Kernel == inventory.RootKernelImage && arch != inventory.ArchX86_64 {
+		return ipxe.Boot{}, fmt.Errorf("the machine is %s, and profile %s boots its root image's kernel, which bootfleet serves to x86_64 machines only; give the profile arm64: {kernel: ...} instead", arch, t.Profile)
+	}
 	mp := macPath(t.Machine.MAC)
 	vars := ipxe.Vars{
 		MAC:      t.Machine.MAC.String(),
@@ -254,11 +281,14 @@ func (s *server) boot(ctx context.Context, t machineview.Target) (ipxe.Boot, err
 		return s.spread(s.imageBoot(root, q, cmdline), t.Machine.MAC, root.SHA256, 0), nil
 	}
 	prof := s.BaseURL + "/profiles/" + url.PathEscape(t.Profile)
-	b := ipxe.Boot{Kernel: prof + "/kernel" + q, Cmdline: cmdline}
-	if isURL(t.Spec.Kernel) {
-		b.Kernel = t.Spec.Kernel
+	if arch != inventory.ArchX86_64 {
+		prof += "/" + arch
 	}
-	for i, rd := range t.Spec.Initrd {
+	b := ipxe.Boot{Kernel: prof + "/kernel" + q, Cmdline: cmdline}
+	if isURL(files.Kernel) {
+		b.Kernel = files.Kernel
+	}
+	for i, rd := range files.Initrd {
 		base := path.Base(rd)
 		u := fmt.Sprintf("%s/initrd/%d/%s%s", prof, i, url.PathEscape(base), q)
 		if isURL(rd) {
@@ -266,33 +296,47 @@ func (s *server) boot(ctx context.Context, t machineview.Target) (ipxe.Boot, err
 		}
 		b.Initrds = append(b.Initrds, ipxe.Initrd{URL: u, Name: base})
 	}
-	return s.spread(b, t.Machine.MAC, "", localSize(t.Spec)), nil
+	return s.spread(b, t.Machine.MAC, "", localSize(files)), nil
 }
 
 func isURL(s string) bool {
 	return strings.HasPrefix(s, "http://") || strings.HasPrefix(s, "https://")
 }
 
-func (s *server) profileFile(w http.ResponseWriter, r *http.Request) {
-	name := r.PathValue("name")
-	p, ok := s.Fleet.Profile(name)
-	if !ok {
-		http.Error(w, "no profile named "+name, http.StatusNotFound)
-		return
-	}
-	if p.Root.Kernel == inventory.RootKernelImage {
-		http.Error(w, "profile "+name+" boots the kernel of its root image: its scripts name /images/SHA256/"+kernelFile, http.StatusNotFound)
-		return
-	}
-	local := p.Kernel
-	if is := r.PathValue("i"); is != "" {
-		i, err := strconv.Atoi(is)
-		if err != nil || i < 0 || i >= len(p.Initrd) {
-			http.Error(w, fmt.Sprintf("profile %s has %d initrds, got index %q", name, len(p.Initrd), is), http.StatusNotFound)
+// profileFile serves the kernel or an initrd a profile names for arch.
+func (s *server) profileFile(arch string) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		name := r.PathValue("name")
+		p, ok := s.Fleet.Profile(name)
+		if !ok {
+			http.Error(w, "no profile named "+name, http.StatusNotFound)
 			return
 		}
-		local = p.Initrd[i]
+		if p.Root.Kernel == inventory.RootKernelImage {
+			http.Error(w, "profile "+name+" boots the kernel of its root image: its scripts name /images/SHA256/"+kernelFile, http.StatusNotFound)
+			return
+		}
+		files, ok := p.Files(arch)
+		if !ok {
+			http.Error(w, "profile "+name+" has no "+arch+" kernel", http.StatusNotFound)
+			return
+		}
+		local := files.Kernel
+		if is := r.PathValue("i"); is != "" {
+			i, err := strconv.Atoi(is)
+			if err != nil || i < 0 || i >= len(files.Initrd) {
+				http.Error(w, fmt.Sprintf("profile %s has %d initrds for %s, got index %q", name, len(files.Initrd), arch, is), http.StatusNotFound)
+				return
+			}
+			local = files.Initrd[i]
+		}
+		s.serveLocal(w, r, name, local)
 	}
+}
+
+// serveLocal serves a profile's file: a redirect to a URL, or the local
+// file.
+func (s *server) serveLocal(w http.ResponseWriter, r *http.Request, name, local string) {
 	if isURL(local) {
 		http.Redirect(w, r, local, http.StatusFound)
 		return

@@ -6,6 +6,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -38,13 +39,17 @@ var defaultHTTP = &http.Client{Transport: &http.Transport{
 // Body is a transfer in progress: read it to the end, then close it.
 type Body struct {
 	io.ReadCloser
-	Size int64 // bytes the peer said it sends
+	Size int64 // bytes of the whole content, as the peer says
+	// From is the byte of the content the body starts at: the from Open
+	// asked for, or 0 when the peer sends the whole content instead.
+	From int64
 }
 
 // Open asks the peer whose HTTP base URL is base (http://10.0.0.2:8080)
-// for content sha. An error says which URL answered what. Cancelling ctx
-// ends the transfer; so does Idle without a byte.
-func (c *Client) Open(ctx context.Context, base, sha string) (*Body, error) {
+// for content sha from byte from on (an HTTP Range request when from > 0,
+// to resume a transfer that broke). An error says which URL answered
+// what. Cancelling ctx ends the transfer; so does Idle without a byte.
+func (c *Client) Open(ctx context.Context, base, sha string, from int64) (*Body, error) {
 	url := strings.TrimSuffix(base, "/") + Prefix + "images/" + sha
 	ctx, cancel := context.WithCancelCause(ctx)
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
@@ -57,6 +62,9 @@ func (c *Client) Open(ctx context.Context, base, sha string) (*Body, error) {
 		now = c.Now
 	}
 	req.Header.Set("Authorization", Sign(c.Secret, c.Self, sha, now()))
+	if from > 0 {
+		req.Header.Set("Range", fmt.Sprintf("bytes=%d-", from))
+	}
 	hc := c.HTTP
 	if hc == nil {
 		hc = defaultHTTP
@@ -66,16 +74,28 @@ func (c *Client) Open(ctx context.Context, base, sha string) (*Body, error) {
 		cancel(nil)
 		return nil, fmt.Errorf("imagepeer: GET %s: %w", url, err)
 	}
-	if resp.StatusCode != http.StatusOK {
-		msg, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
+	fail := func(format string, args ...any) (*Body, error) {
 		resp.Body.Close()
 		cancel(nil)
-		return nil, fmt.Errorf("imagepeer: GET %s: want 200 and the content, got %s: %s", url, resp.Status, strings.TrimSpace(string(msg)))
+		return nil, fmt.Errorf("imagepeer: GET %s: "+format, append([]any{url}, args...)...)
+	}
+	if resp.StatusCode != http.StatusOK && resp.StatusCode != http.StatusPartialContent {
+		msg, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
+		return fail("want 200 or 206 and the content, got %s: %s", resp.Status, strings.TrimSpace(string(msg)))
 	}
 	if resp.ContentLength < 0 {
-		resp.Body.Close()
-		cancel(nil)
-		return nil, fmt.Errorf("imagepeer: GET %s: want a Content-Length, got none", url)
+		return fail("want a Content-Length, got none")
+	}
+	body := &Body{Size: resp.ContentLength}
+	if resp.StatusCode == http.StatusPartialContent {
+		first, last, total, err := ParseContentRange(resp.Header.Get("Content-Range"))
+		if err != nil {
+			return fail("%w", err)
+		}
+		if first != from || last != total-1 || last-first+1 != resp.ContentLength {
+			return fail("asked for bytes %d to the end, got bytes %d-%d of %d in %d bytes", from, first, last, total, resp.ContentLength)
+		}
+		body.Size, body.From = total, first
 	}
 	idle := c.Idle
 	if idle <= 0 {
@@ -83,7 +103,48 @@ func (c *Client) Open(ctx context.Context, base, sha string) (*Body, error) {
 	}
 	b := &idleBody{rc: resp.Body, cancel: cancel, ctx: ctx, idle: idle}
 	b.timer = time.AfterFunc(idle, b.expire)
-	return &Body{ReadCloser: b, Size: resp.ContentLength}, nil
+	body.ReadCloser = b
+	return body, nil
+}
+
+// ParseContentRange reads the Content-Range of a 206 answer to a request
+// for one range (RFC 9110 section 14.4): "bytes FIRST-LAST/TOTAL", with
+// FIRST <= LAST < TOTAL. The unsatisfied form (bytes */TOTAL) and unknown
+// totals are errors: a resume needs to know what it got.
+func ParseContentRange(v string) (first, last, total int64, err error) {
+	bad := func(why string) (int64, int64, int64, error) {
+		return 0, 0, 0, fmt.Errorf("Content-Range %q: %s; want bytes FIRST-LAST/TOTAL", v, why)
+	}
+	rest, ok := strings.CutPrefix(v, "bytes ")
+	if !ok {
+		return bad("unit is not bytes")
+	}
+	rng, tot, ok := strings.Cut(rest, "/")
+	if !ok {
+		return bad("no /TOTAL")
+	}
+	f, l, ok := strings.Cut(rng, "-")
+	if !ok {
+		return bad("no FIRST-LAST")
+	}
+	num := func(s string) (int64, bool) {
+		if s == "" || strings.TrimLeft(s, "0123456789") != "" || len(s) > 18 {
+			return 0, false
+		}
+		n, err := strconv.ParseInt(s, 10, 64)
+		return n, err == nil
+	}
+	var ok1, ok2, ok3 bool
+	first, ok1 = num(f)
+	last, ok2 = num(l)
+	total, ok3 = num(tot)
+	if !ok1 || !ok2 || !ok3 {
+		return bad("FIRST, LAST and TOTAL must be decimal byte counts")
+	}
+	if first > last || last >= total {
+		return bad("want FIRST <= LAST < TOTAL")
+	}
+	return first, last, total, nil
 }
 
 // idleBody ends the request when no byte has arrived for idle.

@@ -2,7 +2,8 @@
 // content: GET /peer/v1/images/SHA256 on a server's plain HTTP listener
 // (the one firmware uses, which every server has), answered from the
 // image store with http.ServeContent, so ranges and HEAD work and the
-// size is always sent.
+// size is always sent. Client.Open resumes a broken transfer with a
+// Range request (bytes=FROM-) and checks the 206's Content-Range.
 //
 // Root images are the fleet's disks, so a machine on the boot LAN must
 // not read them this way. Every request carries an HMAC-SHA256 of the

@@ -24,21 +24,29 @@ func (d dirContent) OpenContent(sha string) (*os.File, error) {
 	return os.Open(filepath.Join(string(d), sha))
 }
 
-func TestHandler(t *testing.T) {
-	key := bytes.Repeat([]byte{1}, 32)
+// stored writes data into a new dirContent and returns it with data's
+// sha256.
+func stored(t *testing.T, data []byte) (dirContent, string) {
+	t.Helper()
 	dir := t.TempDir()
-	data := bytes.Repeat([]byte("bootfleet"), 100000)
 	sum := sha256.Sum256(data)
 	sha := hex.EncodeToString(sum[:])
 	if err := os.WriteFile(filepath.Join(dir, sha), data, 0o440); err != nil {
 		t.Fatal(err)
 	}
-	srv := httptest.NewServer(Handler(HandlerConfig{Content: dirContent(dir), Secret: key}))
+	return dirContent(dir), sha
+}
+
+func TestHandler(t *testing.T) {
+	key := bytes.Repeat([]byte{1}, 32)
+	data := bytes.Repeat([]byte("bootfleet"), 100000)
+	content, sha := stored(t, data)
+	srv := httptest.NewServer(Handler(HandlerConfig{Content: content, Secret: key}))
 	defer srv.Close()
 	ctx := context.Background()
 
 	c := &Client{Self: "boot-b", Secret: key}
-	b, err := c.Open(ctx, srv.URL, sha)
+	b, err := c.Open(ctx, srv.URL, sha, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -61,7 +69,7 @@ func TestHandler(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			b, err := tt.client.Open(ctx, srv.URL, tt.sha)
+			b, err := tt.client.Open(ctx, srv.URL, tt.sha, 0)
 			if err == nil {
 				b.Close()
 				t.Fatal("Open succeeded, want an error")
@@ -97,13 +105,13 @@ func TestHandlerBusy(t *testing.T) {
 	srv := httptest.NewServer(Handler(HandlerConfig{Content: dirContent(dir), Secret: key, MaxTransfers: 1}))
 	defer srv.Close()
 	c := &Client{Self: "boot-b", Secret: key}
-	first, err := c.Open(context.Background(), srv.URL, sha)
+	first, err := c.Open(context.Background(), srv.URL, sha, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer first.Close()
 	first.Read(make([]byte, 1)) // the transfer is under way, unread
-	_, err = c.Open(context.Background(), srv.URL, sha)
+	_, err = c.Open(context.Background(), srv.URL, sha, 0)
 	if err == nil || !strings.Contains(err.Error(), "503") {
 		t.Fatalf("second transfer at once: %v, want 503", err)
 	}

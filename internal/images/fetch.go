@@ -102,9 +102,15 @@ func (s *Service) background(img inventory.Image) {
 	}()
 }
 
+// maxResumes bounds how often a fetch resumes from one peer whose
+// transfers keep breaking, as long as each one brought new bytes.
+const maxResumes = 8
+
 // fetch copies content sha from the first live peer, least loaded first,
 // that gives it whole and matching; a failed or corrupt transfer is
-// logged and the next peer asked.
+// logged and the next peer asked. A transfer that broke after bringing
+// bytes resumes where it stopped, from the same peer while each try
+// brings more, else from the next.
 func (s *Service) fetch(sha string) error {
 	ctx, cancel := context.WithTimeout(s.ctx, storeTimeout)
 	img, peers, err := s.plan(ctx, sha)
@@ -119,12 +125,20 @@ func (s *Service) fetch(sha string) error {
 			errs = append(errs, fmt.Sprintf("%s: registered no http:// address", p.Name))
 			continue
 		}
-		err := s.fetchFrom(img, p.Name, base)
-		if err == nil {
-			return nil
-		}
-		if s.ctx.Err() != nil {
-			return fmt.Errorf("images: fetch of %s stopped: the server is stopping", sha)
+		var err error
+		for try := 0; try <= maxResumes; try++ {
+			from := s.cfg.Blobs.Partial(sha)
+			if err = s.fetchFrom(img, p.Name, base, from); err == nil {
+				return nil
+			}
+			if s.ctx.Err() != nil {
+				return fmt.Errorf("images: fetch of %s stopped: the server is stopping", sha)
+			}
+			if s.cfg.Blobs.Partial(sha) <= from {
+				break // no progress: this peer is not worth another try
+			}
+			s.log.Warn("image copies: transfer from peer broke; resuming where it stopped", "image", img.Name, "sha256", sha, "peer", p.Name,
+				"url", base, "received", s.cfg.Blobs.Partial(sha), "size", img.Size, "err", err)
 		}
 		s.log.Warn("image copies: fetch from peer failed; asking the next", "image", img.Name, "sha256", sha, "peer", p.Name, "url", base, "err", err)
 		errs = append(errs, fmt.Sprintf("%s: %v", p.Name, err))
@@ -133,10 +147,10 @@ func (s *Service) fetch(sha string) error {
 }
 
 // fetchFrom copies the content of img from peer at base into the image
-// store.
-func (s *Service) fetchFrom(img inventory.Image, peer, base string) error {
+// store, from byte from on: where an earlier transfer stopped.
+func (s *Service) fetchFrom(img inventory.Image, peer, base string, from int64) error {
 	start := s.cfg.Now()
-	body, err := s.cfg.Peers.Open(s.ctx, base, img.SHA256)
+	body, err := s.cfg.Peers.Open(s.ctx, base, img.SHA256, from)
 	if err != nil {
 		return err
 	}
@@ -144,14 +158,14 @@ func (s *Service) fetchFrom(img inventory.Image, peer, base string) error {
 	if body.Size != img.Size {
 		return fmt.Errorf("peer sends %d bytes, want the %d bytes of image %s", body.Size, img.Size, img.Name)
 	}
-	res, err := s.cfg.Blobs.PutCopy(s.ctx, body, img.SHA256, img.Size)
+	res, err := s.cfg.Blobs.PutCopy(s.ctx, body, body.From, img.SHA256, img.Size)
 	if err != nil {
 		return err
 	}
 	took := s.cfg.Now().Sub(start)
 	s.log.Info("image copies: fetched image content from peer", "image", img.Name, "sha256", img.SHA256, "peer", peer, "url", base,
-		"size", res.Size, "allocated", res.Allocated, "seconds", took.Seconds(),
-		"mib_per_sec", float64(res.Size)/(1<<20)/max(took.Seconds(), 1e-3))
+		"size", res.Size, "resumed_at", body.From, "received", res.Received, "allocated", res.Allocated, "seconds", took.Seconds(),
+		"mib_per_sec", float64(res.Received)/(1<<20)/max(took.Seconds(), 1e-3))
 	s.arrive(s.ctx, img.SHA256)
 	return nil
 }

@@ -7,12 +7,14 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -345,4 +347,56 @@ func (b *fakeBoots) set(sha string, inUse bool) {
 	b.mu.Lock()
 	b.inUse[sha] = inUse
 	b.mu.Unlock()
+}
+
+// TestEnsureResumes: the only peer cuts the connection after 90% of the
+// content; the fetch asks it again for the rest with a Range, receives
+// only the missing tenth, and the content is stored whole and verified.
+func TestEnsureResumes(t *testing.T) {
+	f := newFleet(t)
+	good := f.goodPeer(nil)
+	cut := int64(len(f.content)) * 9 / 10
+	var mu sync.Mutex
+	var ranges []string
+	var cuts int
+	srv := peerServer(t, func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		ranges = append(ranges, r.Header.Get("Range"))
+		first := cuts == 0
+		cuts++
+		mu.Unlock()
+		if !first {
+			good.Config.Handler.ServeHTTP(w, r)
+			return
+		}
+		// Promise the whole content, send 90% of it, and drop the
+		// connection as a dying server does.
+		w.Header().Set("Content-Length", "3145828")
+		w.WriteHeader(http.StatusOK)
+		w.Write(f.content[:cut])
+		w.(http.Flusher).Flush()
+		conn, _, err := http.NewResponseController(w).Hijack()
+		if err != nil {
+			t.Errorf("hijack: %v", err)
+			return
+		}
+		conn.Close()
+	})
+	f.peer("peer-cut", srv.URL, 0, time.Now())
+	s := f.service(2 * time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if err := s.Ensure(ctx, f.img.SHA256); err != nil {
+		t.Fatalf("Ensure: %v\nlog:\n%s", err, f.log)
+	}
+	f.checkStored()
+	mu.Lock()
+	defer mu.Unlock()
+	if want := []string{"", fmt.Sprintf("bytes=%d-", cut)}; !slices.Equal(ranges, want) {
+		t.Fatalf("requests' Range headers %q, want %q: the whole, then the rest", ranges, want)
+	}
+	log := f.log.String()
+	if !strings.Contains(log, "resuming where it stopped") || !strings.Contains(log, fmt.Sprintf("resumed_at=%d received=%d", cut, int64(len(f.content))-cut)) {
+		t.Fatalf("log does not say the fetch resumed at byte %d and received only the rest:\n%s", cut, log)
+	}
 }

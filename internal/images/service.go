@@ -27,7 +27,11 @@ type Blobs interface {
 	List() ([]string, error)
 	// ImportContext stores an upload; see imagestore.Store.ImportContext.
 	ImportContext(ctx context.Context, r io.Reader) (imagestore.Imported, error)
-	PutCopy(ctx context.Context, r io.Reader, sha string, size int64) (imagestore.Imported, error)
+	// PutCopy stores content copied from a peer, r starting at byte
+	// from; see imagestore.Store.PutCopy.
+	PutCopy(ctx context.Context, r io.Reader, from int64, sha string, size int64) (imagestore.Imported, error)
+	// Partial is how many bytes of sha a copy that stopped early kept.
+	Partial(sha string) int64
 	Remove(sha string) error
 }
 
@@ -51,7 +55,7 @@ type Kernels interface {
 
 // Peers opens transfers from peers; *imagepeer.Client implements it.
 type Peers interface {
-	Open(ctx context.Context, base, sha string) (*imagepeer.Body, error)
+	Open(ctx context.Context, base, sha string, from int64) (*imagepeer.Body, error)
 }
 
 // Config configures a Service.

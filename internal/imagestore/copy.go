@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"slices"
 )
 
@@ -23,33 +24,63 @@ var ErrMismatch = errors.New("imagestore: copied content does not match")
 // size match, after an fsync. A mismatch wraps ErrMismatch and says what
 // arrived. Cancelling ctx stops the copy. Content already stored is not
 // copied again.
-func (s *Store) PutCopy(ctx context.Context, r io.Reader, want string, size int64) (Imported, error) {
+//
+// r starts at byte from of the content: 0, or Partial(want) to resume a
+// copy that stopped early. A copy that stops early (a broken connection,
+// a cancelled ctx, a short r) keeps the bytes it received for the next
+// one to resume and wraps io.ErrUnexpectedEOF when r ended short. The
+// kept bytes are only ever a prefix of what arrived, and the whole is
+// hashed before it is stored, so a resumed copy is verified as a fresh
+// one is. Callers run one copy of a content at a time: they share its
+// partial file.
+func (s *Store) PutCopy(ctx context.Context, r io.Reader, from int64, want string, size int64) (Imported, error) {
 	if _, err := s.Path(want); err != nil {
 		return Imported{}, err
 	}
-	f, err := os.CreateTemp(s.tmpDir(), "import-*")
-	if err != nil {
-		return Imported{}, fmt.Errorf("imagestore: create temporary file: %w", err)
+	path := s.partialPath(want)
+	if kept := s.Partial(want); from != 0 && from != kept {
+		return Imported{}, fmt.Errorf("imagestore: resume of %.12s at byte %d, but %d bytes are kept; resume at %d or start at 0", want, from, kept, kept)
 	}
-	path := f.Name()
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o640)
+	if err != nil {
+		return Imported{}, fmt.Errorf("imagestore: open the partial copy: %w", err)
+	}
 	h := sha256.New()
+	if from == 0 {
+		err = f.Truncate(0)
+	} else {
+		err = hashInto(ctx, h, f, from)
+	}
+	if err != nil {
+		f.Close()
+		os.Remove(path)
+		return Imported{}, fmt.Errorf("imagestore: resume the partial copy of %.12s: %w", want, err)
+	}
 	sw := newSparseWriter(f)
-	n, err := copyCtx(ctx, io.MultiWriter(sw, h), r)
-	if err == nil {
-		err = sw.Close()
+	sw.off = from
+	// One byte past size, so content longer than promised is caught.
+	n, err := copyCtx(ctx, io.MultiWriter(sw, h), io.LimitReader(r, size-from+1))
+	if cerr := sw.Close(); err == nil && cerr != nil {
+		err = fmt.Errorf("imagestore: write image: %w", cerr)
 	}
 	if cerr := f.Close(); err == nil && cerr != nil {
 		err = fmt.Errorf("imagestore: close image: %w", cerr)
 	}
 	res := Imported{Received: n, Format: Raw}
-	if err != nil {
+	total := from + n
+	switch {
+	case err != nil && total > 0 && total <= size:
+		return res, err // kept for the next copy
+	case err != nil:
 		os.Remove(path)
 		return res, err
+	case total < size:
+		return res, fmt.Errorf("imagestore: copy of %.12s stopped at byte %d of %d: %w; the next copy resumes there", want, total, size, io.ErrUnexpectedEOF)
 	}
 	got := hex.EncodeToString(h.Sum(nil))
-	if got != want || n != size {
+	if got != want || total != size {
 		os.Remove(path)
-		return res, fmt.Errorf("%w: got %d bytes hashing to sha256 %s, want %d bytes of %s", ErrMismatch, n, got, size, want)
+		return res, fmt.Errorf("%w: got %d bytes hashing to sha256 %s, want %d bytes of %s", ErrMismatch, total, got, size, want)
 	}
 	st, err := s.commit(path, want)
 	if err != nil {
@@ -57,6 +88,24 @@ func (s *Store) PutCopy(ctx context.Context, r io.Reader, want string, size int6
 	}
 	res.SHA256, res.Size, res.Allocated = want, st.Size(), allocated(st)
 	return res, nil
+}
+
+// partialPath is where a copy of content want that stopped early is kept.
+func (s *Store) partialPath(want string) string {
+	return filepath.Join(s.tmpDir(), "partial-"+want)
+}
+
+// Partial is how many bytes of content want an earlier PutCopy kept when
+// it stopped early: where the next copy resumes. 0 when none are kept.
+func (s *Store) Partial(want string) int64 {
+	if !hexRE.MatchString(want) {
+		return 0
+	}
+	st, err := os.Stat(s.partialPath(want))
+	if err != nil {
+		return 0
+	}
+	return st.Size()
 }
 
 // List returns the hex sha256 of every content stored, sorted.

@@ -6,6 +6,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"hash"
 	"io"
 	"os"
 )
@@ -103,12 +104,21 @@ func hashFile(ctx context.Context, path string) (string, error) {
 		return "", err
 	}
 	h := sha256.New()
+	if err := hashInto(ctx, h, f, st.Size()); err != nil {
+		return "", err
+	}
+	return hex.EncodeToString(h.Sum(nil)), nil
+}
+
+// hashInto writes the first size bytes of f into h, holes as zeros
+// without reading them.
+func hashInto(ctx context.Context, h hash.Hash, f *os.File, size int64) error {
 	buf := make([]byte, 1<<20)
-	for off, size := int64(0), st.Size(); off < size; {
+	for off := int64(0); off < size; {
 		data, hole := nextData(f, off, size)
 		for off < data {
 			if err := ctx.Err(); err != nil {
-				return "", err
+				return err
 			}
 			n := min(data-off, int64(len(zeros)))
 			h.Write(zeros[:n])
@@ -116,15 +126,15 @@ func hashFile(ctx context.Context, path string) (string, error) {
 		}
 		for off < hole {
 			if err := ctx.Err(); err != nil {
-				return "", err
+				return err
 			}
 			n, err := f.ReadAt(buf[:min(hole-off, int64(len(buf)))], off)
 			h.Write(buf[:n])
 			off += int64(n)
 			if err != nil && (err != io.EOF || off < hole) {
-				return "", fmt.Errorf("read %s at %d: %w", path, off, err)
+				return fmt.Errorf("read %s at %d: %w", f.Name(), off, err)
 			}
 		}
 	}
-	return hex.EncodeToString(h.Sum(nil)), nil
+	return nil
 }

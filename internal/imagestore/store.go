@@ -241,8 +241,8 @@ func (s *Store) commit(path, sum string) (st os.FileInfo, err error) {
 	return st, nil
 }
 
-// Remove deletes the content with sha256 hex; missing content is not an
-// error. Callers make sure nothing uses it any more: a machine that has it
+// Remove deletes the content with sha256 hex, and any partial copy of it;
+// missing content is not an error. Callers make sure nothing uses it any more: a machine that has it
 // open keeps reading it (the file lives on until closed), but no new boot
 // can start from it.
 func (s *Store) Remove(hex string) error {
@@ -250,8 +250,10 @@ func (s *Store) Remove(hex string) error {
 	if err != nil {
 		return err
 	}
-	if err := os.Remove(p); err != nil && !errors.Is(err, os.ErrNotExist) {
-		return fmt.Errorf("imagestore: %w", err)
+	for _, p := range []string{p, s.partialPath(hex)} {
+		if err := os.Remove(p); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return fmt.Errorf("imagestore: %w", err)
+		}
 	}
 	return nil
 }

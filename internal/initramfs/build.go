@@ -74,11 +74,11 @@ func Build(out io.Writer, o Options) (Result, error) {
 	if len(o.Modules) == 0 {
 		o.Modules = DefaultModules
 	}
-	agent, err := readStatic(o.Agent, "the bootfleet agent", "build it with CGO_ENABLED=0 go build -o bootfleet-agent ./cmd/bootfleet-agent")
+	agent, agentArch, err := readStatic(o.Agent, "the bootfleet agent", "build it with CGO_ENABLED=0 go build -o bootfleet-agent ./cmd/bootfleet-agent")
 	if err != nil {
 		return Result{}, err
 	}
-	busybox, err := readStatic(o.Busybox, "busybox", "install Debian's busybox-static")
+	busybox, busyboxArch, err := readStatic(o.Busybox, "busybox", "install Debian's busybox-static")
 	if err != nil {
 		return Result{}, err
 	}
@@ -168,10 +168,17 @@ func Build(out io.Writer, o Options) (Result, error) {
 	try(w.File("etc/udhcpc/script", 0o755, udhcpcScript))
 	try(w.File("etc/modules", 0o644, []byte(strings.Join(res.Modules, "\n")+"\n")))
 	try(w.File("etc/bootfleet-initramfs", 0o644, []byte("kernel="+res.KernelVersion+"\n")))
-	for _, m := range mods {
+	for i, m := range mods {
 		data, err := ReadModule(m.Path)
 		if err != nil {
 			return Result{}, err
+		}
+		if i == 0 {
+			// An initramfs of another architecture's programs would only
+			// fail at boot, as the kernel's "exec format error" on /init.
+			if err := sameArch(data, m.Name, agentArch, o.Agent, busyboxArch, o.Busybox); err != nil {
+				return Result{}, err
+			}
 		}
 		try(w.File("lib/modules/"+m.Name+".ko", 0o644, data))
 	}
@@ -195,22 +202,39 @@ func countSet(vs ...string) int {
 
 // readStatic reads an executable that must run without a dynamic loader,
 // since the initramfs has none.
-func readStatic(path, what, fix string) ([]byte, error) {
+func readStatic(path, what, fix string) ([]byte, elf.Machine, error) {
 	if path == "" {
-		return nil, fmt.Errorf("no path for %s; %s", what, fix)
+		return nil, 0, fmt.Errorf("no path for %s; %s", what, fix)
 	}
 	data, err := os.ReadFile(path)
 	if err != nil {
-		return nil, fmt.Errorf("read %s: %w; %s", what, err, fix)
+		return nil, 0, fmt.Errorf("read %s: %w; %s", what, err, fix)
 	}
 	f, err := elf.NewFile(bytes.NewReader(data))
 	if err != nil {
-		return nil, fmt.Errorf("%s %s is not an ELF executable: %w", what, path, err)
+		return nil, 0, fmt.Errorf("%s %s is not an ELF executable: %w", what, path, err)
 	}
 	for _, p := range f.Progs {
 		if p.Type == elf.PT_INTERP {
-			return nil, fmt.Errorf("%s %s is dynamically linked; the initramfs has no libc; %s", what, path, fix)
+			return nil, 0, fmt.Errorf("%s %s is dynamically linked; the initramfs has no libc; %s", what, path, fix)
 		}
 	}
-	return data, nil
+	return data, f.Machine, nil
+}
+
+// sameArch checks that the agent and busybox are built for the machine
+// the kernel's module (ELF) is: an arm64 kernel package needs
+// bootfleet-agent-arm64 (make build) and busybox-static:arm64.
+func sameArch(module []byte, name string, agent elf.Machine, agentPath string, busybox elf.Machine, busyboxPath string) error {
+	f, err := elf.NewFile(bytes.NewReader(module))
+	if err != nil {
+		return fmt.Errorf("module %s is not an ELF object: %w", name, err)
+	}
+	if agent != f.Machine {
+		return fmt.Errorf("the agent %s is for %s, the kernel's modules for %s; give --agent the agent built for the kernel's architecture (make build writes bin/bootfleet-agent-arm64 for arm64)", agentPath, agent, f.Machine)
+	}
+	if busybox != f.Machine {
+		return fmt.Errorf("busybox %s is for %s, the kernel's modules for %s; give --busybox a static busybox of the kernel's architecture (busybox-static:arm64 for arm64)", busyboxPath, busybox, f.Machine)
+	}
+	return nil
 }

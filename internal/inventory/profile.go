@@ -10,11 +10,19 @@ import (
 // http(s) URLs; Cmdline is a template rendered per machine by package ipxe.
 // It is the one profile type every serving package takes; the config
 // file's schema maps onto it in package inventorysvc.
+//
+// A profile names one kernel per CPU architecture: Kernel and Initrd are
+// what x86_64 machines boot, ARM64 what arm64 machines boot. Either may be
+// empty, and a machine of an architecture its profile has no kernel for
+// is refused, never given another architecture's files (Files).
 type Profile struct {
 	Name    string
-	Kernel  string
+	Kernel  string // for x86_64 machines
 	Initrd  []string
 	Cmdline string
+	// ARM64 is the kernel and initrds of arm64 machines; an empty Kernel
+	// means the profile does not boot them.
+	ARM64 ArchBoot
 	// Root is the machine's diskless root, if Root.Image is set.
 	Root Root
 	// Loader is what UEFI x64 firmware loads: empty or LoaderIPXE for
@@ -22,6 +30,46 @@ type Profile struct {
 	// iPXE ROMs always run iPXE.
 	Loader string
 	Source Source // default api
+}
+
+// ArchBoot is a kernel and its initrds for one CPU architecture: local
+// paths or http(s) URLs.
+type ArchBoot struct {
+	Kernel string   `json:"kernel"`
+	Initrd []string `json:"initrd,omitempty"`
+}
+
+// CPU architectures a profile boots, named as grub names its CPU
+// ($grub_cpu) and as Files takes them.
+const (
+	ArchX86_64 = "x86_64"
+	ArchARM64  = "arm64"
+)
+
+// Arches are the architectures p has a kernel for, x86_64 first.
+func (p Profile) Arches() []string {
+	var out []string
+	for _, a := range []string{ArchX86_64, ArchARM64} {
+		if _, ok := p.Files(a); ok {
+			out = append(out, a)
+		}
+	}
+	return out
+}
+
+// Files is the kernel and initrds p boots on arch (ArchX86_64 or
+// ArchARM64), and false when p has no kernel for arch. A profile whose
+// kernel comes from its root image (Root.Kernel image) has no files of
+// its own here.
+func (p Profile) Files(arch string) (ArchBoot, bool) {
+	var b ArchBoot
+	switch arch {
+	case ArchX86_64:
+		b = ArchBoot{Kernel: p.Kernel, Initrd: p.Initrd}
+	case ArchARM64:
+		b = p.ARM64
+	}
+	return b, b.Kernel != ""
 }
 
 // Loaders are the values of Profile.Loader.
@@ -123,17 +171,27 @@ func (p *Profile) validateKernel() error {
 			return invalid("kernel", "must be empty when root_kernel is image (the kernel comes from the root image); remove it, or remove root_kernel to boot it")
 		case len(p.Initrd) > 0:
 			return invalid("initrd", "must be empty when root_kernel is image (the initramfs is built from the root image); remove them, or remove root_kernel to boot them")
+		case p.ARM64.Kernel != "" || len(p.ARM64.Initrd) > 0:
+			return invalid("arm64", "must be empty when root_kernel is image: the image's kernel is for one architecture; give arm64 machines a profile of their own")
 		}
 		return nil
 	default:
 		return invalid("root_kernel", "want image (boot the kernel in the root image) or empty (boot kernel and initrd), got %q", p.Root.Kernel)
 	}
-	if strings.TrimSpace(p.Kernel) == "" {
-		return invalid("kernel", "required: a local path or http(s) URL of the kernel (or root_kernel image with a root_image)")
+	if strings.TrimSpace(p.Kernel) == "" && strings.TrimSpace(p.ARM64.Kernel) == "" {
+		return invalid("kernel", "required: a local path or http(s) URL of the kernel for x86_64 machines, or arm64.kernel for arm64 ones (or root_kernel image with a root_image)")
 	}
-	for i, rd := range p.Initrd {
-		if strings.TrimSpace(rd) == "" {
-			return invalid("initrd", "entry %d is empty; remove it or give a path or URL", i)
+	if strings.TrimSpace(p.Kernel) == "" && len(p.Initrd) > 0 {
+		return invalid("initrd", "given without a kernel: set kernel too, or remove the initrds")
+	}
+	if strings.TrimSpace(p.ARM64.Kernel) == "" && len(p.ARM64.Initrd) > 0 {
+		return invalid("arm64.initrd", "given without arm64.kernel: set it too, or remove the initrds")
+	}
+	for key, rds := range map[string][]string{"initrd": p.Initrd, "arm64.initrd": p.ARM64.Initrd} {
+		for i, rd := range rds {
+			if strings.TrimSpace(rd) == "" {
+				return invalid(key, "entry %d is empty; remove it or give a path or URL", i)
+			}
 		}
 	}
 	return nil

@@ -33,6 +33,7 @@ func profileFromConfig(name string, cp config.Profile) (inventory.Profile, error
 		Name:    name,
 		Kernel:  cp.Kernel,
 		Initrd:  cp.Initrd,
+		ARM64:   inventory.ArchBoot{Kernel: cp.ARM64.Kernel, Initrd: cp.ARM64.Initrd},
 		Cmdline: cp.Cmdline,
 		Root:    inventory.Root{Image: cp.Root.Image, Overlay: cp.Root.Overlay, Kernel: cp.Root.Kernel},
 		Loader:  cp.Loader,

@@ -46,6 +46,12 @@ func TestProfileFromConfig(t *testing.T) {
 			key: "profiles.p.kernel"},
 		{name: "unknown root kernel", cp: config.Profile{Kernel: "/k", Root: config.Root{Image: "d", Kernel: "vmlinuz"}},
 			key: "profiles.p.root.kernel"},
+		{name: "x86_64 and arm64", cp: config.Profile{Kernel: "/k", ARM64: config.ArchFiles{Kernel: "/a/k", Initrd: []string{"/a/i"}}, Loader: "grub"},
+			want: inventory.Profile{Name: "p", Kernel: "/k", ARM64: inventory.ArchBoot{Kernel: "/a/k", Initrd: []string{"/a/i"}}, Loader: inventory.LoaderGrub, Source: src}},
+		{name: "arm64 only", cp: config.Profile{ARM64: config.ArchFiles{Kernel: "/a/k"}},
+			want: inventory.Profile{Name: "p", ARM64: inventory.ArchBoot{Kernel: "/a/k"}, Source: src}},
+		{name: "arm64 initrd without its kernel", cp: config.Profile{Kernel: "/k", ARM64: config.ArchFiles{Initrd: []string{"/a/i"}}},
+			key: "profiles.p.arm64.initrd"},
 		{name: "no kernel", cp: config.Profile{Cmdline: "quiet"}, key: "profiles.p.kernel"},
 		{name: "unknown loader", cp: config.Profile{Kernel: "/k", Loader: "syslinux"}, key: "profiles.p.loader"},
 	}

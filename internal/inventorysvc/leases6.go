@@ -2,6 +2,8 @@ package inventorysvc
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"net"
 	"net/netip"
 
@@ -34,9 +36,15 @@ func (l *Leases6) Load(ctx context.Context) ([]dhcp6.Lease, error) {
 }
 
 // Put writes one lease and returns once the store has committed, so no
-// Reply goes out for a lease that is not durable.
+// Reply goes out for a lease that is not durable. An address another
+// client holds (another server of the fleet leased it) wraps
+// dhcp6.ErrTaken.
 func (l *Leases6) Put(ctx context.Context, le dhcp6.Lease) error {
-	return l.s.PutLease6(ctx, inventory.Lease6{DUID: le.DUID, MAC: le.MAC, IP: net.IP(le.IP.AsSlice()), Expiry: le.Expiry})
+	err := l.s.PutLease6(ctx, inventory.Lease6{DUID: le.DUID, MAC: le.MAC, IP: net.IP(le.IP.AsSlice()), Expiry: le.Expiry})
+	if errors.Is(err, inventory.ErrConflict) {
+		return fmt.Errorf("%w: %w", dhcp6.ErrTaken, err)
+	}
+	return err
 }
 
 // Delete removes duid's lease.

@@ -14,12 +14,29 @@ const (
 )
 
 // The signed chain's files as clients ask for them. Shim loads its second
-// stage from the directory it came from under the name grubx64.efi, so
-// both sit side by side, on TFTP and under HTTP /files/.
+// stage from the directory it came from under the name grubx64.efi
+// (grubaa64.efi on arm64), so both sit side by side, on TFTP and under
+// HTTP /files/.
 const (
-	ShimFile = "shimx64.efi"
-	GrubFile = "grubx64.efi"
+	ShimFile      = "shimx64.efi"
+	GrubFile      = "grubx64.efi"
+	ShimARM64File = "shimaa64.efi"
+	GrubARM64File = "grubaa64.efi"
 )
+
+// CPU names the CPU architecture a firmware architecture runs kernels of,
+// as profiles name it (inventory.ArchX86_64, inventory.ArchARM64), or ""
+// for one bootfleet boots no kernels of. 32-bit x86 UEFI boots x86_64
+// kernels (EFI mixed mode), as it always did.
+func (a Arch) CPU() string {
+	switch a {
+	case ArchBIOS, ArchEFIIA32, ArchEFIx64, ArchEFIBC, ArchEFIIA32HTTP, ArchEFIx64HTTP:
+		return "x86_64"
+	case ArchEFIARM64, ArchEFIARM64HTTP:
+		return "arm64"
+	}
+	return ""
+}
 
 // PlanConfig says which file each kind of firmware gets. The zero value of a
 // file field means its default (BIOS and UEFI x64) or "not supported" (the rest).
@@ -36,8 +53,17 @@ type PlanConfig struct {
 
 	// Signed reports whether mac boots through the signed chain (its
 	// profile's loader is grub): x86-64 UEFI firmware then gets ShimFile
-	// instead of iPXE. nil: no machine does.
+	// instead of iPXE, arm64 UEFI firmware ShimARM64File when SignedARM64.
+	// nil: no machine does.
 	Signed func(mac net.HardwareAddr) bool
+	// SignedARM64 says the arm64 shim and grub are served.
+	SignedARM64 bool
+
+	// Boots reports whether mac's profile has a kernel for cpu (Arch.CPU).
+	// A machine whose profile has none gets no boot file, so it never
+	// loads another architecture's kernel; the error says why. nil: every
+	// profile boots every architecture.
+	Boots func(mac net.HardwareAddr, cpu string) bool
 
 	// ScriptURL overrides the iPXE script URL. Default:
 	// HTTPBase+"/ipxe/"+mac with the MAC in hyphen form (52-54-00-12-34-56).
@@ -88,8 +114,11 @@ func PlanFor(c Client, mac net.HardwareAddr, cfg PlanConfig) (Plan, error) {
 		cfg.EFIx64File = DefaultEFIx64File
 	}
 	switch {
+	case c.Boot() && c.HasArch && cfg.Boots != nil && c.Arch.CPU() != "" && !cfg.Boots(mac, c.Arch.CPU()):
+		return Plan{}, fmt.Errorf("%w: the machine is %s (option 93 code %d), and its profile has no %s kernel; add one to the profile (arm64: {kernel: ...} for arm64) or give the machine a profile that has one",
+			ErrNoPlan, c.Arch, uint16(c.Arch), c.Arch.CPU())
 	case c.IPXE:
-		u, err := scriptURL(mac, cfg)
+		u, err := scriptURL(mac, c.Arch, cfg)
 		if err != nil {
 			return Plan{}, err
 		}
@@ -126,8 +155,13 @@ func firmwareFile(a Arch, mac net.HardwareAddr, cfg PlanConfig) (string, error) 
 	switch a {
 	case ArchEFIx64, ArchEFIBC, ArchEFIx64HTTP:
 		return ShimFile, nil
+	case ArchEFIARM64, ArchEFIARM64HTTP:
+		if cfg.SignedARM64 {
+			return ShimARM64File, nil
+		}
+		return "", fmt.Errorf("%w: the machine's profile has loader grub and the client is %s, but no arm64 shim and grub are served; set secure_boot.shim_arm64 and secure_boot.grub_arm64 (scripts/arm64.sh fetches them)", ErrNoPlan, a)
 	}
-	return "", fmt.Errorf("%w: the machine's profile has loader grub, but the signed shim and grub are for uefi-x64 and the client is %s; give it a profile with loader ipxe", ErrNoPlan, a)
+	return "", fmt.Errorf("%w: the machine's profile has loader grub, but the signed shim and grub are for uefi-x64 and uefi-arm64 and the client is %s; give it a profile with loader ipxe", ErrNoPlan, a)
 }
 
 // efiFile maps a UEFI architecture (PXE or HTTP flavour) to its iPXE binary.
@@ -149,14 +183,20 @@ func efiFile(a Arch, cfg PlanConfig) (string, error) {
 	return f, nil
 }
 
-func scriptURL(mac net.HardwareAddr, cfg PlanConfig) (string, error) {
+// scriptURL is iPXE's script URL. An arm64 iPXE's asks for the arm64
+// kernel (?arch=arm64); x86 ones keep the plain URL.
+func scriptURL(mac net.HardwareAddr, a Arch, cfg PlanConfig) (string, error) {
 	if cfg.ScriptURL != nil {
 		return cfg.ScriptURL(mac), nil
 	}
 	if cfg.HTTPBase == "" {
 		return "", fmt.Errorf("%w: iPXE client but no HTTP base URL is configured for its script; set the HTTP listen address", ErrNoPlan)
 	}
-	return strings.TrimRight(cfg.HTTPBase, "/") + "/ipxe/" + HyphenMAC(mac), nil
+	u := strings.TrimRight(cfg.HTTPBase, "/") + "/ipxe/" + HyphenMAC(mac)
+	if a.CPU() == "arm64" {
+		u += "?arch=arm64"
+	}
+	return u, nil
 }
 
 // HyphenMAC formats a MAC as 52-54-00-12-34-56, the form used in URLs

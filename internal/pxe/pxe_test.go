@@ -3,6 +3,7 @@ package pxe
 import (
 	"errors"
 	"net"
+	"strings"
 	"testing"
 
 	"github.com/insomniacslk/dhcp/dhcpv4"
@@ -94,6 +95,11 @@ func TestPlanFor(t *testing.T) {
 	signed.Signed = func(m net.HardwareAddr) bool { return m.String() == mac.String() }
 	unsigned := signed
 	unsigned.Signed = func(net.HardwareAddr) bool { return false }
+	signedARM := signed
+	signedARM.SignedARM64 = true
+	// The machine's profile has an x86_64 kernel only.
+	x86Only := signedARM
+	x86Only.Boots = func(m net.HardwareAddr, cpu string) bool { return cpu == "x86_64" }
 
 	tests := []struct {
 		name    string
@@ -127,6 +133,13 @@ func TestPlanFor(t *testing.T) {
 		{"signed bios still gets ipxe", Client{PXE: true, Arch: ArchBIOS}, signed, Plan{ProtoTFTP, "ipxe.pxe", ""}, false},
 		{"signed ipxe still gets its script", Client{PXE: true, IPXE: true, Arch: ArchEFIx64}, signed, Plan{ProtoHTTP, "http://10.0.0.1:8080/ipxe/52-54-00-12-34-56", ""}, false},
 		{"signed arm64 has no chain", Client{PXE: true, Arch: ArchEFIARM64}, signed, Plan{}, true},
+		{"signed arm64 gets the arm64 shim", Client{PXE: true, HasArch: true, Arch: ArchEFIARM64}, signedARM, Plan{ProtoTFTP, "shimaa64.efi", ""}, false},
+		{"signed arm64 http boot gets the arm64 shim", Client{HTTPBoot: true, HasArch: true, Arch: ArchEFIARM64HTTP}, signedARM, Plan{ProtoHTTP, "http://10.0.0.1:8080/files/shimaa64.efi", "HTTPClient"}, false},
+		{"arm64 on an x86_64-only profile", Client{PXE: true, HasArch: true, Arch: ArchEFIARM64}, x86Only, Plan{}, true},
+		{"arm64 http boot on an x86_64-only profile", Client{HTTPBoot: true, HasArch: true, Arch: ArchEFIARM64HTTP}, x86Only, Plan{}, true},
+		{"arm64 ipxe asks for the arm64 script", Client{IPXE: true, HasArch: true, Arch: ArchEFIARM64}, signedARM, Plan{ProtoHTTP, "http://10.0.0.1:8080/ipxe/52-54-00-12-34-56?arch=arm64", ""}, false},
+		{"arm64 ipxe on an x86_64-only profile", Client{IPXE: true, HasArch: true, Arch: ArchEFIARM64}, x86Only, Plan{}, true},
+		{"x64 on an x86_64-only profile", Client{PXE: true, HasArch: true, Arch: ArchEFIx64}, x86Only, Plan{ProtoTFTP, "shimx64.efi", ""}, false},
 		{"another machine gets ipxe", Client{PXE: true, Arch: ArchEFIx64}, unsigned, Plan{ProtoTFTP, "ipxe.efi", ""}, false},
 	}
 	for _, tt := range tests {
@@ -145,6 +158,21 @@ func TestPlanFor(t *testing.T) {
 				t.Errorf("PlanFor = %+v, want %+v", got, tt.want)
 			}
 		})
+	}
+}
+
+// TestPlanForWrongArchSaysWhy: the refusal names the machine's
+// architecture and what to add to its profile.
+func TestPlanForWrongArchSaysWhy(t *testing.T) {
+	cfg := PlanConfig{HTTPBase: "http://h", Boots: func(net.HardwareAddr, string) bool { return false }}
+	_, err := PlanFor(Client{PXE: true, HasArch: true, Arch: ArchEFIARM64}, mac, cfg)
+	if err == nil || !strings.Contains(err.Error(), "uefi-arm64") || !strings.Contains(err.Error(), "no arm64 kernel") {
+		t.Fatalf("PlanFor = %v, want an error naming uefi-arm64 and the missing arm64 kernel", err)
+	}
+	for a, cpu := range map[Arch]string{ArchEFIx64: "x86_64", ArchEFIIA32: "x86_64", ArchBIOS: "x86_64", ArchEFIARM64HTTP: "arm64", ArchEFIARM32: ""} {
+		if got := a.CPU(); got != cpu {
+			t.Errorf("%s.CPU() = %q, want %q", a, got, cpu)
+		}
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/netip"
 	"strconv"
 	"strings"
 )
@@ -21,6 +22,19 @@ var ErrNoRoot = errors.New("no " + Key + "= on the kernel command line")
 type Server struct {
 	Host string // IP address or host name, without brackets
 	Port int    // 1..65535
+}
+
+// IPv6 says whether Host is an IPv6 address; a host name is neither
+// family until it is resolved.
+func (s Server) IPv6() bool {
+	a, err := netip.ParseAddr(s.Host)
+	return err == nil && a.Is6() && !a.Is4In6()
+}
+
+// IPv4 says whether Host is an IPv4 address.
+func (s Server) IPv4() bool {
+	a, err := netip.ParseAddr(s.Host)
+	return err == nil && a.Unmap().Is4()
 }
 
 // Addr is Host:Port in the form net.Dial wants.
@@ -81,8 +95,9 @@ func FromCmdline(cmdline string) (Target, error) {
 
 // Parse parses nbd:HOST:PORT:EXPORT, or with several servers that all
 // serve the export, nbd:HOST:PORT,HOST:PORT,...:EXPORT (at most
-// MaxServers), in the order to try them. HOST may be an IPv6 address in
-// brackets; EXPORT is everything after the colon that ends the last port
+// MaxServers), in the order to try them. HOST is an IPv4 address, a host
+// name, or an IPv6 address in brackets ([fd00::1]:10809), and the list may
+// mix families; EXPORT is everything after the colon that ends the last port
 // (it may hold colons and commas) and must not be empty, since bootfleet
 // never serves a default export.
 func Parse(s string) (Target, error) {
@@ -102,6 +117,12 @@ func Parse(s string) (Target, error) {
 				return bad("unterminated [IPv6] host")
 			}
 			host, rest = rest[1:end], rest[end+2:]
+			// Brackets are for IPv6 literals only, so that a server's
+			// family is known from the argument alone (the agent sets up
+			// the families its servers need before it dials).
+			if a, err := netip.ParseAddr(host); err != nil || !a.Is6() || a.Is4In6() {
+				return bad(fmt.Sprintf("[%s] is not an IPv6 address", host))
+			}
 		} else {
 			var found bool
 			host, rest, found = strings.Cut(rest, ":")

@@ -23,7 +23,8 @@ func TestParse(t *testing.T) {
 		{in: "nbd:a:1,:x", wantErr: "empty host"},
 		{in: "nbd:a:1,b:x:e", wantErr: "port \"x\" is not"},
 		{in: "nbd:a:1,b:2", wantErr: "no export name"},
-		{in: "nbd:[a,b]:1:x", wantErr: "not an address"},
+		{in: "nbd:[a,b]:1:x", wantErr: "not an IPv6 address"},
+		{in: "nbd:a b:1:x", wantErr: "not an address"},
 		{in: "nbd:" + strings.Repeat("a:1,", MaxServers) + "a:1:x", wantErr: "more than 16 servers"},
 		{in: "10.0.0.1:10809:abc", wantErr: "no nbd: scheme"},
 		{in: "nbd:10.0.0.1", wantErr: "no port"},
@@ -34,6 +35,12 @@ func TestParse(t *testing.T) {
 		{in: "nbd:h:70000:x", wantErr: "not 1..65535"},
 		{in: "nbd:h:port:x", wantErr: "not 1..65535"},
 		{in: "nbd:[fd00::1:10809:x", wantErr: "unterminated"},
+		{in: "nbd:[server]:10809:x", wantErr: "[server] is not an IPv6 address"},
+		{in: "nbd:[10.0.0.1]:10809:x", wantErr: "is not an IPv6 address"},
+		{in: "nbd:[::ffff:10.0.0.1]:10809:x", wantErr: "is not an IPv6 address"},
+		{in: "nbd:[fe80::1%eth0]:10809:x", want: Target{Host: "fe80::1%eth0", Port: 10809, Export: "x"}},
+		{in: "nbd:[fd00::1]:10809,10.0.0.2:10809,[fd00::3]:1:x", want: Target{Host: "fd00::1", Port: 10809, Export: "x",
+			Fallbacks: []Server{{"10.0.0.2", 10809}, {"fd00::3", 1}}}},
 	} {
 		t.Run(tc.in, func(t *testing.T) {
 			got, err := Parse(tc.in)
@@ -64,6 +71,26 @@ func TestTargetStringHidesSecret(t *testing.T) {
 	}
 	if a := tg.Arg(); a != "nbd:10.0.0.1:10809,[fd00::2]:2:s3cret" {
 		t.Errorf("Arg() = %q, want the bootfleet.root= value with the secret", a)
+	}
+}
+
+// TestServerFamily: a server's family is known from its address alone; a
+// host name has none until it is resolved.
+func TestServerFamily(t *testing.T) {
+	for _, tc := range []struct {
+		host       string
+		ipv4, ipv6 bool
+	}{
+		{"10.0.0.1", true, false},
+		{"fd00::1", false, true},
+		{"fe80::1%eth0", false, true},
+		{"::ffff:10.0.0.1", true, false},
+		{"server.lab", false, false},
+	} {
+		s := Server{Host: tc.host, Port: 1}
+		if s.IPv4() != tc.ipv4 || s.IPv6() != tc.ipv6 {
+			t.Errorf("%q: IPv4() %v IPv6() %v, want %v %v", tc.host, s.IPv4(), s.IPv6(), tc.ipv4, tc.ipv6)
+		}
 	}
 }
 
@@ -103,6 +130,11 @@ func FuzzParse(f *testing.F) {
 		for _, sv := range servers {
 			if sv.Host == "" || strings.ContainsAny(sv.Host, ",[]") || sv.Port < 1 || sv.Port > 65535 {
 				t.Fatalf("Parse(%q) accepted server %+v", s, sv)
+			}
+			// A host with a colon can only have come in brackets, which
+			// hold IPv6 addresses only.
+			if strings.Contains(sv.Host, ":") != sv.IPv6() {
+				t.Fatalf("Parse(%q) accepted server %+v: a host with a colon must be an IPv6 address", s, sv)
 			}
 		}
 		back, err := Parse(tg.Arg())

@@ -16,6 +16,8 @@ func TestAssets(t *testing.T) {
 		{"/", "text/html", `<table id="servers">`},
 		{"/ui/app.js", "javascript", `call("GET", "/servers")`},
 		{"/ui/app.css", "text/css", "#timeline"},
+		{"/", "text/html", `<table id="images">`},
+		{"/ui/app.js", "javascript", `call("GET", "/images")`},
 	} {
 		t.Run(tc.path, func(t *testing.T) {
 			rec := httptest.NewRecorder()

@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -444,15 +445,23 @@ func startNBDRootServer(t *testing.T, e *env, n *nbdEnv, lan *netns, dir string)
 // get Data and NBDInitrd added.
 func startRootServer(t *testing.T, e *env, n *nbdEnv, lan *netns, dir string, tmpl *template.Template, vars map[string]string) (*proc, *bootfleetCLI) {
 	t.Helper()
-	data := filepath.Join(t.TempDir(), "data")
 	image := filepath.Join(t.TempDir(), "root.ext4")
 	makeRootImage(t, image)
-	vars["Data"], vars["NBDInitrd"] = data, n.initrd
-	server := startBootfleetConfig(t, e, lan, dir, tmpl, vars)
-	if err := lan.waitTCP(serverIP, 10809, 10*time.Second, server.alive); err != nil {
+	vars["NBDInitrd"] = n.initrd
+	return serveRootImage(t, e, lan, dir, tmpl, vars, serverIP, image)
+}
+
+// serveRootImage starts bootfleet with tmpl (vars get Data) reached at
+// addr, waits for its NBD listener and imports image as nbdImageName.
+func serveRootImage(t *testing.T, e *env, lan *netns, dir string, tmpl *template.Template, vars map[string]string, addr, image string) (*proc, *bootfleetCLI) {
+	t.Helper()
+	data := filepath.Join(t.TempDir(), "data")
+	vars["Data"] = data
+	server := startBootfleetAt(t, e, lan, dir, tmpl, vars, addr)
+	if err := lan.waitTCP(addr, 10809, 10*time.Second, server.alive); err != nil {
 		t.Fatalf("bootfleet's NBD server: %v\n%s", err, server.out.tail(30))
 	}
-	cli := &bootfleetCLI{t: t, e: e, ns: lan, data: data, log: filepath.Join(dir, "cli.log")}
+	cli := &bootfleetCLI{t: t, e: e, ns: lan, data: data, log: filepath.Join(dir, "cli.log"), server: "http://" + net.JoinHostPort(addr, "8080")}
 	cli.run("image", "import", nbdImageName, image)
 	return server, cli
 }

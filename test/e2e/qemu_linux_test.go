@@ -70,6 +70,9 @@ func (v vm) waitFor(t testing.TB) time.Duration {
 // panic into a QEMU exit, so a broken boot ends the wait early.
 func startVM(t testing.TB, e *env, ns *netns, dir string, v vm) *proc {
 	t.Helper()
+	if v.fw == aavmf || v.fw == aavmfSecure {
+		return startARM64VM(t, ns, dir, v)
+	}
 	args := qemuArgs(t, e, v)
 	name := "qemu-" + string(v.fw) + "-" + v.mac
 	os.WriteFile(filepath.Join(dir, name+".cmd"), []byte("qemu-system-x86_64 "+strings.Join(args, " ")+"\n"), 0o644)

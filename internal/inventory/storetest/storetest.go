@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"reflect"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -295,6 +296,16 @@ func testProfileCRUD(t *testing.T, b Backend) {
 	if got := must[inventory.Profile](t)(s.UpdateProfile(c, back)); !reflect.DeepEqual(got, back) {
 		t.Fatalf("UpdateProfile back to its own kernel = %#v, want %#v", got, back)
 	}
+	// Kernels for two architectures, and an arm64 one alone.
+	both := back
+	both.ARM64 = inventory.ArchBoot{Kernel: "/arm64/vmlinuz", Initrd: []string{"/arm64/initrd.img"}}
+	if got := must[inventory.Profile](t)(s.UpdateProfile(c, both)); !reflect.DeepEqual(got, both) {
+		t.Fatalf("UpdateProfile with an arm64 kernel = %#v, want %#v", got, both)
+	}
+	armOnly := inventory.Profile{Name: "arm", Initrd: []string{}, ARM64: inventory.ArchBoot{Kernel: "/arm64/vmlinuz"}, Source: inventory.SourceAPI}
+	if got := must[inventory.Profile](t)(s.CreateProfile(c, armOnly)); !reflect.DeepEqual(got, armOnly) || !slices.Equal(got.Arches(), []string{inventory.ArchARM64}) {
+		t.Fatalf("CreateProfile of an arm64-only profile = %#v (arches %v), want %#v", got, got.Arches(), armOnly)
+	}
 	if err := s.DeleteProfile(c, "linux"); err != nil {
 		t.Fatal(err)
 	}
@@ -328,6 +339,10 @@ func testProfileErrors(t *testing.T, b Backend) {
 		{inventory.Profile{Name: "x", Initrd: []string{"i"}, Root: inventory.Root{Image: "debian", Kernel: "image"}}, "initrd"},
 		{inventory.Profile{Name: "x", Kernel: "k", Root: inventory.Root{Image: "debian", Kernel: "own"}}, "root_kernel"},
 		{inventory.Profile{Name: "x", Kernel: "k", Loader: "shim"}, "loader"},
+		{inventory.Profile{Name: "x", Initrd: []string{"i"}, ARM64: inventory.ArchBoot{Kernel: "k"}}, "initrd"},
+		{inventory.Profile{Name: "x", Kernel: "k", ARM64: inventory.ArchBoot{Initrd: []string{"i"}}}, "arm64.initrd"},
+		{inventory.Profile{Name: "x", ARM64: inventory.ArchBoot{Kernel: "k", Initrd: []string{""}}}, "arm64.initrd"},
+		{inventory.Profile{Name: "x", ARM64: inventory.ArchBoot{Kernel: "k"}, Root: inventory.Root{Image: "debian", Kernel: "image"}}, "arm64"},
 	} {
 		_, err = s.CreateProfile(c, tc.p)
 		wantErr(t, err, inventory.ErrInvalid, tc.field)

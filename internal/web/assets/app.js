@@ -66,6 +66,10 @@ async function refresh() {
     try { profiles = ((await call("GET", "/profiles")).profiles || []).map((p) => p.name); } catch (e) { /* names only */ }
   }
   try { renderServers((await call("GET", "/servers")).servers || []); } catch (e) { /* the machines still show */ }
+  try {
+    const [imgs, profs] = await Promise.all([call("GET", "/images"), call("GET", "/profiles")]);
+    renderImages(imgs.images || [], profs.profiles || [], machines.machines || []);
+  } catch (e) { /* the machines still show */ }
   const list = boots.boots || [];
   renderFleet(machines.machines || [], list);
   renderBoots(list);
@@ -92,6 +96,29 @@ function renderServers(servers) {
     tr.append(el("td", s.name), el("td", s.status, "status-" + s.status), el("td", s.version || "-"),
       el("td", (s.addrs || []).join(", ") || "-"), el("td", String(s.tftp_transfers)), el("td", String(s.nbd_sessions)),
       el("td", s.bytes_per_sec ? bytes(s.bytes_per_sec) + "/s" : "-"), el("td", fmtTime(s.heartbeat) + " (" + age + " s ago)"));
+    tb.append(tr);
+  }
+}
+
+// The fleet's images: their content, the servers holding it (with their
+// status) and the machines whose profile roots them on it. A machine
+// with no profile of its own (the default profile) is not counted.
+function renderImages(images, profs, machines) {
+  const root = {};
+  for (const p of profs) if (p.root_image) root[p.name] = p.root_image;
+  const tb = $("#images tbody");
+  tb.replaceChildren();
+  for (const img of images) {
+    const tr = el("tr");
+    tr.dataset.image = img.name;
+    const sha = el("td", img.sha256.slice(0, 12), "sha");
+    sha.title = img.sha256;
+    const held = el("td", null, "held");
+    for (const s of img.servers || []) held.append(el("span", s.name, "status-" + s.status), " ");
+    if (!(img.servers || []).length) held.textContent = "none yet";
+    const booting = machines.filter((m) => m.profile && root[m.profile] === img.name).map((m) => m.name || m.mac);
+    tr.append(el("td", img.name), sha, el("td", bytes(img.size)), el("td", fmtTime(img.imported)), held,
+      el("td", booting.join(", ") || "-", "booted"));
     tb.append(tr);
   }
 }

@@ -10,19 +10,22 @@ import (
 	"github.com/bootfleet/bootfleet/internal/inventory"
 )
 
-const profileCols = `name, kernel, initrds, cmdline, root_image, overlay, root_kernel, loader, source`
+const profileCols = `name, kernel, initrds, cmdline, root_image, overlay, root_kernel, loader, source, arm64`
 
 func scanProfile(sc interface{ Scan(...any) error }) (inventory.Profile, error) {
 	var (
-		p               inventory.Profile
-		initrds, source string
+		p                      inventory.Profile
+		initrds, source, arm64 string
 	)
-	if err := sc.Scan(&p.Name, &p.Kernel, &initrds, &p.Cmdline, &p.Root.Image, &p.Root.Overlay, &p.Root.Kernel, &p.Loader, &source); err != nil {
+	if err := sc.Scan(&p.Name, &p.Kernel, &initrds, &p.Cmdline, &p.Root.Image, &p.Root.Overlay, &p.Root.Kernel, &p.Loader, &source, &arm64); err != nil {
 		return p, err
 	}
 	p.Source = inventory.Source(source)
 	if err := json.Unmarshal([]byte(initrds), &p.Initrd); err != nil {
 		return p, fmt.Errorf("stored initrds of profile %s: %w", p.Name, err)
+	}
+	if err := json.Unmarshal([]byte(arm64), &p.ARM64); err != nil {
+		return p, fmt.Errorf("stored arm64 files of profile %s: %w", p.Name, err)
 	}
 	return p, nil
 }
@@ -65,7 +68,11 @@ func profileArgs(p inventory.Profile) ([]any, error) {
 	if err != nil {
 		return nil, err
 	}
-	return []any{p.Kernel, rds, p.Cmdline, p.Root.Image, p.Root.Overlay, p.Root.Kernel, p.Loader, string(p.Source), p.Name}, nil
+	arm64, err := jsonArg(p.ARM64)
+	if err != nil {
+		return nil, err
+	}
+	return []any{p.Kernel, rds, p.Cmdline, p.Root.Image, p.Root.Overlay, p.Root.Kernel, p.Loader, string(p.Source), arm64, p.Name}, nil
 }
 
 // CreateProfile implements inventory.Profiles.
@@ -86,8 +93,8 @@ func (s *Store) CreateProfile(ctx context.Context, p inventory.Profile) (invento
 		if !errors.Is(err, sql.ErrNoRows) {
 			return s.dbErr("read profile", err)
 		}
-		_, err = s.exec(ctx, tx, `INSERT INTO profiles (kernel, initrds, cmdline, root_image, overlay, root_kernel, loader, source, name)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`, args...)
+		_, err = s.exec(ctx, tx, `INSERT INTO profiles (kernel, initrds, cmdline, root_image, overlay, root_kernel, loader, source, arm64, name)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`, args...)
 		return err
 	})
 	if err != nil {
@@ -106,7 +113,7 @@ func (s *Store) UpdateProfile(ctx context.Context, p inventory.Profile) (invento
 		return p, err
 	}
 	err = s.tx(ctx, func(tx *sql.Tx) error {
-		res, err := s.exec(ctx, tx, `UPDATE profiles SET kernel = ?, initrds = ?, cmdline = ?, root_image = ?, overlay = ?, root_kernel = ?, loader = ?, source = ?
+		res, err := s.exec(ctx, tx, `UPDATE profiles SET kernel = ?, initrds = ?, cmdline = ?, root_image = ?, overlay = ?, root_kernel = ?, loader = ?, source = ?, arm64 = ?
 			WHERE name = ?`, args...)
 		if err != nil {
 			return err

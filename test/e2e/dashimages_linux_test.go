@@ -1,0 +1,60 @@
+package e2e
+
+import (
+	"fmt"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+)
+
+// TestDashboardImages: the dashboard's images view, in headless
+// chromium, shows an imported image with its content hash and size, the
+// server holding it, and the machines whose profiles root them on it
+// (eph1 and pers1 of nbdRootConfig). No VM boots.
+func TestDashboardImages(t *testing.T) {
+	e := needEnv(t)
+	dir := artifactDir(t)
+	lan := newLAN(t)
+	image := filepath.Join(t.TempDir(), "root.ext4")
+	makeRootImage(t, image)
+	serveRootImage(t, e, lan, dir, nbdRootConfig, map[string]string{"NBDInitrd": e.initrd}, serverIP, image)
+	web := proxyInto(t, lan, serverIP+":8080")
+	token := apiToken(t, dir)
+	var imgs struct {
+		Images []struct {
+			Name, SHA256 string
+			Servers      []struct{ Name string }
+		}
+	}
+	getJSON(t, web+"/api/v1/images", token, &imgs)
+	if len(imgs.Images) != 1 || len(imgs.Images[0].Servers) != 1 {
+		t.Fatalf("GET /api/v1/images = %+v, want %s held by this server", imgs, nbdImageName)
+	}
+	img := imgs.Images[0]
+
+	ctx := startBrowser(t, 90*time.Second)
+	row := fmt.Sprintf(`#images tbody tr[data-image=%q]`, nbdImageName)
+	err := chromedp.Do(ctx, chromedp.Navigate(web+"/"))
+	if err == nil {
+		_, err = chromedp.Run(ctx, chromedp.Evaluate[bool](fmt.Sprintf(`localStorage.setItem("bootfleet-token", %q), true`, token)))
+	}
+	if err == nil {
+		err = chromedp.Do(ctx, chromedp.Reload(), chromedp.WaitVisible(row))
+	}
+	screenshot(ctx, dir, "dashboard-images.png")
+	if err != nil {
+		t.Fatalf("dashboard at %s: no row %s: %v", web, row, err)
+	}
+	text, err := chromedp.Run(ctx, chromedp.Text(row))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{nbdImageName, img.SHA256[:12], "64.0 MiB", img.Servers[0].Name, "eph1", "pers1"} {
+		if !strings.Contains(text, want) {
+			t.Errorf("images row %q lacks %q", text, want)
+		}
+	}
+}
