@@ -38,6 +38,12 @@ var wantScope = map[string]inventory.Scope{
 	"DELETE /tokens/{name}":      admin,
 	"GET /audit":                 admin,
 	"GET /openapi.json":          "",
+
+	// Image versions (issue 33): retire, like import, is admin.
+	"GET /images/{name}/versions":                    read,
+	"POST /images/{name}/versions/{version}/promote": operate,
+	"POST /images/{name}/rollback":                   operate,
+	"POST /images/{name}/versions/{version}/retire":  admin,
 }
 
 // scopeTokens makes one stored token of each scope and returns their

@@ -160,9 +160,9 @@ func (s *Service) fetchFrom(img inventory.Image, peer, base string) error {
 // hold it, least loaded first.
 func (s *Service) plan(ctx context.Context, sha string) (inventory.Image, []inventory.ServerInfo, error) {
 	listed := s.cfg.Now()
-	imgs, err := s.cfg.Store.ListImages(ctx)
+	imgs, err := s.contents(ctx)
 	if err != nil {
-		return inventory.Image{}, nil, fmt.Errorf("images: content %.12s: reading the images: %w", sha, err)
+		return inventory.Image{}, nil, fmt.Errorf("images: content %.12s: %w", sha, err)
 	}
 	i := slices.IndexFunc(imgs, func(img inventory.Image) bool { return img.SHA256 == sha })
 	if i < 0 {

@@ -11,14 +11,17 @@ import (
 	"github.com/bootfleet/bootfleet/internal/imagepeer"
 	"github.com/bootfleet/bootfleet/internal/imagestore"
 	"github.com/bootfleet/bootfleet/internal/inventory"
+	"github.com/bootfleet/bootfleet/internal/rootdisk"
 )
 
 // Store is what a Service reads and writes in the fleet's store: the
 // names, the copies, and the servers holding them.
 type Store interface {
 	inventory.Images
+	inventory.ImageVersions
 	inventory.ImageCopies
 	ListServers(ctx context.Context) ([]inventory.ServerInfo, error)
+	ListProfiles(ctx context.Context) ([]inventory.Profile, error)
 }
 
 // Blobs is this server's image content; *imagestore.Store implements it.
@@ -40,6 +43,8 @@ type Boots interface {
 	// returns, with new boots of sha held off, so content drop deletes is
 	// never promised to a machine; the error is drop's.
 	InUse(sha string, drop func() error) (bool, error)
+	// Users lists the machines reading content sha, for listings.
+	Users(sha string) []rootdisk.Use
 }
 
 // Kernels are the boot files built from image content;
@@ -170,7 +175,7 @@ func (s *Service) Check(ctx context.Context) {
 		s.record(ctx)
 	}
 	listed := s.cfg.Now()
-	imgs, err := s.cfg.Store.ListImages(ctx)
+	imgs, err := s.contents(ctx)
 	if err != nil {
 		s.warn(ctx, "image copies: reading the images failed; checking again every interval, logged again once it works", err)
 		return

@@ -63,7 +63,8 @@ type ImageVersion struct {
 // rollback whole or not at all.
 type ImageVersions interface {
 	// ListImageVersions returns image's versions ordered by number, or
-	// ErrNotFound when there is no such image.
+	// ErrNotFound when there is no such image; image "" lists every
+	// image's, ordered by image, then number.
 	ListImageVersions(ctx context.Context, image string) ([]ImageVersion, error)
 	// AddImageVersion records v as the image's next version and returns
 	// it numbered. The first version of an image is made its production
@@ -71,12 +72,11 @@ type ImageVersions interface {
 	// current. A maintenance version while another is open fails with
 	// ErrConflict naming the machine holding it.
 	AddImageVersion(ctx context.Context, v ImageVersion) (ImageVersion, error)
-	// StepImageVersion applies op to version of image (version 0 for
-	// rollback, which acts on the current production version) and
-	// returns the version as it is now (abandon: as it was). A refused
-	// step fails with ErrConflict saying why; retiring a version a
-	// profile or machine pins fails with ErrConflict naming them.
-	StepImageVersion(ctx context.Context, image string, version int, op VersionOp) (ImageVersion, error)
+	// StepImageVersion applies op, at time at, to version of image
+	// (version 0 for rollback, which acts on the current production
+	// version) and returns the version as it is now (abandon: as it
+	// was). A refused step fails with ErrConflict saying why.
+	StepImageVersion(ctx context.Context, image string, version int, op VersionOp, at time.Time) (ImageVersion, error)
 }
 
 // Step is the version state machine: the state a version in from moves

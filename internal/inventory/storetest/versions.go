@@ -50,45 +50,45 @@ func testImageVersions(t *testing.T, b Backend) {
 	if err == nil || !strings.Contains(err.Error(), "52:54:00:00:00:01") {
 		t.Fatalf("second edit: %v, want the holder named", err)
 	}
-	_, err = s.StepImageVersion(c, "lab", 3, inventory.OpPromote)
+	_, err = s.StepImageVersion(c, "lab", 3, inventory.OpPromote, time.Time{})
 	wantErr(t, err, inventory.ErrConflict, "state")
-	v3 := must[inventory.ImageVersion](t)(s.StepImageVersion(c, "lab", 3, inventory.OpCommit))
+	v3 := must[inventory.ImageVersion](t)(s.StepImageVersion(c, "lab", 3, inventory.OpCommit, time.Time{}))
 	if v3.State != inventory.VersionTest || v3.Machine != "" {
 		t.Fatalf("committed = %+v, want test without machine", v3)
 	}
 
-	must[inventory.ImageVersion](t)(s.StepImageVersion(c, "lab", 2, inventory.OpPromote))
+	must[inventory.ImageVersion](t)(s.StepImageVersion(c, "lab", 2, inventory.OpPromote, time.Time{}))
 	current(2, sha(2))
-	must[inventory.ImageVersion](t)(s.StepImageVersion(c, "lab", 3, inventory.OpPromote))
+	must[inventory.ImageVersion](t)(s.StepImageVersion(c, "lab", 3, inventory.OpPromote, time.Time{}))
 	current(3, sha(2))
-	_, err = s.StepImageVersion(c, "lab", 3, inventory.OpRetire)
+	_, err = s.StepImageVersion(c, "lab", 3, inventory.OpRetire, time.Time{})
 	wantErr(t, err, inventory.ErrConflict, "state")
 
 	// Rollback goes back one promote at a time; the rolled-back version
 	// is kept, in test.
-	back := must[inventory.ImageVersion](t)(s.StepImageVersion(c, "lab", 0, inventory.OpRollback))
+	back := must[inventory.ImageVersion](t)(s.StepImageVersion(c, "lab", 0, inventory.OpRollback, time.Time{}))
 	if back.Version != 3 || back.State != inventory.VersionTest {
 		t.Fatalf("rolled back = %+v, want version 3 back in test", back)
 	}
 	current(2, sha(2))
-	must[inventory.ImageVersion](t)(s.StepImageVersion(c, "lab", 0, inventory.OpRollback))
+	must[inventory.ImageVersion](t)(s.StepImageVersion(c, "lab", 0, inventory.OpRollback, time.Time{}))
 	current(1, sha(1))
-	_, err = s.StepImageVersion(c, "lab", 0, inventory.OpRollback)
+	_, err = s.StepImageVersion(c, "lab", 0, inventory.OpRollback, time.Time{})
 	wantErr(t, err, inventory.ErrConflict, "version")
 	current(1, sha(1))
 
-	must[inventory.ImageVersion](t)(s.StepImageVersion(c, "lab", 2, inventory.OpRetire))
-	_, err = s.StepImageVersion(c, "lab", 2, inventory.OpPromote)
+	must[inventory.ImageVersion](t)(s.StepImageVersion(c, "lab", 2, inventory.OpRetire, time.Time{}))
+	_, err = s.StepImageVersion(c, "lab", 2, inventory.OpPromote, time.Time{})
 	wantErr(t, err, inventory.ErrConflict, "state")
-	_, err = s.StepImageVersion(c, "lab", 9, inventory.OpPromote)
+	_, err = s.StepImageVersion(c, "lab", 9, inventory.OpPromote, time.Time{})
 	wantErr(t, err, inventory.ErrNotFound, "version")
-	_, err = s.StepImageVersion(c, "none", 1, inventory.OpPromote)
+	_, err = s.StepImageVersion(c, "none", 1, inventory.OpPromote, time.Time{})
 	wantErr(t, err, inventory.ErrNotFound, "name")
 
 	// A second edit after an abandon is welcome.
 	v4 := must[inventory.ImageVersion](t)(s.AddImageVersion(c, inventory.ImageVersion{Image: "lab", SHA256: sha(1), Size: 1 << 20,
 		Parent: 1, State: inventory.VersionMaintenance, Machine: "52:54:00:00:00:02"}))
-	if gone := must[inventory.ImageVersion](t)(s.StepImageVersion(c, "lab", v4.Version, inventory.OpAbandon)); gone.Version != 4 {
+	if gone := must[inventory.ImageVersion](t)(s.StepImageVersion(c, "lab", v4.Version, inventory.OpAbandon, time.Time{})); gone.Version != 4 {
 		t.Fatalf("abandoned %+v, want version 4", gone)
 	}
 	s = b.Reopen(t, s)
@@ -103,6 +103,9 @@ func testImageVersions(t *testing.T, b Backend) {
 	}
 	if vs[1].Parent != 1 || vs[1].By != "ci" || vs[1].Stored != 512 || !vs[1].Made.Equal(t0.Add(time.Minute)) {
 		t.Fatalf("version 2 read back as %+v", vs[1])
+	}
+	if all := must[[]inventory.ImageVersion](t)(s.ListImageVersions(c, "")); len(all) != 3 || all[2].Image != "lab" {
+		t.Fatalf("every version: %+v, want lab's three", all)
 	}
 	_, err = s.ListImageVersions(c, "none")
 	wantErr(t, err, inventory.ErrNotFound, "name")

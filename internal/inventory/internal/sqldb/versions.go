@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"time"
 
 	"github.com/bootfleet/bootfleet/internal/inventory"
 )
@@ -19,15 +20,19 @@ func scanVersion(sc interface{ Scan(...any) error }) (inventory.ImageVersion, er
 
 // ListImageVersions implements inventory.ImageVersions.
 func (s *Store) ListImageVersions(ctx context.Context, image string) ([]inventory.ImageVersion, error) {
+	if image == "" {
+		return s.versions(ctx, s.r, "")
+	}
 	if _, err := s.GetImage(ctx, image); err != nil {
 		return nil, err
 	}
 	return s.versions(ctx, s.r, image)
 }
 
-// versions reads image's versions through q, ordered by number.
+// versions reads image's versions through q, ordered by number, or every
+// image's, ordered by image, when image is "".
 func (s *Store) versions(ctx context.Context, q querier, image string) ([]inventory.ImageVersion, error) {
-	rows, err := s.query(ctx, q, `SELECT `+versionCols+` FROM image_versions WHERE image = ? ORDER BY version`, image)
+	rows, err := s.query(ctx, q, `SELECT `+versionCols+` FROM image_versions WHERE image = ? OR ? = '' ORDER BY image, version`, image, image)
 	if err != nil {
 		return nil, err
 	}
@@ -117,7 +122,10 @@ func (s *Store) setCurrent(ctx context.Context, tx *sql.Tx, v inventory.ImageVer
 }
 
 // StepImageVersion implements inventory.ImageVersions.
-func (s *Store) StepImageVersion(ctx context.Context, image string, version int, op inventory.VersionOp) (inventory.ImageVersion, error) {
+func (s *Store) StepImageVersion(ctx context.Context, image string, version int, op inventory.VersionOp, at time.Time) (inventory.ImageVersion, error) {
+	if at.IsZero() {
+		at = s.now()
+	}
 	var out inventory.ImageVersion
 	err := s.tx(ctx, func(tx *sql.Tx) error {
 		cur, err := s.lockImage(ctx, tx, image)
@@ -143,7 +151,7 @@ func (s *Store) StepImageVersion(ctx context.Context, image string, version int,
 		if err != nil {
 			return err
 		}
-		now := s.now()
+		now := at
 		switch op {
 		case inventory.OpAbandon:
 			out = v

@@ -1,0 +1,65 @@
+package images
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/bootfleet/bootfleet/internal/inventory"
+)
+
+// TestVersionsWorkflow: an import to test leaves production alone; what
+// boots each version is listed; a retire of a booted version is refused
+// naming the machines; rollback brings the earlier content back at once.
+func TestVersionsWorkflow(t *testing.T) {
+	fl, s, _ := newKernelFleet(t)
+	f := fl.boots
+	ctx := context.Background()
+	imported(t, s, "alpine", contentA)
+	res, err := s.Import(ctx, Upload{Name: "alpine", Body: bytes.NewReader(contentB), By: "ci", State: inventory.VersionTest})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Version.Version != 2 || res.Version.State != inventory.VersionTest || res.Version.By != "ci" || res.Image.SHA256 != hexSum(contentA) {
+		t.Fatalf("import to test = %+v, want version 2 in test by ci, production still content A", res)
+	}
+	if _, err := s.Import(ctx, Upload{Name: "alpine", Body: bytes.NewReader(contentB), State: inventory.VersionMaintenance}); !errors.Is(err, inventory.ErrInvalid) {
+		t.Fatalf("import to maintenance: %v, want ErrInvalid", err)
+	}
+	if _, err := fl.store.CreateProfile(ctx, inventory.Profile{Name: "lab", Kernel: "k", Root: inventory.Root{Image: "alpine"}}); err != nil {
+		t.Fatal(err)
+	}
+	f.set(hexSum(contentB), true)
+	vs, err := s.Versions(ctx, "alpine")
+	if err != nil || len(vs) != 2 {
+		t.Fatalf("Versions = %+v, %v", vs, err)
+	}
+	if !vs[0].Current || len(vs[0].Profiles) != 1 || vs[0].Profiles[0] != "lab" || vs[1].Current || len(vs[1].Users) != 1 {
+		t.Fatalf("Versions = %+v, want 1 current booted by profile lab, 2 read by one machine", vs)
+	}
+	_, err = s.Step(ctx, "alpine", 2, inventory.OpRetire)
+	if !errors.Is(err, inventory.ErrConflict) || !strings.Contains(err.Error(), "machine 52:54:00:00:00:01") {
+		t.Fatalf("retire of a booted version: %v, want a conflict naming the machine", err)
+	}
+	if _, err := s.Step(ctx, "alpine", 2, inventory.OpPromote); err != nil {
+		t.Fatal(err)
+	}
+	if img, _ := s.cfg.Store.GetImage(ctx, "alpine"); img.SHA256 != hexSum(contentB) {
+		t.Fatalf("after promote the image serves %.8s, want content B", img.SHA256)
+	}
+	if _, err := s.Step(ctx, "alpine", 0, inventory.OpRollback); err != nil {
+		t.Fatal(err)
+	}
+	if img, _ := s.cfg.Store.GetImage(ctx, "alpine"); img.SHA256 != hexSum(contentA) || img.Version != 1 {
+		t.Fatalf("after rollback the image is %+v, want version 1, content A", img)
+	}
+	f.set(hexSum(contentB), false)
+	if _, err := s.Step(ctx, "alpine", 2, inventory.OpRetire); err != nil {
+		t.Fatal(err)
+	}
+	if s.cfg.Blobs.Has(hexSum(contentB)) {
+		t.Fatal("content only a retired version named is still here")
+	}
+}
