@@ -70,7 +70,14 @@ func (s *Service) Import(ctx context.Context, up Upload) (Imported, error) {
 		return Imported{}, err
 	}
 	start := s.cfg.Now()
-	res, err := s.cfg.Blobs.ImportContext(ctx, up.Body)
+	var res imagestore.Imported
+	if old.SHA256 != "" && s.cfg.Blobs.Has(old.SHA256) {
+		// A rebuilt image costs its delta: the blocks that differ from
+		// the current version are stored as a layer over it.
+		res, err = s.cfg.Blobs.ImportOver(ctx, up.Body, old.SHA256)
+	} else {
+		res, err = s.cfg.Blobs.ImportContext(ctx, up.Body)
+	}
 	out := Imported{Replaced: old.SHA256 != "", Format: res.Format, Allocated: res.Allocated, Received: res.Received}
 	if err != nil {
 		return out, s.importError(up.Name, res, err)
@@ -79,15 +86,19 @@ func (s *Service) Import(ctx context.Context, up Upload) (Imported, error) {
 	s.arrived[res.SHA256] = s.cfg.Now()
 	s.mu.Unlock()
 	s.arrive(ctx, res.SHA256)
+	parent := 0
+	if res.Parent != "" {
+		parent = old.Version
+	}
 	out.Version, err = s.cfg.Store.AddImageVersion(ctx, inventory.ImageVersion{Image: up.Name, SHA256: res.SHA256, Size: res.Size,
-		State: up.State, By: up.By, Made: s.cfg.Now(), Stored: res.Allocated})
+		Parent: parent, State: up.State, By: up.By, Made: s.cfg.Now(), Stored: res.Allocated})
 	if err != nil {
 		return out, err
 	}
 	if out.Image, err = s.cfg.Store.GetImage(ctx, up.Name); err != nil {
 		return out, err
 	}
-	s.log.Info("image imported", "name", up.Name, "version", out.Version.Version, "state", string(out.Version.State), "sha256", res.SHA256,
+	s.log.Info("image imported", "name", up.Name, "version", out.Version.Version, "parent", parent, "state", string(out.Version.State), "sha256", res.SHA256,
 		"format", res.Format.String(), "size", res.Size, "allocated", res.Allocated, "received", res.Received,
 		"seconds", s.cfg.Now().Sub(start).Seconds())
 	if out.Replaced && old.SHA256 != out.Image.SHA256 {

@@ -30,6 +30,9 @@ type Blobs interface {
 	List() ([]string, error)
 	// ImportContext stores an upload; see imagestore.Store.ImportContext.
 	ImportContext(ctx context.Context, r io.Reader) (imagestore.Imported, error)
+	// ImportOver stores an upload as a layer over content parent when
+	// that saves space; see imagestore.Store.ImportOver.
+	ImportOver(ctx context.Context, r io.Reader, parent string) (imagestore.Imported, error)
 	PutCopy(ctx context.Context, r io.Reader, sha string, size int64) (imagestore.Imported, error)
 	Remove(sha string) error
 }

@@ -98,22 +98,39 @@ func bootsOf(v Version) string {
 }
 
 // contents returns one entry per content some image version that is not
-// retired names, as an image of that name and size: the content every
-// server keeps, so any version can be tested, promoted or rolled back to
-// at once.
+// retired names, or that such a version is stored as a layer over, as an
+// image of that name and size: the content every server keeps, so any
+// version can be tested, promoted or rolled back to at once.
 func (s *Service) contents(ctx context.Context) ([]inventory.Image, error) {
 	vs, err := s.cfg.Store.ListImageVersions(ctx, "")
 	if err != nil {
 		return nil, fmt.Errorf("reading the image versions: %w", err)
 	}
+	type key struct {
+		image   string
+		version int
+	}
+	byKey := make(map[key]inventory.ImageVersion, len(vs))
+	for _, v := range vs {
+		byKey[key{v.Image, v.Version}] = v
+	}
 	seen := map[string]bool{}
 	var out []inventory.Image
 	for _, v := range vs {
-		if v.State == inventory.VersionRetired || seen[v.SHA256] {
+		if v.State == inventory.VersionRetired {
 			continue
 		}
-		seen[v.SHA256] = true
-		out = append(out, inventory.Image{Name: v.Image, SHA256: v.SHA256, Size: v.Size, Imported: v.Made, Version: v.Version})
+		for depth := 0; depth <= len(vs); depth++ { // a version, then its parents
+			if !seen[v.SHA256] {
+				seen[v.SHA256] = true
+				out = append(out, inventory.Image{Name: v.Image, SHA256: v.SHA256, Size: v.Size, Imported: v.Made, Version: v.Version})
+			}
+			p, ok := byKey[key{v.Image, v.Parent}]
+			if v.Parent == 0 || !ok {
+				break
+			}
+			v = p
+		}
 	}
 	return out, nil
 }

@@ -63,3 +63,34 @@ func TestVersionsWorkflow(t *testing.T) {
 		t.Fatal("content only a retired version named is still here")
 	}
 }
+
+// TestImportStoresDelta: a rebuilt image imported under its name costs
+// the blocks that changed, and the version it is layered on keeps its
+// content while the layer needs it, even retired.
+func TestImportStoresDelta(t *testing.T) {
+	_, s, _ := newKernelFleet(t)
+	ctx := context.Background()
+	v1 := bytes.Repeat([]byte("a rebuilt lab image, block by block. "), 8<<20/37)
+	imported(t, s, "lab", v1)
+	v2 := bytes.Clone(v1)
+	copy(v2[3<<20:], bytes.Repeat([]byte{'2'}, 300<<10))
+	res := imported(t, s, "lab", v2)
+	if res.Version.Parent != 1 || res.Version.Stored > 512<<10 || res.Allocated != res.Version.Stored {
+		t.Fatalf("rebuilt import: %+v; want version 2 over 1 storing at most 512 KiB of the %d", res.Version, len(v2))
+	}
+	v3 := bytes.Clone(v2)
+	copy(v3[7<<20:], "three")
+	imported(t, s, "lab", v3)
+	if _, err := s.Step(ctx, "lab", 1, inventory.OpRetire); err != nil {
+		t.Fatal(err)
+	}
+	if !s.cfg.Blobs.Has(hexSum(v1)) {
+		t.Fatal("version 1's content deleted while version 2's layer is stored over it")
+	}
+	if _, err := s.Step(ctx, "lab", 2, inventory.OpRetire); err != nil {
+		t.Fatal(err)
+	}
+	if !s.cfg.Blobs.Has(hexSum(v1)) || !s.cfg.Blobs.Has(hexSum(v2)) {
+		t.Fatal("the contents under version 3's layers were deleted")
+	}
+}

@@ -59,20 +59,23 @@ func (s *Store) PutCopy(ctx context.Context, r io.Reader, want string, size int6
 	return res, nil
 }
 
-// List returns the hex sha256 of every content stored, sorted.
+// List returns the hex sha256 of every content stored, whole or as a
+// layer, sorted.
 func (s *Store) List() ([]string, error) {
-	ents, err := os.ReadDir(s.blobDir())
-	if err != nil {
-		return nil, fmt.Errorf("imagestore: %w", err)
-	}
 	var out []string
-	for _, e := range ents {
-		if hexRE.MatchString(e.Name()) && e.Type().IsRegular() {
-			out = append(out, e.Name())
+	for _, dir := range []string{s.blobDir(), s.layerDir()} {
+		ents, err := os.ReadDir(dir)
+		if err != nil {
+			return nil, fmt.Errorf("imagestore: %w", err)
+		}
+		for _, e := range ents {
+			if hexRE.MatchString(e.Name()) && e.Type().IsRegular() {
+				out = append(out, e.Name())
+			}
 		}
 	}
 	slices.Sort(out)
-	return out, nil
+	return slices.Compact(out), nil
 }
 
 // OpenContent opens the content with sha256 hex for reading. The file stays

@@ -74,7 +74,7 @@ type boot struct {
 type attachment struct {
 	sha     string
 	mode    blockstore.Mode
-	base    *blockstore.Image
+	base    content
 	disk    blockstore.Disk
 	refs    int
 	revoked chan struct{} // closed by a forced reset: its sessions end
@@ -277,11 +277,7 @@ func (m *Manager) leaseMismatch(mac net.HardwareAddr, remote net.Addr) string {
 }
 
 func (m *Manager) open(mac net.HardwareAddr, b *boot) (*attachment, error) {
-	path, err := m.cfg.Blobs.Path(b.sha)
-	if err != nil {
-		return nil, err
-	}
-	base, err := m.openImage(b.sha, path)
+	base, err := m.openImage(b.sha)
 	if err != nil {
 		return nil, err
 	}
