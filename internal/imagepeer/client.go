@@ -39,6 +39,9 @@ var defaultHTTP = &http.Client{Transport: &http.Transport{
 type Body struct {
 	io.ReadCloser
 	Size int64 // bytes the peer said it sends
+	// Parent is set when the body is a layer over that content (see
+	// LayerHeader), not the content whole.
+	Parent string
 }
 
 // Open asks the peer whose HTTP base URL is base (http://10.0.0.2:8080)
@@ -83,7 +86,12 @@ func (c *Client) Open(ctx context.Context, base, sha string) (*Body, error) {
 	}
 	b := &idleBody{rc: resp.Body, cancel: cancel, ctx: ctx, idle: idle}
 	b.timer = time.AfterFunc(idle, b.expire)
-	return &Body{ReadCloser: b, Size: resp.ContentLength}, nil
+	parent := resp.Header.Get(LayerHeader)
+	if parent != "" && !shaRE.MatchString(parent) {
+		b.Close()
+		return nil, fmt.Errorf("imagepeer: GET %s: %s %q, want a sha256 of 64 lower-case hex digits", url, LayerHeader, parent)
+	}
+	return &Body{ReadCloser: b, Size: resp.ContentLength, Parent: parent}, nil
 }
 
 // idleBody ends the request when no byte has arrived for idle.

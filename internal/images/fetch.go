@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/bootfleet/bootfleet/internal/fleetservers"
+	"github.com/bootfleet/bootfleet/internal/imagestore"
 	"github.com/bootfleet/bootfleet/internal/inventory"
 )
 
@@ -140,18 +141,34 @@ func (s *Service) fetchFrom(img inventory.Image, peer, base string) error {
 	if err != nil {
 		return err
 	}
-	defer body.Close()
-	if body.Size != img.Size {
-		return fmt.Errorf("peer sends %d bytes, want the %d bytes of image %s", body.Size, img.Size, img.Name)
+	defer func() { body.Close() }()
+	if body.Parent != "" && !s.cfg.Blobs.Has(body.Parent) {
+		// A layer: its parent first (from whichever peer has it), then
+		// the layer again, so the body does not idle out meanwhile.
+		body.Close()
+		if err := s.Ensure(s.ctx, body.Parent); err != nil {
+			return fmt.Errorf("the parent %.12s of the layer: %w", body.Parent, err)
+		}
+		if body, err = s.cfg.Peers.Open(s.ctx, base, img.SHA256); err != nil {
+			return err
+		}
 	}
-	res, err := s.cfg.Blobs.PutCopy(s.ctx, body, img.SHA256, img.Size)
+	var res imagestore.Imported
+	switch {
+	case body.Parent != "":
+		res, err = s.cfg.Blobs.PutLayerCopy(s.ctx, body, img.SHA256, body.Parent, img.Size)
+	case body.Size != img.Size:
+		return fmt.Errorf("peer sends %d bytes, want the %d bytes of image %s", body.Size, img.Size, img.Name)
+	default:
+		res, err = s.cfg.Blobs.PutCopy(s.ctx, body, img.SHA256, img.Size)
+	}
 	if err != nil {
 		return err
 	}
 	took := s.cfg.Now().Sub(start)
 	s.log.Info("image copies: fetched image content from peer", "image", img.Name, "sha256", img.SHA256, "peer", peer, "url", base,
-		"size", res.Size, "allocated", res.Allocated, "seconds", took.Seconds(),
-		"mib_per_sec", float64(res.Size)/(1<<20)/max(took.Seconds(), 1e-3))
+		"size", res.Size, "allocated", res.Allocated, "received", res.Received, "layer_over", res.Parent, "seconds", took.Seconds(),
+		"mib_per_sec", float64(res.Received)/(1<<20)/max(took.Seconds(), 1e-3))
 	s.arrive(s.ctx, img.SHA256)
 	return nil
 }

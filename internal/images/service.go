@@ -34,6 +34,9 @@ type Blobs interface {
 	// that saves space; see imagestore.Store.ImportOver.
 	ImportOver(ctx context.Context, r io.Reader, parent string) (imagestore.Imported, error)
 	PutCopy(ctx context.Context, r io.Reader, sha string, size int64) (imagestore.Imported, error)
+	// PutLayerCopy stores a peer's layer of content sha over parent,
+	// checked by its sha256; see imagestore.Store.PutLayerCopy.
+	PutLayerCopy(ctx context.Context, r io.Reader, sha, parent string, size int64) (imagestore.Imported, error)
 	Remove(sha string) error
 }
 

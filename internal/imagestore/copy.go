@@ -78,12 +78,17 @@ func (s *Store) List() ([]string, error) {
 	return slices.Compact(out), nil
 }
 
-// OpenContent opens the content with sha256 hex for reading. The file stays
-// readable while open even if the content is removed meanwhile.
+// OpenContent opens the content with sha256 hex for reading, or its layer
+// when it is stored as one (Parent says over what), for a peer to copy.
+// The file stays readable while open even if the content is removed
+// meanwhile.
 func (s *Store) OpenContent(hex string) (*os.File, error) {
 	p, err := s.Path(hex)
 	if err != nil {
 		return nil, err
+	}
+	if lp, ok := s.layerPath(hex); ok {
+		p = lp
 	}
 	f, err := os.Open(p)
 	if err != nil {
