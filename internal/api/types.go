@@ -48,8 +48,11 @@ type Profile struct {
 	RootImage  string   `json:"root_image,omitempty"`
 	Overlay    string   `json:"overlay,omitempty"`
 	RootKernel string   `json:"root_kernel,omitempty"`
-	Loader     string   `json:"loader,omitempty"` // ipxe (default) or grub
-	Source     string   `json:"source,omitempty"`
+	// RootChannel is the version of RootImage the machines boot: empty
+	// for production, test, or a version number pinning it.
+	RootChannel string `json:"root_channel,omitempty"`
+	Loader      string `json:"loader,omitempty"` // ipxe (default) or grub
+	Source      string `json:"source,omitempty"`
 }
 
 // Lease is a DHCP lease on the wire: an IPv4 one, or a DHCPv6 one with
@@ -115,10 +118,10 @@ func parseIPField(field, s string) (net.IP, error) {
 
 func profileOut(p inventory.Profile) Profile {
 	return Profile{Name: p.Name, Kernel: p.Kernel, Initrd: p.Initrd, Cmdline: p.Cmdline,
-		RootImage: p.Root.Image, Overlay: p.Root.Overlay, RootKernel: p.Root.Kernel, Loader: p.Loader, Source: string(p.Source)}
+		RootImage: p.Root.Image, Overlay: p.Root.Overlay, RootKernel: p.Root.Kernel, RootChannel: p.Root.Channel, Loader: p.Loader, Source: string(p.Source)}
 }
 
 func profileIn(p Profile) inventory.Profile {
 	return inventory.Profile{Name: p.Name, Kernel: p.Kernel, Initrd: p.Initrd, Cmdline: p.Cmdline,
-		Root: inventory.Root{Image: p.RootImage, Overlay: p.Overlay, Kernel: p.RootKernel}, Loader: p.Loader}
+		Root: inventory.Root{Image: p.RootImage, Overlay: p.Overlay, Kernel: p.RootKernel, Channel: p.RootChannel}, Loader: p.Loader}
 }

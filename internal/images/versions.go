@@ -37,14 +37,18 @@ func (s *Service) Versions(ctx context.Context, name string) ([]Version, error) 
 	if err != nil {
 		return nil, err
 	}
+	follow := map[int][]string{} // version -> profiles booting it next
+	for _, p := range profiles {
+		if p.Root.Image != name {
+			continue
+		}
+		if v, err := inventory.Resolve(vs, img.Version, p.Root.Channel); err == nil {
+			follow[v.Version] = append(follow[v.Version], p.Name)
+		}
+	}
 	out := make([]Version, 0, len(vs))
 	for _, v := range vs {
-		o := Version{ImageVersion: v, Current: v.Version == img.Version}
-		for _, p := range profiles {
-			if p.Root.Image == name && o.Current {
-				o.Profiles = append(o.Profiles, p.Name)
-			}
-		}
+		o := Version{ImageVersion: v, Current: v.Version == img.Version, Profiles: follow[v.Version]}
 		if v.State != inventory.VersionRetired {
 			o.Users = s.cfg.Boots.Users(v.SHA256)
 		}

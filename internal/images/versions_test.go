@@ -94,3 +94,26 @@ func TestImportStoresDelta(t *testing.T) {
 		t.Fatal("the contents under version 3's layers were deleted")
 	}
 }
+
+// TestVersionsFollowers: each profile is listed under the version its
+// channel boots.
+func TestVersionsFollowers(t *testing.T) {
+	fl, s, _ := newKernelFleet(t)
+	ctx := context.Background()
+	imported(t, s, "alpine", contentA)
+	if _, err := s.Import(ctx, Upload{Name: "alpine", Body: bytes.NewReader(contentB), State: inventory.VersionTest}); err != nil {
+		t.Fatal(err)
+	}
+	for name, ch := range map[string]string{"prod": "", "testers": "test", "pinned": "1"} {
+		if _, err := fl.store.CreateProfile(ctx, inventory.Profile{Name: name, Kernel: "k", Root: inventory.Root{Image: "alpine", Channel: ch}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	vs, err := s.Versions(ctx, "alpine")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Join(vs[0].Profiles, ",") + "|" + strings.Join(vs[1].Profiles, ","); got != "pinned,prod|testers" {
+		t.Fatalf("followers %q, want pinned,prod|testers", got)
+	}
+}

@@ -104,3 +104,50 @@ func TestImageVersionValidate(t *testing.T) {
 		}
 	}
 }
+
+// TestResolve: each channel picks its version, and a pin refuses what
+// it cannot boot.
+func TestResolve(t *testing.T) {
+	vs := []ImageVersion{
+		{Version: 1, State: VersionProduction},
+		{Version: 2, State: VersionRetired},
+		{Version: 3, State: VersionProduction},
+		{Version: 4, State: VersionTest},
+		{Version: 5, State: VersionMaintenance, Machine: "52:54:00:00:00:09"},
+	}
+	for _, tc := range []struct {
+		channel string
+		current int
+		want    int
+		kind    error
+	}{
+		{"", 3, 3, nil},
+		{"production", 1, 1, nil},
+		{"test", 3, 4, nil},
+		{"1", 3, 1, nil},
+		{"2", 3, 0, ErrConflict},
+		{"5", 3, 0, ErrConflict},
+		{"9", 3, 0, ErrNotFound},
+		{"", 7, 0, ErrNotFound},
+		{"beta", 3, 0, ErrInvalid},
+	} {
+		v, err := Resolve(vs, tc.current, tc.channel)
+		if tc.kind != nil {
+			if !errors.Is(err, tc.kind) {
+				t.Errorf("Resolve(%q, current %d) = %v, %v; want %v", tc.channel, tc.current, v.Version, err, tc.kind)
+			}
+			continue
+		}
+		if err != nil || v.Version != tc.want {
+			t.Errorf("Resolve(%q, current %d) = %d, %v; want %d", tc.channel, tc.current, v.Version, err, tc.want)
+		}
+	}
+	if _, err := Resolve(vs[:2:2][1:], 0, "test"); !errors.Is(err, ErrNotFound) {
+		t.Errorf("test channel with nothing in test: %v", err)
+	}
+	for _, ch := range []string{"0", "-1", "03", "x"} {
+		if CheckChannel(ch) == "" {
+			t.Errorf("CheckChannel(%q) accepted it", ch)
+		}
+	}
+}

@@ -77,6 +77,17 @@ func testImageVersions(t *testing.T, b Backend) {
 	wantErr(t, err, inventory.ErrConflict, "version")
 	current(1, sha(1))
 
+	pin := must[inventory.Profile](t)(s.CreateProfile(c, inventory.Profile{Name: "pinned", Kernel: "k", Root: inventory.Root{Image: "lab", Channel: "2"}}))
+	if pin.Root.Channel != "2" {
+		t.Fatalf("profile channel read back %q, want 2", pin.Root.Channel)
+	}
+	_, err = s.StepImageVersion(c, "lab", 2, inventory.OpRetire, time.Time{})
+	wantErr(t, err, inventory.ErrConflict, "version")
+	if err == nil || !strings.Contains(err.Error(), "profile pinned") {
+		t.Fatalf("retire of a pinned version: %v, want the profile named", err)
+	}
+	pin.Root.Channel = inventory.ChannelTest
+	must[inventory.Profile](t)(s.UpdateProfile(c, pin))
 	must[inventory.ImageVersion](t)(s.StepImageVersion(c, "lab", 2, inventory.OpRetire, time.Time{}))
 	_, err = s.StepImageVersion(c, "lab", 2, inventory.OpPromote, time.Time{})
 	wantErr(t, err, inventory.ErrConflict, "state")
@@ -109,6 +120,9 @@ func testImageVersions(t *testing.T, b Backend) {
 	}
 	_, err = s.ListImageVersions(c, "none")
 	wantErr(t, err, inventory.ErrNotFound, "name")
+	if err := s.DeleteProfile(c, "pinned"); err != nil {
+		t.Fatal(err)
+	}
 	if err := s.DeleteImage(c, "lab"); err != nil {
 		t.Fatal(err)
 	}

@@ -4,6 +4,8 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/bootfleet/bootfleet/internal/inventory"
@@ -162,6 +164,10 @@ func (s *Store) StepImageVersion(ctx context.Context, image string, version int,
 			if err := s.setCurrent(ctx, tx, v); err != nil {
 				return err
 			}
+		case inventory.OpRetire:
+			if err := s.refusePinned(ctx, tx, image, version); err != nil {
+				return err
+			}
 		case inventory.OpRollback:
 			prev := previousProduction(vs, cur)
 			if prev < 0 {
@@ -187,6 +193,31 @@ func (s *Store) StepImageVersion(ctx context.Context, image string, version int,
 		return err
 	})
 	return out, err
+}
+
+// refusePinned fails with ErrConflict while a profile pins the version:
+// retiring it would leave its machines nothing to boot.
+func (s *Store) refusePinned(ctx context.Context, tx *sql.Tx, image string, version int) error {
+	rows, err := s.query(ctx, tx, `SELECT name FROM profiles WHERE root_image = ? AND root_channel = ? ORDER BY name`, image, strconv.Itoa(version))
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	var pins []string
+	for rows.Next() {
+		var p string
+		if err := rows.Scan(&p); err != nil {
+			return s.dbErr("read profile", err)
+		}
+		pins = append(pins, "profile "+p)
+	}
+	if err := s.rowsErr(rows); err != nil {
+		return err
+	}
+	if len(pins) > 0 {
+		return inventory.Conflict("version", "version %d of image %s is pinned by %s; change their root channel first", version, image, strings.Join(pins, ", "))
+	}
+	return nil
 }
 
 func indexOf(vs []inventory.ImageVersion, version int) int {

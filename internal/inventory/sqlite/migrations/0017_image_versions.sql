@@ -21,3 +21,6 @@ ALTER TABLE images ADD COLUMN version INTEGER NOT NULL DEFAULT 1;
 -- Images imported before versions become their version 1, in production.
 INSERT INTO image_versions (image, version, sha256, state, made, size, promoted)
 	SELECT name, 1, sha256, 'production', imported, size, imported FROM images;
+-- Which version of its root image a profile's machines boot: '' for
+-- production, 'test', or a version number pinning one.
+ALTER TABLE profiles ADD COLUMN root_channel TEXT NOT NULL DEFAULT '';
