@@ -44,6 +44,9 @@ var wantScope = map[string]inventory.Scope{
 	"POST /images/{name}/versions/{version}/promote": operate,
 	"POST /images/{name}/rollback":                   operate,
 	"POST /images/{name}/versions/{version}/retire":  admin,
+	"POST /images/{name}/edit":                       operate,
+	"POST /images/{name}/commit":                     operate,
+	"POST /images/{name}/abandon":                    operate,
 }
 
 // scopeTokens makes one stored token of each scope and returns their

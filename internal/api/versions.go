@@ -3,6 +3,7 @@ package api
 import (
 	"context"
 	"fmt"
+	"net"
 	"net/http"
 	"strconv"
 	"time"
@@ -19,6 +20,19 @@ type VersionService interface {
 	// Step applies op to a version (0 for rollback); a refused step is an
 	// inventory.ErrConflict error saying why.
 	Step(ctx context.Context, name string, version int, op inventory.VersionOp) (inventory.ImageVersion, error)
+	// Edit opens a maintenance version that machine mac boots
+	// read-write; a second edit is an inventory.ErrConflict naming the
+	// holder.
+	Edit(ctx context.Context, name string, mac net.HardwareAddr, by string) (inventory.ImageVersion, error)
+	// Commit and Abandon close the maintenance version; while its
+	// machine runs it they are refused naming it, unless force.
+	Commit(ctx context.Context, name string, force bool) (inventory.ImageVersion, error)
+	Abandon(ctx context.Context, name string, force bool) (inventory.ImageVersion, error)
+}
+
+// EditRequest is the body of POST /images/{name}/edit.
+type EditRequest struct {
+	Machine string `json:"machine"` // MAC, or the name of a machine in the inventory
 }
 
 // ImageVersion is an image version on the wire.
@@ -35,6 +49,7 @@ type ImageVersion struct {
 	Stored   int64      `json:"stored"`
 	Promoted *time.Time `json:"promoted,omitempty"`
 	Machine  string     `json:"machine,omitempty"`
+	Server   string     `json:"server,omitempty"`
 	// Profiles and Machines are what boots the version, in lists.
 	Profiles []string         `json:"profiles,omitempty"`
 	Machines []VersionMachine `json:"machines,omitempty"`
@@ -55,7 +70,7 @@ type ImageVersionList struct {
 
 func versionOut(v inventory.ImageVersion) ImageVersion {
 	out := ImageVersion{Image: v.Image, Version: v.Version, SHA256: v.SHA256, Parent: v.Parent, State: string(v.State), By: v.By,
-		Made: v.Made.UTC(), Size: v.Size, Stored: v.Stored, Machine: v.Machine}
+		Made: v.Made.UTC(), Size: v.Size, Stored: v.Stored, Machine: v.Machine, Server: v.Server}
 	if !v.Promoted.IsZero() {
 		p := v.Promoted.UTC()
 		out.Promoted = &p
@@ -114,6 +129,62 @@ func stepVersion(op inventory.VersionOp) func(*server, http.ResponseWriter, *htt
 			return err
 		}
 		setNote(r, fmt.Sprintf("%s version=%d state=%s sha256=%s", op, v.Version, v.State, v.SHA256))
+		s.changed(r, "", "", "")
+		writeJSON(w, http.StatusOK, versionOut(v))
+		return nil
+	}
+}
+
+func (s *server) editImage(w http.ResponseWriter, r *http.Request) error {
+	svc, err := s.versions()
+	if err != nil {
+		return err
+	}
+	var req EditRequest
+	if err := decode(r, &req); err != nil {
+		return err
+	}
+	mac, err := inventory.ParseMAC(req.Machine)
+	if err != nil {
+		r.SetPathValue("mac", req.Machine)
+		m, lerr := s.lookup(r)
+		if lerr != nil {
+			return inventory.Invalid("machine", "want the MAC or name of the machine that edits the image, got %q", req.Machine)
+		}
+		mac = m.MAC
+	}
+	v, err := svc.Edit(r.Context(), r.PathValue("name"), mac, callerOf(r).name)
+	if err != nil {
+		return err
+	}
+	setNote(r, fmt.Sprintf("edit version=%d machine=%s parent=%d", v.Version, v.Machine, v.Parent))
+	s.changed(r, mac.String(), "image.edit", fmt.Sprintf("boots image %s version %d read-write at its next boot", v.Image, v.Version))
+	writeJSON(w, http.StatusCreated, versionOut(v))
+	return nil
+}
+
+// closeEdit returns the handler of commit or abandon.
+func closeEdit(op inventory.VersionOp) func(*server, http.ResponseWriter, *http.Request) error {
+	return func(s *server, w http.ResponseWriter, r *http.Request) error {
+		svc, err := s.versions()
+		if err != nil {
+			return err
+		}
+		force := false
+		if v := r.URL.Query().Get("force"); v != "" {
+			if force, err = strconv.ParseBool(v); err != nil {
+				return inventory.Invalid("force", "want true or false, got %q", v)
+			}
+		}
+		close := svc.Commit
+		if op == inventory.OpAbandon {
+			close = svc.Abandon
+		}
+		v, err := close(r.Context(), r.PathValue("name"), force)
+		if err != nil {
+			return err
+		}
+		setNote(r, fmt.Sprintf("%s version=%d state=%s sha256=%s forced=%v", op, v.Version, v.State, v.SHA256, force))
 		s.changed(r, "", "", "")
 		writeJSON(w, http.StatusOK, versionOut(v))
 		return nil

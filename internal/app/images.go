@@ -27,7 +27,7 @@ func newImages(ctx context.Context, store inventory.Store, name string, dl *disk
 	if err != nil {
 		return nil, nil, fmt.Errorf("the fleet's key for image fetches between servers: %w", err)
 	}
-	imgs, err := images.New(images.Config{Self: name, Store: store, Blobs: dl.Blobs(), Boots: dl.Disks(), Kernels: dl.KernelFiles(),
+	imgs, err := images.New(images.Config{Self: name, Store: store, Blobs: dl.Blobs(), Boots: dl.Disks(), Kernels: dl.KernelFiles(), Edits: dl.Disks(),
 		Peers: &imagepeer.Client{Self: name, Secret: secret}, Logger: log})
 	if err != nil {
 		return nil, nil, err

@@ -90,6 +90,14 @@ func TestImageGolden(t *testing.T) {
 		{"image-retire-current", []string{"image", "retire", "debian", "2"}, nil},
 		{"image-rollback", []string{"image", "rollback", "debian"}, nil},
 		{"image-versions-json", []string{"image", "versions", "debian", "-o", "json"}, nil},
+		{"image-edit", []string{"image", "edit", "debian", "--machine", "52:54:00:12:34:99"}, nil},
+		{"image-edit-held", []string{"image", "edit", "debian", "--machine", "52:54:00:12:34:98"}, nil},
+		{"image-promote-maintenance", []string{"image", "promote", "debian", "3"}, nil},
+		{"image-commit", []string{"image", "commit", "debian"}, nil},
+		{"image-abandon-none", []string{"image", "abandon", "debian"}, nil},
+		{"image-edit-abandon", []string{"image", "abandon", "debian"}, func(t *testing.T) {
+			run(t, append([]string{"image", "edit", "debian", "--machine", "52:54:00:12:34:99"}, conn...)...)
+		}},
 		{"profile-add-root", []string{"profile", "add", "lab", "--kernel", "/srv/vmlinuz", "--root-image", "debian", "--overlay", "persistent"}, nil},
 		{"profile-add-bad-overlay", []string{"profile", "add", "lab2", "--kernel", "/srv/vmlinuz", "--root-image", "debian", "--overlay", "ram"}, nil},
 		{"profile-add-client-disk-no-cache", []string{"profile", "add", "lab3", "--kernel", "/srv/vmlinuz", "--root-image", "debian", "--overlay", "client-disk"}, nil},
@@ -141,7 +149,7 @@ func newImageServer(t *testing.T, data string) (inventory.Store, *rootdisk.Manag
 	}
 	disks.SetAddr("10.0.0.1", 10809)
 	now := func() time.Time { return t0 }
-	imgs, err := images.New(images.Config{Self: "boot-a", Store: st, Blobs: blobs, Boots: disks, Peers: &imagepeer.Client{}, Now: now})
+	imgs, err := images.New(images.Config{Self: "boot-a", Store: st, Blobs: blobs, Boots: disks, Edits: disks, Peers: &imagepeer.Client{}, Now: now})
 	if err != nil {
 		t.Fatal(err)
 	}

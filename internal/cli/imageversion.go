@@ -17,7 +17,74 @@ func imageVersionCmds(o *clientOpts) []*cobra.Command {
 		imageStepCmd(o, "promote NAME VERSION", "Make VERSION what machines following production boot next, on every server at once; running machines keep theirs until they reboot", "promote"),
 		imageStepCmd(o, "rollback NAME", "Make the previous production version current again; the rolled-back version is kept, in test, until retired", "rollback"),
 		imageStepCmd(o, "retire NAME VERSION", "Retire a version nothing boots; its content is deleted from every server", "retire"),
+		imageEditCmd(o),
+		imageCloseCmd(o, "commit", "Close the maintenance version: what its machine wrote becomes a test version (refused while the machine runs, unless --force)"),
+		imageCloseCmd(o, "abandon", "Throw the maintenance version away with everything its machine wrote (refused while the machine runs, unless --force)"),
 	}
+}
+
+func imageEditCmd(o *clientOpts) *cobra.Command {
+	var machine string
+	cmd := &cobra.Command{
+		Use:   "edit NAME --machine M",
+		Short: "Open a maintenance version over the newest version: machine M, and only M, boots it read-write at its next boot",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if machine == "" {
+				return fmt.Errorf("--machine: want the MAC or name of the machine that edits the image")
+			}
+			c, err := o.client()
+			if err != nil {
+				return err
+			}
+			var v api.ImageVersion
+			if err := c.do(cmd.Context(), "POST", "/images/"+pathKey(args[0])+"/edit", api.EditRequest{Machine: machine}, &v); err != nil {
+				return err
+			}
+			if o.output == "json" {
+				return printJSON(cmd.OutOrStdout(), v)
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "image %s version %d is open for maintenance over version %d: boot %s from server %s, make your changes, shut it down, then run bootfleet image commit %s\n",
+				v.Image, v.Version, v.Parent, v.Machine, v.Server, v.Image)
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&machine, "machine", "", "the MAC or name of the machine that boots the version read-write")
+	return cmd
+}
+
+func imageCloseCmd(o *clientOpts, op, short string) *cobra.Command {
+	var force bool
+	cmd := &cobra.Command{
+		Use:   op + " NAME",
+		Short: short,
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := o.client()
+			if err != nil {
+				return err
+			}
+			path := "/images/" + pathKey(args[0]) + "/" + op
+			if force {
+				path += "?force=true"
+			}
+			var v api.ImageVersion
+			if err := c.do(cmd.Context(), "POST", path, nil, &v); err != nil {
+				return err
+			}
+			if o.output == "json" {
+				return printJSON(cmd.OutOrStdout(), v)
+			}
+			if op == "abandon" {
+				fmt.Fprintf(cmd.OutOrStdout(), "abandoned image %s version %d\n", v.Image, v.Version)
+				return nil
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "committed image %s version %d: now test, sha256 %s, %s stored\n", v.Image, v.Version, v.SHA256, sizeString(v.Stored))
+			return nil
+		},
+	}
+	cmd.Flags().BoolVar(&force, "force", false, "close it under its machine, which is still running it; what it had not written back is lost")
+	return cmd
 }
 
 func imageVersionsCmd(o *clientOpts) *cobra.Command {

@@ -24,6 +24,11 @@ type Images interface {
 // root's channel at render time, so the boot pins the content the
 // channel has now, until the machine's next boot.
 func (s *Service) IssueRoot(ctx context.Context, mac net.HardwareAddr, root inventory.Root) (httpboot.RootBoot, error) {
+	if edit, ok, err := s.editing(ctx, mac, root.Image); err != nil {
+		return httpboot.RootBoot{}, fmt.Errorf("root image: %w", err)
+	} else if ok {
+		return s.issueEdit(ctx, mac, edit)
+	}
 	img, err := s.resolve(ctx, root)
 	if err != nil {
 		return httpboot.RootBoot{}, fmt.Errorf("root image: %w", err)
@@ -85,4 +90,33 @@ func (s *Service) resolve(ctx context.Context, root inventory.Root) (inventory.I
 		return img, fmt.Errorf("image %s, channel %s: %w", root.Image, root.Channel, err)
 	}
 	return inventory.Image{Name: img.Name, SHA256: v.SHA256, Size: v.Size, Imported: v.Made, Version: v.Version}, nil
+}
+
+// editing returns the maintenance version of image that mac edits, if
+// there is one: the machine boots it read-write, whatever its channel.
+func (s *Service) editing(ctx context.Context, mac net.HardwareAddr, image string) (inventory.ImageVersion, bool, error) {
+	vs, err := s.images.ListImageVersions(ctx, image)
+	if err != nil {
+		return inventory.ImageVersion{}, false, err
+	}
+	for _, v := range vs {
+		if v.State == inventory.VersionMaintenance && v.Machine == mac.String() {
+			return v, true, nil
+		}
+	}
+	return inventory.ImageVersion{}, false, nil
+}
+
+// issueEdit boots mac read-write on maintenance version v, over the
+// content it was opened on.
+func (s *Service) issueEdit(ctx context.Context, mac net.HardwareAddr, v inventory.ImageVersion) (httpboot.RootBoot, error) {
+	img := inventory.Image{Name: v.Image, SHA256: v.SHA256, Size: v.Size, Version: v.Parent}
+	if err := s.ensure(ctx, img); err != nil {
+		return httpboot.RootBoot{}, err
+	}
+	b, err := s.disks.IssueEdit(mac, img, v.Version)
+	if err != nil {
+		return httpboot.RootBoot{}, err
+	}
+	return httpboot.RootBoot{Arg: b.Root, Args: b.Args, Image: img.Name, SHA256: b.SHA256}, nil
 }

@@ -34,6 +34,9 @@ type Blobs interface {
 	// that saves space; see imagestore.Store.ImportOver.
 	ImportOver(ctx context.Context, r io.Reader, parent string) (imagestore.Imported, error)
 	PutCopy(ctx context.Context, r io.Reader, sha string, size int64) (imagestore.Imported, error)
+	// StoreLayer stores a maintenance version's disk as a layer over
+	// parent; see imagestore.Store.StoreLayer.
+	StoreLayer(ctx context.Context, content io.ReaderAt, size int64, parent string) (imagestore.Imported, error)
 	// PutLayerCopy stores a peer's layer of content sha over parent,
 	// checked by its sha256; see imagestore.Store.PutLayerCopy.
 	PutLayerCopy(ctx context.Context, r io.Reader, sha, parent string, size int64) (imagestore.Imported, error)
@@ -74,6 +77,9 @@ type Config struct {
 	Peers Peers  // required
 	// Kernels, if set, loses the files built from content as it goes.
 	Kernels Kernels
+	// Edits, if set, holds the writes of maintenance versions (image
+	// edit); without it, edits are refused.
+	Edits Edits
 	// Interval between checks of the store: new images to fetch, removed
 	// ones to delete. Default 10 s.
 	Interval time.Duration

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"hash"
 	"io"
 	"os"
 	"path/filepath"
@@ -417,4 +418,57 @@ func syncFile(path string) error {
 	}
 	defer f.Close()
 	return f.Sync()
+}
+
+// StoreLayer stores content (size bytes: a maintenance version's disk)
+// as a layer over content parent, hashing it on the way: one sequential
+// read of both to compare, one more of the blocks that differ. Content
+// already stored (nothing changed, say) is not stored again.
+func (s *Store) StoreLayer(ctx context.Context, content io.ReaderAt, size int64, parent string) (Imported, error) {
+	pr, err := s.OpenReader(parent)
+	if err != nil {
+		return Imported{}, err
+	}
+	defer pr.Close()
+	if pr.Size() != size {
+		return Imported{}, fmt.Errorf("imagestore: a layer of %d bytes over content %.12s of %d bytes", size, parent, pr.Size())
+	}
+	h := &hashingReader{r: content, h: sha256.New()}
+	x, err := imagelayer.Diff(ctx, h, pr, size, parent, imagelayer.DefaultBlockShift)
+	if err != nil {
+		return Imported{}, fmt.Errorf("imagestore: compare with the parent: %w", err)
+	}
+	if h.next != size {
+		return Imported{}, fmt.Errorf("imagestore: hashed %d bytes of %d", h.next, size)
+	}
+	sum := hex.EncodeToString(h.h.Sum(nil))
+	res := Imported{SHA256: sum, Size: size, Format: Raw, Parent: parent}
+	if s.Has(sum) {
+		res.Parent = s.Parent(sum)
+		return res, nil
+	}
+	st, err := s.putLayer(ctx, x, content, sum)
+	if err != nil {
+		return res, err
+	}
+	res.Allocated = allocated(st)
+	return res, nil
+}
+
+// hashingReader hashes what is read from r, which must be read in order
+// from the start, as Diff does.
+type hashingReader struct {
+	r    io.ReaderAt
+	h    hash.Hash
+	next int64
+}
+
+func (r *hashingReader) ReadAt(p []byte, off int64) (int, error) {
+	if off != r.next {
+		return 0, fmt.Errorf("imagestore: hashing read at %d, want %d", off, r.next)
+	}
+	n, err := r.r.ReadAt(p, off)
+	r.h.Write(p[:n])
+	r.next += int64(n)
+	return n, err
 }

@@ -53,8 +53,11 @@ type ImageVersion struct {
 	// version; zero if it never did.
 	Promoted time.Time
 	// Machine is the MAC of the machine that boots a maintenance version
-	// read-write; empty in any other state.
+	// read-write, and Server the server holding its writes; empty in any
+	// other state. Until it is committed, a maintenance version's SHA256
+	// is the content it was opened on, its parent's.
 	Machine string
+	Server  string
 }
 
 // ImageVersions is the version half of a Store. Every change is one
@@ -77,6 +80,10 @@ type ImageVersions interface {
 	// version) and returns the version as it is now (abandon: as it
 	// was). A refused step fails with ErrConflict saying why.
 	StepImageVersion(ctx context.Context, image string, version int, op VersionOp, at time.Time) (ImageVersion, error)
+	// CommitImageVersion commits maintenance version of image, as
+	// StepImageVersion would, recording its new content and the bytes
+	// its layer stores.
+	CommitImageVersion(ctx context.Context, image string, version int, sha string, stored int64, at time.Time) (ImageVersion, error)
 }
 
 // Step is the version state machine: the state a version in from moves
@@ -161,7 +168,7 @@ func (v *ImageVersion) Validate(now time.Time) error {
 		return invalid("stored", "want bytes stored, 0 or more, got %d", v.Stored)
 	case v.State == VersionMaintenance && v.Machine == "":
 		return invalid("machine", "a maintenance version needs the machine that edits it")
-	case v.State != VersionMaintenance && v.Machine != "":
+	case v.State != VersionMaintenance && (v.Machine != "" || v.Server != ""):
 		return invalid("machine", "only a maintenance version has a machine; this one is %s", v.State)
 	}
 	return nil

@@ -68,12 +68,16 @@ type boot struct {
 	sha    string
 	mode   blockstore.Mode
 	issued time.Time
+	// dir holds the overlay when it is not the machine's own: the writes
+	// of an image version the machine edits (see edit.go).
+	dir string
 }
 
 // attachment is a machine's open disk, shared by its NBD sessions.
 type attachment struct {
 	sha     string
 	mode    blockstore.Mode
+	dir     string // the overlay's directory
 	base    content
 	disk    blockstore.Disk
 	refs    int
@@ -254,7 +258,7 @@ func (m *Manager) Lookup(name string, remote net.Addr) (nbd.Export, error) {
 			return nil, err
 		}
 		m.att[key] = a
-	} else if a.sha != b.sha || a.mode != b.mode {
+	} else if a.sha != b.sha || a.mode != b.mode || a.dir != dirOf(m, mac, b) {
 		return refuse(fmt.Sprintf("a session of the previous boot (image %.12s, overlay %v) is still open; retry once it ends", a.sha, a.mode))
 	}
 	a.refs++
@@ -282,6 +286,9 @@ func (m *Manager) open(mac net.HardwareAddr, b *boot) (*attachment, error) {
 		return nil, err
 	}
 	mode, dir := b.mode, m.OverlayDir(mac)
+	if b.dir != "" {
+		dir = b.dir
+	}
 	if mode == blockstore.Ephemeral {
 		// Ephemeral across boots, kept across reconnects within a boot:
 		// Issue empties it, not the open.
@@ -299,7 +306,7 @@ func (m *Manager) open(mac net.HardwareAddr, b *boot) (*attachment, error) {
 			return nil, fmt.Errorf("rootdisk: record overlay base: %w", err)
 		}
 	}
-	return &attachment{sha: b.sha, mode: b.mode, base: base, disk: disk, revoked: make(chan struct{})}, nil
+	return &attachment{sha: b.sha, mode: b.mode, dir: dir, base: base, disk: disk, revoked: make(chan struct{})}, nil
 }
 
 // detach ends one session; the last one closes the disk.
@@ -443,7 +450,8 @@ func (m *Manager) inUse(sha string) bool {
 		return true
 	}
 	bases, _ := filepath.Glob(filepath.Join(m.cfg.Data, "overlays", "*", baseFile))
-	for _, p := range bases {
+	edits, _ := filepath.Glob(filepath.Join(m.editRoot(), "*", baseFile))
+	for _, p := range append(bases, edits...) {
 		if b, err := os.ReadFile(p); err == nil && strings.TrimSpace(string(b)) == sha {
 			return true
 		}

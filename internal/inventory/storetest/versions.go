@@ -43,7 +43,10 @@ func testImageVersions(t *testing.T, b Backend) {
 
 	// An edit is exclusive; the refusal names the holder.
 	must[inventory.ImageVersion](t)(s.AddImageVersion(c, inventory.ImageVersion{Image: "lab", SHA256: sha(2), Size: 1 << 20,
-		Parent: 2, State: inventory.VersionMaintenance, Machine: "52:54:00:00:00:01", By: "alice"}))
+		Parent: 2, State: inventory.VersionMaintenance, Machine: "52:54:00:00:00:01", Server: "boot-a", By: "alice"}))
+	if vs := must[[]inventory.ImageVersion](t)(s.ListImageVersions(c, "lab")); vs[2].Server != "boot-a" || vs[2].Machine != "52:54:00:00:00:01" {
+		t.Fatalf("maintenance version read back as %+v", vs[2])
+	}
 	_, err = s.AddImageVersion(c, inventory.ImageVersion{Image: "lab", SHA256: sha(2), Size: 1 << 20,
 		Parent: 2, State: inventory.VersionMaintenance, Machine: "52:54:00:00:00:02", By: "bob"})
 	wantErr(t, err, inventory.ErrConflict, "name")
@@ -52,15 +55,17 @@ func testImageVersions(t *testing.T, b Backend) {
 	}
 	_, err = s.StepImageVersion(c, "lab", 3, inventory.OpPromote, time.Time{})
 	wantErr(t, err, inventory.ErrConflict, "state")
-	v3 := must[inventory.ImageVersion](t)(s.StepImageVersion(c, "lab", 3, inventory.OpCommit, time.Time{}))
-	if v3.State != inventory.VersionTest || v3.Machine != "" {
-		t.Fatalf("committed = %+v, want test without machine", v3)
+	_, err = s.CommitImageVersion(c, "lab", 2, sha(3), 77, time.Time{})
+	wantErr(t, err, inventory.ErrConflict, "state")
+	v3 := must[inventory.ImageVersion](t)(s.CommitImageVersion(c, "lab", 3, sha(3), 77, time.Time{}))
+	if v3.State != inventory.VersionTest || v3.Machine != "" || v3.Server != "" || v3.SHA256 != sha(3) || v3.Stored != 77 {
+		t.Fatalf("committed = %+v, want test without machine, with its new content", v3)
 	}
 
 	must[inventory.ImageVersion](t)(s.StepImageVersion(c, "lab", 2, inventory.OpPromote, time.Time{}))
 	current(2, sha(2))
 	must[inventory.ImageVersion](t)(s.StepImageVersion(c, "lab", 3, inventory.OpPromote, time.Time{}))
-	current(3, sha(2))
+	current(3, sha(3))
 	_, err = s.StepImageVersion(c, "lab", 3, inventory.OpRetire, time.Time{})
 	wantErr(t, err, inventory.ErrConflict, "state")
 

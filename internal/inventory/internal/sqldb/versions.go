@@ -11,12 +11,12 @@ import (
 	"github.com/bootfleet/bootfleet/internal/inventory"
 )
 
-const versionCols = `image, version, sha256, parent, state, made_by, made, size, stored, promoted, machine`
+const versionCols = `image, version, sha256, parent, state, made_by, made, size, stored, promoted, machine, server`
 
 func scanVersion(sc interface{ Scan(...any) error }) (inventory.ImageVersion, error) {
 	var v inventory.ImageVersion
 	err := sc.Scan(&v.Image, &v.Version, &v.SHA256, &v.Parent, &v.State, &v.By, scanTime{&v.Made}, &v.Size, &v.Stored,
-		scanTime{&v.Promoted}, &v.Machine)
+		scanTime{&v.Promoted}, &v.Machine, &v.Server)
 	return v, err
 }
 
@@ -102,9 +102,9 @@ func (s *Store) AddImageVersion(ctx context.Context, v inventory.ImageVersion) (
 		if v.State == inventory.VersionProduction {
 			v.Promoted = v.Made
 		}
-		if _, err := s.exec(ctx, tx, `INSERT INTO image_versions (`+versionCols+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		if _, err := s.exec(ctx, tx, `INSERT INTO image_versions (`+versionCols+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 			v.Image, v.Version, v.SHA256, v.Parent, string(v.State), v.By, s.d.timeArg(v.Made), v.Size, v.Stored,
-			s.d.timeArg(v.Promoted), v.Machine); err != nil {
+			s.d.timeArg(v.Promoted), v.Machine, v.Server); err != nil {
 			return err
 		}
 		if v.State == inventory.VersionProduction {
@@ -125,6 +125,25 @@ func (s *Store) setCurrent(ctx context.Context, tx *sql.Tx, v inventory.ImageVer
 
 // StepImageVersion implements inventory.ImageVersions.
 func (s *Store) StepImageVersion(ctx context.Context, image string, version int, op inventory.VersionOp, at time.Time) (inventory.ImageVersion, error) {
+	return s.step(ctx, image, version, op, at, nil)
+}
+
+// CommitImageVersion implements inventory.ImageVersions.
+func (s *Store) CommitImageVersion(ctx context.Context, image string, version int, sha string, stored int64, at time.Time) (inventory.ImageVersion, error) {
+	probe := inventory.Image{Name: image, SHA256: sha, Size: 1}
+	if err := probe.Validate(at); err != nil {
+		return inventory.ImageVersion{}, err
+	}
+	return s.step(ctx, image, version, inventory.OpCommit, at, func(tx *sql.Tx, v *inventory.ImageVersion) error {
+		v.SHA256, v.Stored = sha, stored
+		_, err := s.exec(ctx, tx, `UPDATE image_versions SET sha256 = ?, stored = ? WHERE image = ? AND version = ?`, sha, stored, image, version)
+		return err
+	})
+}
+
+// step applies op in one transaction, then more, if set, to the version.
+func (s *Store) step(ctx context.Context, image string, version int, op inventory.VersionOp, at time.Time,
+	more func(*sql.Tx, *inventory.ImageVersion) error) (inventory.ImageVersion, error) {
 	if at.IsZero() {
 		at = s.now()
 	}
@@ -185,12 +204,19 @@ func (s *Store) StepImageVersion(ctx context.Context, image string, version int,
 		}
 		v.State = next
 		if next != inventory.VersionMaintenance {
-			v.Machine = ""
+			v.Machine, v.Server = "", ""
 		}
-		_, err = s.exec(ctx, tx, `UPDATE image_versions SET state = ?, promoted = ?, machine = ? WHERE image = ? AND version = ?`,
-			string(v.State), s.d.timeArg(v.Promoted), v.Machine, image, version)
+		if _, err := s.exec(ctx, tx, `UPDATE image_versions SET state = ?, promoted = ?, machine = ?, server = ? WHERE image = ? AND version = ?`,
+			string(v.State), s.d.timeArg(v.Promoted), v.Machine, v.Server, image, version); err != nil {
+			return err
+		}
+		if more != nil {
+			if err := more(tx, &v); err != nil {
+				return err
+			}
+		}
 		out = v
-		return err
+		return nil
 	})
 	return out, err
 }

@@ -14,6 +14,7 @@ CREATE TABLE image_versions (
 	stored   BIGINT NOT NULL DEFAULT 0,
 	promoted TIMESTAMPTZ,
 	machine  TEXT NOT NULL DEFAULT '',
+	server   TEXT NOT NULL DEFAULT '',
 	PRIMARY KEY (image, version)
 );
 CREATE INDEX image_versions_sha256 ON image_versions (sha256);

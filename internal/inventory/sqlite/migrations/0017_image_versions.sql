@@ -14,6 +14,7 @@ CREATE TABLE image_versions (
 	stored   INTEGER NOT NULL DEFAULT 0,
 	promoted INTEGER,
 	machine  TEXT NOT NULL DEFAULT '',
+	server   TEXT NOT NULL DEFAULT '',
 	PRIMARY KEY (image, version)
 );
 CREATE INDEX image_versions_sha256 ON image_versions (sha256);
