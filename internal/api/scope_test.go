@@ -47,6 +47,8 @@ var wantScope = map[string]inventory.Scope{
 	"POST /images/{name}/edit":                       operate,
 	"POST /images/{name}/commit":                     operate,
 	"POST /images/{name}/abandon":                    operate,
+	"POST /images/{name}/merge":                      admin,
+	"GET /images/{name}/merge":                       read,
 }
 
 // scopeTokens makes one stored token of each scope and returns their

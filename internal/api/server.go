@@ -88,6 +88,8 @@ var routes = []route{
 	{"POST", "/images/{name}/edit", operate, (*server).editImage},
 	{"POST", "/images/{name}/commit", operate, closeEdit(inventory.OpCommit)},
 	{"POST", "/images/{name}/abandon", operate, closeEdit(inventory.OpAbandon)},
+	{"POST", "/images/{name}/merge", admin, (*server).mergeImage},
+	{"GET", "/images/{name}/merge", read, (*server).getMerge},
 	{"GET", "/leases", read, (*server).listLeases},
 	{"GET", "/events", read, (*server).listEvents},
 	{"GET", "/servers", read, (*server).listServers},

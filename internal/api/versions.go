@@ -28,6 +28,67 @@ type VersionService interface {
 	// machine runs it they are refused naming it, unless force.
 	Commit(ctx context.Context, name string, force bool) (inventory.ImageVersion, error)
 	Abandon(ctx context.Context, name string, force bool) (inventory.ImageVersion, error)
+	// StartMerge starts merging a version's layers on this server (0:
+	// the current production version); Merges reports on it.
+	StartMerge(ctx context.Context, name string, version int) (images.Merge, error)
+	Merges() []images.Merge
+}
+
+// ImageMerge is a merge of an image version's layers into a whole file,
+// on the server answering.
+type ImageMerge struct {
+	Image    string     `json:"image"`
+	Version  int        `json:"version"`
+	SHA256   string     `json:"sha256"`
+	Done     int64      `json:"done"`  // bytes copied
+	Total    int64      `json:"total"` // bytes to copy; 0 until the copy starts or for a version already whole
+	Started  time.Time  `json:"started"`
+	Finished *time.Time `json:"finished,omitempty"`
+	Error    string     `json:"error,omitempty"`
+}
+
+func mergeOut(m images.Merge) ImageMerge {
+	out := ImageMerge{Image: m.Image, Version: m.Version, SHA256: m.SHA256, Done: m.Done, Total: m.Total, Started: m.Started.UTC(), Error: m.Err}
+	if !m.Finished.IsZero() {
+		f := m.Finished.UTC()
+		out.Finished = &f
+	}
+	return out
+}
+
+func (s *server) mergeImage(w http.ResponseWriter, r *http.Request) error {
+	svc, err := s.versions()
+	if err != nil {
+		return err
+	}
+	version := 0
+	if raw := r.URL.Query().Get("version"); raw != "" {
+		if version, err = strconv.Atoi(raw); err != nil || version < 1 {
+			return inventory.Invalid("version", "want a version number (1, 2, ...; see image versions), got %q", raw)
+		}
+	}
+	m, err := svc.StartMerge(r.Context(), r.PathValue("name"), version)
+	if err != nil {
+		return err
+	}
+	setNote(r, fmt.Sprintf("merge version=%d sha256=%s", m.Version, m.SHA256))
+	writeJSON(w, http.StatusAccepted, mergeOut(m))
+	return nil
+}
+
+func (s *server) getMerge(w http.ResponseWriter, r *http.Request) error {
+	svc, err := s.versions()
+	if err != nil {
+		return err
+	}
+	name := r.PathValue("name")
+	for _, m := range svc.Merges() {
+		if m.Image == name {
+			writeJSON(w, http.StatusOK, mergeOut(m))
+			return nil
+		}
+	}
+	return inventory.NotFound("name", "no merge of image %s on this server since it started; start one with bootfleet image merge %s", name, name)
 }
 
 // EditRequest is the body of POST /images/{name}/edit.

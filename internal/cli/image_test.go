@@ -95,6 +95,8 @@ func TestImageGolden(t *testing.T) {
 		{"image-promote-maintenance", []string{"image", "promote", "debian", "3"}, nil},
 		{"image-commit", []string{"image", "commit", "debian"}, nil},
 		{"image-abandon-none", []string{"image", "abandon", "debian"}, nil},
+		{"image-merge-whole", []string{"image", "merge", "debian"}, nil},
+		{"image-merge-retired", []string{"image", "merge", "debian", "9"}, nil},
 		{"image-edit-abandon", []string{"image", "abandon", "debian"}, func(t *testing.T) {
 			run(t, append([]string{"image", "edit", "debian", "--machine", "52:54:00:12:34:99"}, conn...)...)
 		}},

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -18,6 +19,7 @@ func imageVersionCmds(o *clientOpts) []*cobra.Command {
 		imageStepCmd(o, "rollback NAME", "Make the previous production version current again; the rolled-back version is kept, in test, until retired", "rollback"),
 		imageStepCmd(o, "retire NAME VERSION", "Retire a version nothing boots; its content is deleted from every server", "retire"),
 		imageEditCmd(o),
+		imageMergeCmd(o),
 		imageCloseCmd(o, "commit", "Close the maintenance version: what its machine wrote becomes a test version (refused while the machine runs, unless --force)"),
 		imageCloseCmd(o, "abandon", "Throw the maintenance version away with everything its machine wrote (refused while the machine runs, unless --force)"),
 	}
@@ -173,4 +175,64 @@ func imageStepCmd(o *clientOpts, use, short, op string) *cobra.Command {
 			return nil
 		},
 	}
+}
+
+// imageMergeCmd starts a merge on the server and follows it, a line per
+// tenth done, until it ends (or returns at once with --no-wait).
+func imageMergeCmd(o *clientOpts) *cobra.Command {
+	var noWait bool
+	cmd := &cobra.Command{
+		Use:   "merge NAME [VERSION]",
+		Short: "Merge a version's layers (default: the current production version) into a whole file on the server, in the background; machines keep booting meanwhile",
+		Args:  cobra.RangeArgs(1, 2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := o.client()
+			if err != nil {
+				return err
+			}
+			path := "/images/" + pathKey(args[0]) + "/merge"
+			start := path
+			if len(args) == 2 {
+				if n, err := strconv.Atoi(args[1]); err != nil || n < 1 {
+					return fmt.Errorf("VERSION: want a version number (see bootfleet image versions %s), got %q", args[0], args[1])
+				}
+				start += "?version=" + args[1]
+			}
+			var m api.ImageMerge
+			if err := c.do(cmd.Context(), "POST", start, nil, &m); err != nil {
+				return err
+			}
+			decile := int64(-1)
+			for !noWait && m.Finished == nil {
+				if m.Total > 0 && m.Done*10/m.Total > decile {
+					decile = m.Done * 10 / m.Total
+					fmt.Fprintf(cmd.ErrOrStderr(), "merge %s version %d: %d%% (%s of %s)\n", m.Image, m.Version, decile*10, sizeString(m.Done), sizeString(m.Total))
+				}
+				select {
+				case <-cmd.Context().Done():
+					return cmd.Context().Err()
+				case <-time.After(500 * time.Millisecond): // polling a server-side job, not synchronising a test
+				}
+				if err := c.do(cmd.Context(), "GET", path, nil, &m); err != nil {
+					return err
+				}
+			}
+			if o.output == "json" {
+				return printJSON(cmd.OutOrStdout(), m)
+			}
+			switch {
+			case m.Error != "":
+				return fmt.Errorf("merge of image %s version %d failed: %s", m.Image, m.Version, m.Error)
+			case m.Finished == nil:
+				fmt.Fprintf(cmd.OutOrStdout(), "merging image %s version %d in the background; follow it with GET /api/v1/images/NAME/merge\n", m.Image, m.Version)
+			case m.Total == 0:
+				fmt.Fprintf(cmd.OutOrStdout(), "image %s version %d is stored whole already\n", m.Image, m.Version)
+			default:
+				fmt.Fprintf(cmd.OutOrStdout(), "merged image %s version %d into a whole file (%s)\n", m.Image, m.Version, sizeString(m.Total))
+			}
+			return nil
+		},
+	}
+	cmd.Flags().BoolVar(&noWait, "no-wait", false, "return once the merge has started")
+	return cmd
 }

@@ -37,6 +37,10 @@ type Blobs interface {
 	// StoreLayer stores a maintenance version's disk as a layer over
 	// parent; see imagestore.Store.StoreLayer.
 	StoreLayer(ctx context.Context, content io.ReaderAt, size int64, parent string) (imagestore.Imported, error)
+	// Chain and Merge see and flatten a content's layers; see
+	// imagestore.Store.Merge.
+	Chain(sha string) (imagestore.Chain, error)
+	Merge(ctx context.Context, sha string, progress func(done, total int64)) (imagestore.Imported, error)
 	// PutLayerCopy stores a peer's layer of content sha over parent,
 	// checked by its sha256; see imagestore.Store.PutLayerCopy.
 	PutLayerCopy(ctx context.Context, r io.Reader, sha, parent string, size int64) (imagestore.Imported, error)
@@ -80,6 +84,11 @@ type Config struct {
 	// Edits, if set, holds the writes of maintenance versions (image
 	// edit); without it, edits are refused.
 	Edits Edits
+	// MergeDepth is how many layers deep a version may be stored here
+	// before a check merges it into a whole file (config
+	// nbd.merge_depth). Default 5, as reads cost a little more per
+	// layer; negative never merges by itself.
+	MergeDepth int
 	// Interval between checks of the store: new images to fetch, removed
 	// ones to delete. Default 10 s.
 	Interval time.Duration
@@ -126,8 +135,9 @@ type Service struct {
 	// started. Only known content is deleted when no image names it, so
 	// a server pointed at another store by mistake keeps its images.
 	known     map[string]bool
-	recorded  bool // this server's copies are in the store
-	storeDown bool // a store read or write failed and was logged
+	merges    map[string]*Merge // by image
+	recorded  bool              // this server's copies are in the store
+	storeDown bool              // a store read or write failed and was logged
 }
 
 // New checks cfg and fills its defaults.
@@ -145,6 +155,9 @@ func New(cfg Config) (*Service, error) {
 	if cfg.Retry <= 0 {
 		cfg.Retry = time.Minute
 	}
+	if cfg.MergeDepth == 0 {
+		cfg.MergeDepth = 5
+	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
@@ -153,7 +166,7 @@ func New(cfg Config) (*Service, error) {
 	}
 	s := &Service{cfg: cfg, log: cfg.Logger, bg: make(chan struct{}, cfg.Fetches),
 		flights: map[string]*flight{}, arrived: map[string]time.Time{}, named: map[string]time.Time{}, failed: map[string]retry{},
-		kept: map[string]bool{}, known: map[string]bool{}}
+		kept: map[string]bool{}, known: map[string]bool{}, merges: map[string]*Merge{}}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	return s, nil
 }
@@ -211,6 +224,7 @@ func (s *Service) Check(ctx context.Context) {
 			s.background(img)
 		}
 	}
+	s.autoMerge(imgs)
 	local, err := s.cfg.Blobs.List()
 	if err != nil {
 		s.log.Warn("image copies: listing the image store failed", "err", err)
