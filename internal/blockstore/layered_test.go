@@ -3,9 +3,9 @@ package blockstore
 import (
 	"bytes"
 	"context"
-	"fmt"
 	"crypto/sha256"
 	"encoding/hex"
+	"fmt"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
