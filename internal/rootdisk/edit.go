@@ -106,11 +106,7 @@ func (m *Manager) CloseEdit(mac net.HardwareAddr, image string, version int, sha
 			return nil, fmt.Errorf("rootdisk: flush the edit of image %s: %w", image, err)
 		}
 		a.refs++ // held until the caller closes it
-		select {
-		case <-a.revoked:
-		default:
-			close(a.revoked)
-		}
+		revoke(a)
 		m.log.Warn("maintenance machine's sessions closed to commit its version", "mac", key, "image", image, "version", version)
 		return &heldDisk{Disk: a.disk, release: func() error { return m.detach(key, a) }}, nil
 	}

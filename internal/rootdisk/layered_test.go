@@ -40,3 +40,41 @@ func TestServesLayeredVersion(t *testing.T) {
 		t.Fatalf("Users = %+v, want the machine, persistent", users)
 	}
 }
+
+// TestNewContentEndsLingeringSession: a machine whose previous boot's
+// session lingers (it powered off without closing it) boots a version
+// promoted meanwhile: the old session is revoked at once, and the new
+// boot opens an empty ephemeral overlay on the new content.
+func TestNewContentEndsLingeringSession(t *testing.T) {
+	f := newFixture(t)
+	old, err := f.m.Lookup(f.issue(t, "52:54:00:00:00:02", "ephemeral"), tcp("10.0.0.2"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := old.(io.WriterAt).WriteAt([]byte("old boot"), 0); err != nil {
+		t.Fatal(err)
+	}
+	v2 := bytes.Clone(f.bytes)
+	copy(v2[4096:], "promoted")
+	res, err := f.m.cfg.Blobs.ImportContext(context.Background(), bytes.NewReader(v2))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.img = inventory.Image{Name: "debian", SHA256: res.SHA256, Size: res.Size}
+	name := f.issue(t, "52:54:00:00:00:02", "ephemeral")
+	select {
+	case <-old.(interface{ Revoked() <-chan struct{} }).Revoked():
+	default:
+		t.Fatal("the lingering session of the previous boot was not revoked")
+	}
+	old.(io.Closer).Close() // the NBD server does this once revoked
+	e, err := f.m.Lookup(name, tcp("10.0.0.2"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.(io.Closer).Close()
+	got := make([]byte, 8200)
+	if _, err := e.ReadAt(got, 0); err != nil || !bytes.Equal(got, v2[:8200]) {
+		t.Fatalf("new boot reads %q..., %v; want the promoted content with an empty overlay", got[:8], err)
+	}
+}

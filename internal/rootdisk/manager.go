@@ -71,6 +71,9 @@ type boot struct {
 	// dir holds the overlay when it is not the machine's own: the writes
 	// of an image version the machine edits (see edit.go).
 	dir string
+	// empty says an ephemeral overlay must be emptied at the first open:
+	// a session of the previous boot still held it when this one began.
+	empty bool
 }
 
 // attachment is a machine's open disk, shared by its NBD sessions.
@@ -179,7 +182,8 @@ func (m *Manager) IssueBoot(mac net.HardwareAddr, img inventory.Image, overlay s
 		return Issued{}, fmt.Errorf("rootdisk: profile root image %s needs the NBD server, which is off; set nbd.listen", img.Name)
 	}
 	key := mac.String()
-	if a := m.att[key]; a != nil && a.sha == sha && a.mode == mode && mode == blockstore.Ephemeral {
+	empty := false
+	if a := m.att[key]; a != nil && a.sha == sha && a.mode == mode && a.dir == dir && mode == blockstore.Ephemeral {
 		// A session of the previous boot lingers (its TCP connection died
 		// with the reboot but the server has not noticed): hand its open
 		// overlay to the new boot, emptied.
@@ -193,8 +197,17 @@ func (m *Manager) IssueBoot(mac net.HardwareAddr, img inventory.Image, overlay s
 		if err := removeOverlay(dir); err != nil {
 			return Issued{}, err
 		}
+	} else if a != nil && (a.sha != sha || a.mode != mode || a.dir != dir) {
+		// A session of the previous boot lingers on other content (a
+		// version promoted meanwhile) or another overlay: the machine is
+		// booting again, so it is dead. End it now rather than when TCP
+		// notices, so the new boot's connect finds the disk free; an
+		// ephemeral overlay is emptied at the new boot's first open.
+		m.log.Warn("new boot on other content while the previous one is still connected; closing its sessions", "mac", key, "sessions", a.refs)
+		revoke(a)
+		empty = mode == blockstore.Ephemeral
 	}
-	b := &boot{secret: newSecret(), image: img.Name, sha: sha, mode: mode, issued: m.cfg.Now()}
+	b := &boot{secret: newSecret(), image: img.Name, sha: sha, mode: mode, issued: m.cfg.Now(), empty: empty}
 	if err := m.saveBoot(mac, b); err != nil {
 		return Issued{}, err
 	}
@@ -288,6 +301,12 @@ func (m *Manager) open(mac net.HardwareAddr, b *boot) (*attachment, error) {
 	mode, dir := b.mode, m.OverlayDir(mac)
 	if b.dir != "" {
 		dir = b.dir
+	}
+	if b.empty {
+		if err := removeOverlay(dir); err != nil {
+			return nil, err
+		}
+		b.empty = false
 	}
 	if mode == blockstore.Ephemeral {
 		// Ephemeral across boots, kept across reconnects within a boot:
@@ -394,11 +413,7 @@ func (m *Manager) Reset(mac net.HardwareAddr, force bool) error {
 		}
 		os.Remove(filepath.Join(m.OverlayDir(mac), baseFile))
 		delete(m.boot, key)
-		select {
-		case <-a.revoked:
-		default:
-			close(a.revoked)
-		}
+		revoke(a)
 		if err := m.forgetBoot(mac); err != nil {
 			return err
 		}
@@ -478,4 +493,14 @@ func addrString(a net.Addr) string {
 		return ""
 	}
 	return a.String()
+}
+
+// revoke ends the NBD sessions of a: the server closes them, and the last
+// one detaches. The caller holds m.mu.
+func revoke(a *attachment) {
+	select {
+	case <-a.revoked:
+	default:
+		close(a.revoked)
+	}
 }

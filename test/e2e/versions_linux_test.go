@@ -104,8 +104,22 @@ func TestImageVersions(t *testing.T) {
 	}
 	boot("edit", maint, "absent", "present deb-maint")
 
-	// 3. Commit: test sees it, production does not.
-	cli.run("image", "commit", "lab")
+	// 3. Commit: test sees it, production does not. The VM is off, but
+	// the server learns that its NBD session died only from TCP
+	// keepalive (about 20 s): until then commit is refused, naming it.
+	refused := false
+	for end := time.Now().Add(90 * time.Second); ; {
+		_, err := cli.tryRun("image", "commit", "lab")
+		if err == nil {
+			break
+		}
+		if !strings.Contains(err.Error(), "is still running image lab version 2") || !strings.Contains(err.Error(), maint.mac) || time.Now().After(end) {
+			t.Fatalf("commit: %v", err)
+		}
+		refused = true
+		<-time.After(2 * time.Second) // polling the server's view of the dead session
+	}
+	t.Logf("commit refused while the maintenance machine's session lingered: %v", refused)
 	vs := versions()
 	if len(vs) != 2 || vs[1].State != "test" || vs[1].Parent != 1 || !vs[0].Current {
 		t.Fatalf("after commit: %+v, want version 2 in test over 1, 1 current", vs)
