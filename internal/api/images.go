@@ -42,6 +42,10 @@ type Image struct {
 	SHA256   string    `json:"sha256"` // of the content as served (raw)
 	Size     int64     `json:"size"`   // bytes as served: a converted image's virtual size
 	Imported time.Time `json:"imported"`
+	// Version is the current production version, whose content this is.
+	Version int `json:"version,omitempty"`
+	// Made is only in the answer to an import: the version it made.
+	Made *ImageVersion `json:"made,omitempty"`
 	// Format and Allocated are only in the answer to an import: Format is
 	// the upload's ("raw", or "qcow2", "vmdk", ... when converted),
 	// Allocated the bytes the stored content takes on the server's disk
@@ -71,7 +75,7 @@ type ResetResult struct {
 }
 
 func imageOut(img images.Listed) Image {
-	out := Image{Name: img.Name, SHA256: img.SHA256, Size: img.Size, Imported: img.Imported.UTC()}
+	out := Image{Name: img.Name, SHA256: img.SHA256, Size: img.Size, Imported: img.Imported.UTC(), Version: img.Version}
 	for _, h := range img.Holders {
 		out.Servers = append(out.Servers, ImageServer{Name: h.Server, Status: h.Status})
 	}
@@ -119,7 +123,8 @@ func (s *server) putImage(w http.ResponseWriter, r *http.Request) error {
 	if r.ContentLength >= 0 {
 		body = &lengthReader{r: r.Body, want: r.ContentLength}
 	}
-	res, err := s.cfg.Images.Import(r.Context(), images.Upload{Name: name, Body: body})
+	state := inventory.VersionState(r.URL.Query().Get("state"))
+	res, err := s.cfg.Images.Import(r.Context(), images.Upload{Name: name, Body: body, By: callerOf(r).name, State: state})
 	switch {
 	case errors.Is(err, images.ErrRefused):
 		return inventory.Invalid("", "%v", err)
@@ -129,7 +134,7 @@ func (s *server) putImage(w http.ResponseWriter, r *http.Request) error {
 	case err != nil:
 		return err
 	}
-	setNote(r, fmt.Sprintf("sha256=%s size=%d", res.Image.SHA256, res.Image.Size))
+	setNote(r, fmt.Sprintf("version=%d state=%s sha256=%s size=%d", res.Version.Version, res.Version.State, res.Version.SHA256, res.Version.Size))
 	status := http.StatusCreated
 	if res.Replaced {
 		status = http.StatusOK
@@ -138,6 +143,8 @@ func (s *server) putImage(w http.ResponseWriter, r *http.Request) error {
 	w.Header().Set("Location", Prefix+"/images/"+name)
 	out := imageOut(images.Listed{Image: res.Image})
 	out.Format, out.Allocated = res.Format.String(), res.Allocated
+	made := versionOut(res.Version)
+	out.Made = &made
 	writeJSON(w, status, out)
 	return nil
 }

@@ -23,10 +23,13 @@ import (
 	"github.com/bootfleet/bootfleet/internal/imagestore"
 	"github.com/bootfleet/bootfleet/internal/inventory"
 	"github.com/bootfleet/bootfleet/internal/inventory/sqlite"
+	"github.com/bootfleet/bootfleet/internal/rootdisk"
 )
 
 // noBoots is a server none of whose machines boots from anything.
 type noBoots struct{}
+
+func (noBoots) Users(string) []rootdisk.Use { return nil }
 
 func (noBoots) InUse(_ string, drop func() error) (bool, error) {
 	if drop == nil {

@@ -51,6 +51,17 @@ var wantScope = map[string]inventory.Scope{
 	"GET /schedules":                   read,
 	"POST /schedules":                  admin,
 	"DELETE /schedules/{name}":         admin,
+
+	// Image versions (issue 33): retire, like import, is admin.
+	"GET /images/{name}/versions":                    read,
+	"POST /images/{name}/versions/{version}/promote": operate,
+	"POST /images/{name}/rollback":                   operate,
+	"POST /images/{name}/versions/{version}/retire":  admin,
+	"POST /images/{name}/edit":                       operate,
+	"POST /images/{name}/commit":                     operate,
+	"POST /images/{name}/abandon":                    operate,
+	"POST /images/{name}/merge":                      admin,
+	"GET /images/{name}/merge":                       read,
 }
 
 // scopeTokens makes one stored token of each scope and returns their

@@ -49,8 +49,11 @@ type Profile struct {
 	RootImage  string   `json:"root_image,omitempty"`
 	Overlay    string   `json:"overlay,omitempty"`
 	RootKernel string   `json:"root_kernel,omitempty"`
-	Loader     string   `json:"loader,omitempty"` // ipxe (default) or grub
-	Source     string   `json:"source,omitempty"`
+	// RootChannel is the version of RootImage the machines boot: empty
+	// for production, test, or a version number pinning it.
+	RootChannel string `json:"root_channel,omitempty"`
+	Loader      string `json:"loader,omitempty"` // ipxe (default) or grub
+	Source      string `json:"source,omitempty"`
 	// ARM64 is what arm64 machines boot; absent when the profile boots
 	// none. Kernel and Initrd above are the x86_64 machines'.
 	ARM64 *inventory.ArchBoot `json:"arm64,omitempty"`
@@ -119,7 +122,7 @@ func parseIPField(field, s string) (net.IP, error) {
 
 func profileOut(p inventory.Profile) Profile {
 	out := Profile{Name: p.Name, Kernel: p.Kernel, Initrd: p.Initrd, Cmdline: p.Cmdline,
-		RootImage: p.Root.Image, Overlay: p.Root.Overlay, RootKernel: p.Root.Kernel, Loader: p.Loader, Source: string(p.Source)}
+		RootImage: p.Root.Image, Overlay: p.Root.Overlay, RootKernel: p.Root.Kernel, RootChannel: p.Root.Channel, Loader: p.Loader, Source: string(p.Source)}
 	if p.ARM64.Kernel != "" || len(p.ARM64.Initrd) > 0 {
 		out.ARM64 = &p.ARM64
 	}
@@ -128,7 +131,7 @@ func profileOut(p inventory.Profile) Profile {
 
 func profileIn(p Profile) inventory.Profile {
 	out := inventory.Profile{Name: p.Name, Kernel: p.Kernel, Initrd: p.Initrd, Cmdline: p.Cmdline,
-		Root: inventory.Root{Image: p.RootImage, Overlay: p.Overlay, Kernel: p.RootKernel}, Loader: p.Loader}
+		Root: inventory.Root{Image: p.RootImage, Overlay: p.Overlay, Kernel: p.RootKernel, Channel: p.RootChannel}, Loader: p.Loader}
 	if p.ARM64 != nil {
 		out.ARM64 = *p.ARM64
 	}

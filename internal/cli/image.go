@@ -27,6 +27,7 @@ func imageCmd() *cobra.Command {
 	}
 	o.register(cmd)
 	cmd.AddCommand(imageImportCmd(o), imageListCmd(o), imageRmCmd(o))
+	cmd.AddCommand(imageVersionCmds(o)...)
 	return cmd
 }
 
@@ -38,9 +39,10 @@ func imageCmd() *cobra.Command {
 // the server would refuse for naming other files is refused before a
 // long upload.
 func imageImportCmd(o *clientOpts) *cobra.Command {
-	return &cobra.Command{
+	var test bool
+	cmd := &cobra.Command{
 		Use:   "import NAME FILE",
-		Short: "Import a disk image (raw, qcow2, VMDK, VHDX, VHD or VDI; told from its content) or a filesystem image (e.g. ext4) under NAME; re-importing a name replaces it for the next boots",
+		Short: "Import a disk image (raw, qcow2, VMDK, VHDX, VHD or VDI; told from its content) or a filesystem image (e.g. ext4) as a new version of NAME, in production (the next boots get it) unless --test",
 		Args:  cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			c, err := o.client()
@@ -64,7 +66,11 @@ func imageImportCmd(o *clientOpts) *cobra.Command {
 			if err != nil {
 				return fmt.Errorf("%s: %w", path, err)
 			}
-			img, pr, err := uploadImage(cmd, c, name, f, st.Size(), format)
+			target := pathKey(name)
+			if test {
+				target += "?state=test"
+			}
+			img, pr, err := uploadImage(cmd, c, target, f, st.Size(), format)
 			if err != nil {
 				return err
 			}
@@ -73,9 +79,13 @@ func imageImportCmd(o *clientOpts) *cobra.Command {
 			}
 			// The server hashes what it serves: the upload itself only
 			// when it is raw, the converted disk otherwise.
+			stored := img.SHA256
+			if img.Made != nil { // the version made; production may be another
+				stored = img.Made.SHA256
+			}
 			if pr.sum != nil {
-				if local := hex.EncodeToString(pr.sum.Sum(nil)); img.SHA256 != local {
-					return fmt.Errorf("server stored sha256 %s but the file hashes to %s; the upload was corrupted, import again", img.SHA256, local)
+				if local := hex.EncodeToString(pr.sum.Sum(nil)); stored != local {
+					return fmt.Errorf("server stored sha256 %s but the file hashes to %s; the upload was corrupted, import again", stored, local)
 				}
 			} else if img.Format != format.String() {
 				return fmt.Errorf("the server stored the %s file as it is (it answered format %q): it predates image conversion; upgrade it, or import a raw image made with qemu-img convert -O raw %s OUT.raw", format, img.Format, path)
@@ -83,14 +93,19 @@ func imageImportCmd(o *clientOpts) *cobra.Command {
 			if o.output == "json" {
 				return printJSON(cmd.OutOrStdout(), img)
 			}
-			if format == imagestore.Raw {
-				fmt.Fprintf(cmd.OutOrStdout(), "imported image %s\n", img.Name)
-			} else {
-				fmt.Fprintf(cmd.OutOrStdout(), "imported image %s (converted from %s)\n", img.Name, format)
+			how := ""
+			if format != imagestore.Raw {
+				how = fmt.Sprintf(" (converted from %s)", format)
 			}
+			if img.Made != nil {
+				how += fmt.Sprintf(" as version %d, %s", img.Made.Version, img.Made.State)
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "imported image %s%s\n", img.Name, how)
 			return printImage(cmd.OutOrStdout(), img)
 		},
 	}
+	cmd.Flags().BoolVar(&test, "test", false, "make the new version a test version: machines following the test channel boot it, production stays as it is")
+	return cmd
 }
 
 // fileFormat reads the format of the image f holds and rewinds f.
@@ -111,7 +126,8 @@ func fileFormat(f *os.File) (imagestore.Format, error) {
 // uploadImage PUTs the size bytes of r as image name with a progress bar.
 // An image the server converts says so once the bar is full, as the
 // server answers only after converting it.
-func uploadImage(cmd *cobra.Command, c *client, name string, r io.Reader, size int64, format imagestore.Format) (api.Image, *progress, error) {
+func uploadImage(cmd *cobra.Command, c *client, target string, r io.Reader, size int64, format imagestore.Format) (api.Image, *progress, error) {
+	name, _, _ := strings.Cut(target, "?")
 	pr := newProgress(cmd.ErrOrStderr(), "import "+name, size, r)
 	if format == imagestore.Raw {
 		pr.sum = sha256.New()
@@ -119,13 +135,17 @@ func uploadImage(cmd *cobra.Command, c *client, name string, r io.Reader, size i
 		pr.then = func() { fmt.Fprintf(pr.w, "converting %s to raw on the server ...\n", format) }
 	}
 	var img api.Image
-	err := c.upload(cmd.Context(), "/images/"+pathKey(name), pr, size, &img)
+	err := c.upload(cmd.Context(), "/images/"+target, pr, size, &img)
 	pr.end(err == nil)
 	return img, pr, err
 }
 
 func printImage(w io.Writer, img api.Image) error {
 	kv := [][2]string{{"name", img.Name}, {"sha256", img.SHA256}, {"size", sizeString(img.Size)}}
+	if v := img.Made; v != nil { // the answer to an import: the version it made
+		kv = [][2]string{{"name", img.Name}, {"version", fmt.Sprintf("%d (%s)", v.Version, v.State)}, {"sha256", v.SHA256},
+			{"size", sizeString(v.Size)}}
+	}
 	if img.Format != "" { // the answer to an import
 		kv = append(kv, [2]string{"allocated", sizeString(img.Allocated)}, [2]string{"format", img.Format})
 	}

@@ -39,12 +39,14 @@ func TestImageGolden(t *testing.T) {
 	file := filepath.Join(dir, "debian.ext4")
 	descriptor := filepath.Join(dir, "debian.vmdk")
 	withBacking := filepath.Join(dir, "top.qcow2")
+	rebuilt := filepath.Join(dir, "debian-2.ext4")
 	qcow2 := make([]byte, 1024)
 	copy(qcow2, "QFI\xfb\x00\x00\x00\x03\x00\x00\x00\x00\x00\x00\x02\x10") // version 3, backing file at 0x210
 	for p, b := range map[string][]byte{
 		file:        bytes.Repeat([]byte("ext4"), 750),
 		descriptor:  []byte("# Disk DescriptorFile\nversion=1\ncreateType=\"monolithicFlat\"\nRW 16384 FLAT \"debian-flat.vmdk\" 0\n"),
 		withBacking: qcow2,
+		rebuilt:     bytes.Repeat([]byte("ext4 rebuilt"), 250),
 	} {
 		if err := os.WriteFile(p, b, 0o644); err != nil {
 			t.Fatal(err)
@@ -80,6 +82,24 @@ func TestImageGolden(t *testing.T) {
 		{"image-import-qcow2-backing", []string{"image", "import", "debian", withBacking}, nil},
 		{"image-list", []string{"image", "list"}, func(t *testing.T) { holdImage(t, st, "debian") }},
 		{"image-list-json", []string{"image", "list", "-o", "json"}, nil},
+		{"image-import-test", []string{"image", "import", "debian", rebuilt, "--test"}, nil},
+		{"image-versions", []string{"image", "versions", "debian"}, nil},
+		{"image-promote", []string{"image", "promote", "debian", "2"}, nil},
+		{"image-promote-current", []string{"image", "promote", "debian", "2"}, nil},
+		{"image-promote-bad-version", []string{"image", "promote", "debian", "two"}, nil},
+		{"image-retire-current", []string{"image", "retire", "debian", "2"}, nil},
+		{"image-rollback", []string{"image", "rollback", "debian"}, nil},
+		{"image-versions-json", []string{"image", "versions", "debian", "-o", "json"}, nil},
+		{"image-edit", []string{"image", "edit", "debian", "--machine", "52:54:00:12:34:99"}, nil},
+		{"image-edit-held", []string{"image", "edit", "debian", "--machine", "52:54:00:12:34:98"}, nil},
+		{"image-promote-maintenance", []string{"image", "promote", "debian", "3"}, nil},
+		{"image-commit", []string{"image", "commit", "debian"}, nil},
+		{"image-abandon-none", []string{"image", "abandon", "debian"}, nil},
+		{"image-merge-whole", []string{"image", "merge", "debian"}, nil},
+		{"image-merge-retired", []string{"image", "merge", "debian", "9"}, nil},
+		{"image-edit-abandon", []string{"image", "abandon", "debian"}, func(t *testing.T) {
+			run(t, append([]string{"image", "edit", "debian", "--machine", "52:54:00:12:34:99"}, conn...)...)
+		}},
 		{"profile-add-root", []string{"profile", "add", "lab", "--kernel", "/srv/vmlinuz", "--root-image", "debian", "--overlay", "persistent"}, nil},
 		{"profile-add-bad-overlay", []string{"profile", "add", "lab2", "--kernel", "/srv/vmlinuz", "--root-image", "debian", "--overlay", "ram"}, nil},
 		{"profile-add-client-disk-no-cache", []string{"profile", "add", "lab3", "--kernel", "/srv/vmlinuz", "--root-image", "debian", "--overlay", "client-disk"}, nil},
@@ -131,7 +151,7 @@ func newImageServer(t *testing.T, data string) (inventory.Store, *rootdisk.Manag
 	}
 	disks.SetAddr("10.0.0.1", 10809)
 	now := func() time.Time { return t0 }
-	imgs, err := images.New(images.Config{Self: "boot-a", Store: st, Blobs: blobs, Boots: disks, Peers: &imagepeer.Client{}, Now: now})
+	imgs, err := images.New(images.Config{Self: "boot-a", Store: st, Blobs: blobs, Boots: disks, Edits: disks, Peers: &imagepeer.Client{}, Now: now})
 	if err != nil {
 		t.Fatal(err)
 	}

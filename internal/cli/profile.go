@@ -71,6 +71,7 @@ whose profile has no kernel for its architecture gets no boot file.`,
 	f.StringVar(&p.Overlay, "overlay", "", "with --root-image: ephemeral (default), persistent or none, kept by the server; client-ram or client-disk, kept by the machine (client-disk needs bootfleet.cache= in --cmdline)")
 	f.StringVar(&p.Loader, "loader", "", "what UEFI x64 firmware loads: ipxe (default) or grub, the server's signed shim and grub (Secure Boot)")
 	f.StringVar(&p.RootKernel, "root-kernel", "", "with --root-image: image boots the kernel in the image, with an initramfs built from it (no --kernel or --initrd)")
+	f.StringVar(&p.RootChannel, "root-channel", "", "with --root-image: which version the machines boot: production (default), test (the newest in test or production), or a version number to pin")
 	return cmd
 }
 
@@ -143,6 +144,9 @@ func (o *clientOpts) printProfile(cmd *cobra.Command, p api.Profile, verb string
 	}
 	if p.RootKernel != "" {
 		kv = append(kv, [2]string{"root kernel", p.RootKernel})
+	}
+	if p.RootChannel != "" {
+		kv = append(kv, [2]string{"root channel", p.RootChannel})
 	}
 	if p.Loader != "" {
 		kv = append(kv, [2]string{"loader", p.Loader})

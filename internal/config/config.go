@@ -154,6 +154,12 @@ type NBD struct {
 	// initramfs bootfleet builds for profiles with root.kernel: image.
 	// Default: the bootfleet-agent file next to the bootfleet binary.
 	Agent string `yaml:"agent"`
+	// MergeDepth is how many layers deep an image version may be stored
+	// (each update stores only its differences, over the version it came
+	// from) before the server merges it into a whole file in the
+	// background. Default 5; -1 never merges by itself (bootfleet image
+	// merge still does). Range -1 to 32.
+	MergeDepth int `yaml:"merge_depth"`
 }
 
 // IPXE says where the iPXE binaries are and which ones to chainload.
@@ -362,6 +368,9 @@ func (c *Config) Validate() error {
 	}
 	if c.TFTP.MaxPerClient < 1 || c.TFTP.MaxPerClient > 1024 {
 		bad("tftp.max_per_client", "want 1..1024, got %d", c.TFTP.MaxPerClient)
+	}
+	if c.NBD.MergeDepth < -1 || c.NBD.MergeDepth > 32 {
+		bad("nbd.merge_depth", "want -1 (never), 0 (default 5) or 1..32 layers, got %d", c.NBD.MergeDepth)
 	}
 	if c.TFTP.CacheMB < -1 {
 		bad("tftp.cache_mb", "want -1 (off) or a size in MiB, got %d", c.TFTP.CacheMB)

@@ -53,6 +53,10 @@ type Root struct {
 	// builds from the image's /lib/modules, so importing a new version of
 	// the image brings its kernel along.
 	Kernel string `yaml:"kernel"`
+	// Channel is which version of the image the machines boot: production
+	// (default: the version promoted last), test (the newest in test or
+	// production), or a version number to pin.
+	Channel string `yaml:"channel"`
 }
 
 // validateProfiles checks each profile against the inventory's rules for

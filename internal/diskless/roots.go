@@ -12,10 +12,24 @@ import (
 	"github.com/bootfleet/bootfleet/internal/machineview"
 )
 
-// IssueRoot implements httpboot.Roots. It resolves the image name at
-// render time, so the boot pins the content the name has now.
+// Images is what diskless reads of the fleet's images; an
+// inventory.Store implements it.
+type Images interface {
+	// GetImage returns a name's current production version's content.
+	GetImage(ctx context.Context, name string) (inventory.Image, error)
+	ListImageVersions(ctx context.Context, image string) ([]inventory.ImageVersion, error)
+}
+
+// IssueRoot implements httpboot.Roots. It resolves the image name and the
+// root's channel at render time, so the boot pins the content the
+// channel has now, until the machine's next boot.
 func (s *Service) IssueRoot(ctx context.Context, mac net.HardwareAddr, root inventory.Root) (httpboot.RootBoot, error) {
-	img, err := s.images.GetImage(ctx, root.Image)
+	if edit, ok, err := s.editing(ctx, mac, root.Image); err != nil {
+		return httpboot.RootBoot{}, fmt.Errorf("root image: %w", err)
+	} else if ok {
+		return s.issueEdit(ctx, mac, edit)
+	}
+	img, err := s.resolve(ctx, root)
 	if err != nil {
 		return httpboot.RootBoot{}, fmt.Errorf("root image: %w", err)
 	}
@@ -36,9 +50,11 @@ func (s *Service) IssueRoot(ctx context.Context, mac net.HardwareAddr, root inve
 // and on the reloads of a shared store. It does not block.
 func (s *Service) PrepareKernels(in machineview.Input) {
 	var names []string
+	channels := map[string]string{}
 	for _, p := range in.Profiles {
 		if p.Root.Kernel == inventory.RootKernelImage && !slices.Contains(names, p.Root.Image) {
 			names = append(names, p.Root.Image)
+			channels[p.Root.Image] = p.Root.Channel
 		}
 	}
 	if len(names) == 0 {
@@ -48,11 +64,59 @@ func (s *Service) PrepareKernels(in machineview.Input) {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
 		for _, name := range names {
-			img, err := s.images.GetImage(ctx, name)
+			img, err := s.resolve(ctx, inventory.Root{Image: name, Channel: channels[name]})
 			if err != nil {
 				continue // not imported yet: its profile's scripts say so
 			}
 			s.kernels.Prepare(img.Name, img.SHA256)
 		}
 	}()
+}
+
+// resolve is the content root boots now: its image's current production
+// version, read in one row so that a promote is seen whole, or the
+// version its channel picks.
+func (s *Service) resolve(ctx context.Context, root inventory.Root) (inventory.Image, error) {
+	img, err := s.images.GetImage(ctx, root.Image)
+	if err != nil || root.Channel == "" {
+		return img, err
+	}
+	vs, err := s.images.ListImageVersions(ctx, root.Image)
+	if err != nil {
+		return img, err
+	}
+	v, err := inventory.Resolve(vs, img.Version, root.Channel)
+	if err != nil {
+		return img, fmt.Errorf("image %s, channel %s: %w", root.Image, root.Channel, err)
+	}
+	return inventory.Image{Name: img.Name, SHA256: v.SHA256, Size: v.Size, Imported: v.Made, Version: v.Version}, nil
+}
+
+// editing returns the maintenance version of image that mac edits, if
+// there is one: the machine boots it read-write, whatever its channel.
+func (s *Service) editing(ctx context.Context, mac net.HardwareAddr, image string) (inventory.ImageVersion, bool, error) {
+	vs, err := s.images.ListImageVersions(ctx, image)
+	if err != nil {
+		return inventory.ImageVersion{}, false, err
+	}
+	for _, v := range vs {
+		if v.State == inventory.VersionMaintenance && v.Machine == mac.String() {
+			return v, true, nil
+		}
+	}
+	return inventory.ImageVersion{}, false, nil
+}
+
+// issueEdit boots mac read-write on maintenance version v, over the
+// content it was opened on.
+func (s *Service) issueEdit(ctx context.Context, mac net.HardwareAddr, v inventory.ImageVersion) (httpboot.RootBoot, error) {
+	img := inventory.Image{Name: v.Image, SHA256: v.SHA256, Size: v.Size, Version: v.Parent}
+	if err := s.ensure(ctx, img); err != nil {
+		return httpboot.RootBoot{}, err
+	}
+	b, err := s.disks.IssueEdit(mac, img, v.Version)
+	if err != nil {
+		return httpboot.RootBoot{}, err
+	}
+	return httpboot.RootBoot{Arg: b.Root, Args: b.Args, Image: img.Name, SHA256: b.SHA256}, nil
 }

@@ -12,7 +12,6 @@ import (
 	"github.com/bootfleet/bootfleet/internal/httpboot"
 	"github.com/bootfleet/bootfleet/internal/imagekernel"
 	"github.com/bootfleet/bootfleet/internal/imagestore"
-	"github.com/bootfleet/bootfleet/internal/inventory"
 	"github.com/bootfleet/bootfleet/internal/nbd"
 	"github.com/bootfleet/bootfleet/internal/rootdisk"
 )
@@ -31,7 +30,7 @@ type Config struct {
 	// from images get in their initramfs.
 	Agent string
 	// Images maps image names to content; required.
-	Images inventory.Images
+	Images Images
 	// Leases, if set, ties each export to the address DHCP leased its
 	// machine.
 	Leases rootdisk.LeaseLookup
@@ -45,7 +44,7 @@ type Config struct {
 type Service struct {
 	disks   *rootdisk.Manager
 	kernels *imagekernel.Builder // boot files of root.kernel: image profiles
-	images  inventory.Images
+	images  Images
 	ln      net.Listener // nil when Listen is off
 	log     *slog.Logger
 	blobs   *imagestore.Store

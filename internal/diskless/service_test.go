@@ -22,6 +22,10 @@ import (
 type fakeImages map[string]inventory.Image
 
 func (f fakeImages) ListImages(context.Context) ([]inventory.Image, error) { return nil, nil }
+func (f fakeImages) ListImageVersions(_ context.Context, name string) ([]inventory.ImageVersion, error) {
+	img := f[name]
+	return []inventory.ImageVersion{{Image: name, Version: 1, SHA256: img.SHA256, Size: img.Size, State: inventory.VersionProduction}}, nil
+}
 func (f fakeImages) GetImage(_ context.Context, name string) (inventory.Image, error) {
 	img, ok := f[name]
 	if !ok {

@@ -28,8 +28,9 @@ const (
 type Blobs interface {
 	// Has reports whether the content with hex sha256 sha is stored.
 	Has(sha string) bool
-	// Path is the raw image file of content sha.
-	Path(sha string) (string, error)
+	// Flat is a whole raw image file of content sha; done releases it
+	// (a version stored as layers is copied whole for the build).
+	Flat(ctx context.Context, sha string) (path string, done func(), err error)
 }
 
 // BuildFunc writes to w the initramfs for the raw image file image and
@@ -201,10 +202,11 @@ func (b *Builder) build(sha string) error {
 		return nil // by the flight that ended between our caller's look and this one
 	}
 	name := b.name(sha)
-	image, err := b.cfg.Blobs.Path(sha)
+	image, done, err := b.cfg.Blobs.Flat(context.Background(), sha)
 	if err != nil {
 		return err
 	}
+	defer done()
 	start := time.Now()
 	b.log.Info("building image kernel", "image", name, "sha256", sha)
 	res, err := b.buildFiles(sha, image)

@@ -36,7 +36,9 @@ func (b *blobs) Has(sha string) bool {
 	return b.has[sha]
 }
 
-func (b *blobs) Path(sha string) (string, error) { return "/images/" + sha, nil }
+func (b *blobs) Flat(_ context.Context, sha string) (string, func(), error) {
+	return "/images/" + sha, func() {}, nil
+}
 
 func (b *blobs) remove(sha string) {
 	b.mu.Lock()

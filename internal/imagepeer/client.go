@@ -42,7 +42,8 @@ type Body struct {
 	Size int64 // bytes of the whole content, as the peer says
 	// From is the byte of the content the body starts at: the from Open
 	// asked for, or 0 when the peer sends the whole content instead.
-	From int64
+	From   int64
+	Parent string
 }
 
 // Open asks the peer whose HTTP base URL is base (http://10.0.0.2:8080)
@@ -103,7 +104,12 @@ func (c *Client) Open(ctx context.Context, base, sha string, from int64) (*Body,
 	}
 	b := &idleBody{rc: resp.Body, cancel: cancel, ctx: ctx, idle: idle}
 	b.timer = time.AfterFunc(idle, b.expire)
-	body.ReadCloser = b
+	parent := resp.Header.Get(LayerHeader)
+	if parent != "" && !shaRE.MatchString(parent) {
+		b.Close()
+		return nil, fmt.Errorf("imagepeer: GET %s: %s %q, want a sha256 of 64 lower-case hex digits", url, LayerHeader, parent)
+	}
+	body.ReadCloser, body.Parent = b, parent
 	return body, nil
 }
 

@@ -20,10 +20,19 @@ const (
 
 // Content opens stored image content; *imagestore.Store implements it.
 type Content interface {
-	// OpenContent opens the content with hex sha256 sha; an error
-	// wrapping fs.ErrNotExist means it is not stored.
+	// OpenContent opens the content with hex sha256 sha: the whole
+	// content, or its layer when it is stored as one. An error wrapping
+	// fs.ErrNotExist means it is not stored.
 	OpenContent(sha string) (*os.File, error)
+	// Parent is the content a layer is stored over; "" for content
+	// stored whole.
+	Parent(sha string) string
 }
+
+// LayerHeader names, in an answer, the content the body is a layer of:
+// only the delta crosses the network, and the receiver checks the
+// sha256 of the content read through it over its own copy of the parent.
+const LayerHeader = "Bootfleet-Layer-Parent"
 
 // HandlerConfig configures Handler.
 type HandlerConfig struct {
@@ -112,6 +121,9 @@ func (h *handler) serve(w http.ResponseWriter, r *http.Request) {
 	start := h.cfg.Now()
 	w.Header().Set("Content-Type", "application/octet-stream")
 	w.Header().Set("ETag", `"`+sha+`"`)
+	if parent := h.cfg.Content.Parent(sha); parent != "" {
+		w.Header().Set(LayerHeader, parent)
+	}
 	http.ServeContent(w, r, "", st.ModTime(), f)
 	if r.Method == http.MethodGet && r.Header.Get("Range") == "" {
 		h.log.Info("image content sent to peer", "peer", peer, "remote", r.RemoteAddr, "sha256", sha, "size", st.Size(),

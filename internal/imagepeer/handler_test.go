@@ -20,6 +20,8 @@ import (
 // dirContent serves files named by their sha from a directory.
 type dirContent string
 
+func (d dirContent) Parent(string) string { return "" }
+
 func (d dirContent) OpenContent(sha string) (*os.File, error) {
 	return os.Open(filepath.Join(string(d), sha))
 }

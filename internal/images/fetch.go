@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/bootfleet/bootfleet/internal/imagestore"
 	"github.com/bootfleet/bootfleet/internal/inventory"
 	"github.com/bootfleet/bootfleet/internal/membership"
 )
@@ -154,11 +155,27 @@ func (s *Service) fetchFrom(img inventory.Image, peer, base string, from int64) 
 	if err != nil {
 		return err
 	}
-	defer body.Close()
-	if body.Size != img.Size {
-		return fmt.Errorf("peer sends %d bytes, want the %d bytes of image %s", body.Size, img.Size, img.Name)
+	defer func() { body.Close() }()
+	if body.Parent != "" && !s.cfg.Blobs.Has(body.Parent) {
+		// A layer: its parent first (from whichever peer has it), then
+		// the layer again, so the body does not idle out meanwhile.
+		body.Close()
+		if err := s.Ensure(s.ctx, body.Parent); err != nil {
+			return fmt.Errorf("the parent %.12s of the layer: %w", body.Parent, err)
+		}
+		if body, err = s.cfg.Peers.Open(s.ctx, base, img.SHA256, 0); err != nil {
+			return err
+		}
 	}
-	res, err := s.cfg.Blobs.PutCopy(s.ctx, body, body.From, img.SHA256, img.Size)
+	var res imagestore.Imported
+	switch {
+	case body.Parent != "":
+		res, err = s.cfg.Blobs.PutLayerCopy(s.ctx, body, img.SHA256, body.Parent, img.Size)
+	case body.Size != img.Size:
+		return fmt.Errorf("peer sends %d bytes, want the %d bytes of image %s", body.Size, img.Size, img.Name)
+	default:
+		res, err = s.cfg.Blobs.PutCopy(s.ctx, body, body.From, img.SHA256, img.Size)
+	}
 	if err != nil {
 		return err
 	}
@@ -174,9 +191,9 @@ func (s *Service) fetchFrom(img inventory.Image, peer, base string, from int64) 
 // hold it, least loaded first.
 func (s *Service) plan(ctx context.Context, sha string) (inventory.Image, []inventory.ServerInfo, error) {
 	listed := s.cfg.Now()
-	imgs, err := s.cfg.Store.ListImages(ctx)
+	imgs, err := s.contents(ctx)
 	if err != nil {
-		return inventory.Image{}, nil, fmt.Errorf("images: content %.12s: reading the images: %w", sha, err)
+		return inventory.Image{}, nil, fmt.Errorf("images: content %.12s: %w", sha, err)
 	}
 	i := slices.IndexFunc(imgs, func(img inventory.Image) bool { return img.SHA256 == sha })
 	if i < 0 {

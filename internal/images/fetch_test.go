@@ -25,6 +25,7 @@ import (
 	"github.com/bootfleet/bootfleet/internal/imagestore"
 	"github.com/bootfleet/bootfleet/internal/inventory"
 	"github.com/bootfleet/bootfleet/internal/inventory/sqlite"
+	"github.com/bootfleet/bootfleet/internal/rootdisk"
 	"github.com/bootfleet/bootfleet/internal/testutil"
 )
 
@@ -341,6 +342,15 @@ func (b *fakeBoots) InUse(sha string, drop func() error) (bool, error) {
 		return false, nil
 	}
 	return false, drop()
+}
+
+func (b *fakeBoots) Users(sha string) []rootdisk.Use {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.inUse[sha] {
+		return []rootdisk.Use{{MAC: "52:54:00:00:00:01"}}
+	}
+	return nil
 }
 
 func (b *fakeBoots) set(sha string, inUse bool) {

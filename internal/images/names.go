@@ -29,11 +29,19 @@ type Upload struct {
 	// Body is the image, raw or in a format imagestore converts; it is
 	// read to its end.
 	Body io.Reader
+	// By names who imports it (the API token), for the version's record.
+	By string
+	// State is the new version's: production (the default) makes it what
+	// machines boot next, as an import always did; test leaves
+	// production as it is, for machines following the test channel. The
+	// first version of a name is production whatever State says.
+	State inventory.VersionState
 }
 
 // Imported is what Import stored.
 type Imported struct {
-	Image inventory.Image // as recorded
+	Image   inventory.Image        // as recorded, after the import
+	Version inventory.ImageVersion // the version the import made
 	// Replaced says the name existed; its earlier content is released.
 	Replaced  bool
 	Format    imagestore.Format // of the upload
@@ -50,12 +58,26 @@ func (s *Service) Import(ctx context.Context, up Upload) (Imported, error) {
 	if err := probe.Validate(s.cfg.Now()); err != nil {
 		return Imported{}, err
 	}
+	switch up.State {
+	case "":
+		up.State = inventory.VersionProduction
+	case inventory.VersionProduction, inventory.VersionTest:
+	default:
+		return Imported{}, inventory.Invalid("state", "an import makes a test or production version, not %q", up.State)
+	}
 	old, err := s.cfg.Store.GetImage(ctx, up.Name)
 	if err != nil && !errors.Is(err, inventory.ErrNotFound) {
 		return Imported{}, err
 	}
 	start := s.cfg.Now()
-	res, err := s.cfg.Blobs.ImportContext(ctx, up.Body)
+	var res imagestore.Imported
+	if old.SHA256 != "" && s.cfg.Blobs.Has(old.SHA256) {
+		// A rebuilt image costs its delta: the blocks that differ from
+		// the current version are stored as a layer over it.
+		res, err = s.cfg.Blobs.ImportOver(ctx, up.Body, old.SHA256)
+	} else {
+		res, err = s.cfg.Blobs.ImportContext(ctx, up.Body)
+	}
 	out := Imported{Replaced: old.SHA256 != "", Format: res.Format, Allocated: res.Allocated, Received: res.Received}
 	if err != nil {
 		return out, s.importError(up.Name, res, err)
@@ -64,13 +86,22 @@ func (s *Service) Import(ctx context.Context, up Upload) (Imported, error) {
 	s.arrived[res.SHA256] = s.cfg.Now()
 	s.mu.Unlock()
 	s.arrive(ctx, res.SHA256)
-	out.Image, err = s.cfg.Store.PutImage(ctx, inventory.Image{Name: up.Name, SHA256: res.SHA256, Size: res.Size, Imported: s.cfg.Now()})
+	parent := 0
+	if res.Parent != "" {
+		parent = old.Version
+	}
+	out.Version, err = s.cfg.Store.AddImageVersion(ctx, inventory.ImageVersion{Image: up.Name, SHA256: res.SHA256, Size: res.Size,
+		Parent: parent, State: up.State, By: up.By, Made: s.cfg.Now(), Stored: res.Allocated})
 	if err != nil {
 		return out, err
 	}
-	s.log.Info("image imported", "name", up.Name, "sha256", res.SHA256, "format", res.Format.String(), "size", res.Size,
-		"allocated", res.Allocated, "received", res.Received, "seconds", s.cfg.Now().Sub(start).Seconds())
-	if out.Replaced && old.SHA256 != res.SHA256 {
+	if out.Image, err = s.cfg.Store.GetImage(ctx, up.Name); err != nil {
+		return out, err
+	}
+	s.log.Info("image imported", "name", up.Name, "version", out.Version.Version, "parent", parent, "state", string(out.Version.State), "sha256", res.SHA256,
+		"format", res.Format.String(), "size", res.Size, "allocated", res.Allocated, "received", res.Received,
+		"seconds", s.cfg.Now().Sub(start).Seconds())
+	if out.Replaced && old.SHA256 != out.Image.SHA256 {
 		s.release(ctx, old.SHA256)
 	}
 	return out, nil
@@ -123,9 +154,9 @@ func (s *Service) Remove(ctx context.Context, name string) error {
 func (s *Service) release(ctx context.Context, sha string) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), storeTimeout)
 	defer cancel()
-	imgs, err := s.cfg.Store.ListImages(ctx)
+	imgs, err := s.contents(ctx)
 	if err != nil {
-		s.log.Warn("image content kept: reading the images failed; the next check tries again", "sha256", sha, "err", err)
+		s.log.Warn("image content kept: reading the image versions failed; the next check tries again", "sha256", sha, "err", err)
 		return
 	}
 	if slices.ContainsFunc(imgs, func(img inventory.Image) bool { return img.SHA256 == sha }) {

@@ -114,8 +114,16 @@ func TestImport(t *testing.T) {
 		oldKept bool
 	}{
 		{name: "new name"},
+		// The earlier version stays production, to roll back to.
 		{name: "new content for a name", setup: func(t *testing.T, f *fleet, s *Service) {
 			imported(t, s, "alpine", contentB)
+		}, wantReplaced: true, oldKept: true},
+		{name: "old version retired", setup: func(t *testing.T, f *fleet, s *Service) {
+			imported(t, s, "alpine", contentB)
+			imported(t, s, "alpine", []byte("a third content, current when version 1 retires"))
+			if _, err := s.Step(context.Background(), "alpine", 1, inventory.OpRetire); err != nil {
+				t.Fatal(err)
+			}
 		}, wantReplaced: true},
 		{name: "old content booted from", setup: func(t *testing.T, f *fleet, s *Service) {
 			imported(t, s, "alpine", contentB)

@@ -11,14 +11,17 @@ import (
 	"github.com/bootfleet/bootfleet/internal/imagepeer"
 	"github.com/bootfleet/bootfleet/internal/imagestore"
 	"github.com/bootfleet/bootfleet/internal/inventory"
+	"github.com/bootfleet/bootfleet/internal/rootdisk"
 )
 
 // Store is what a Service reads and writes in the fleet's store: the
 // names, the copies, and the servers holding them.
 type Store interface {
 	inventory.Images
+	inventory.ImageVersions
 	inventory.ImageCopies
 	ListServers(ctx context.Context) ([]inventory.ServerInfo, error)
+	ListProfiles(ctx context.Context) ([]inventory.Profile, error)
 }
 
 // Blobs is this server's image content; *imagestore.Store implements it.
@@ -32,6 +35,19 @@ type Blobs interface {
 	PutCopy(ctx context.Context, r io.Reader, from int64, sha string, size int64) (imagestore.Imported, error)
 	// Partial is how many bytes of sha a copy that stopped early kept.
 	Partial(sha string) int64
+	// ImportOver stores an upload as a layer over content parent when
+	// that saves space; see imagestore.Store.ImportOver.
+	ImportOver(ctx context.Context, r io.Reader, parent string) (imagestore.Imported, error)
+	// StoreLayer stores a maintenance version's disk as a layer over
+	// parent; see imagestore.Store.StoreLayer.
+	StoreLayer(ctx context.Context, content io.ReaderAt, size int64, parent string) (imagestore.Imported, error)
+	// Chain and Merge see and flatten a content's layers; see
+	// imagestore.Store.Merge.
+	Chain(sha string) (imagestore.Chain, error)
+	Merge(ctx context.Context, sha string, progress func(done, total int64)) (imagestore.Imported, error)
+	// PutLayerCopy stores a peer's layer of content sha over parent,
+	// checked by its sha256; see imagestore.Store.PutLayerCopy.
+	PutLayerCopy(ctx context.Context, r io.Reader, sha, parent string, size int64) (imagestore.Imported, error)
 	Remove(sha string) error
 }
 
@@ -44,6 +60,8 @@ type Boots interface {
 	// returns, with new boots of sha held off, so content drop deletes is
 	// never promised to a machine; the error is drop's.
 	InUse(sha string, drop func() error) (bool, error)
+	// Users lists the machines reading content sha, for listings.
+	Users(sha string) []rootdisk.Use
 }
 
 // Kernels are the boot files built from image content;
@@ -67,6 +85,14 @@ type Config struct {
 	Peers Peers  // required
 	// Kernels, if set, loses the files built from content as it goes.
 	Kernels Kernels
+	// Edits, if set, holds the writes of maintenance versions (image
+	// edit); without it, edits are refused.
+	Edits Edits
+	// MergeDepth is how many layers deep a version may be stored here
+	// before a check merges it into a whole file (config
+	// nbd.merge_depth). Default 5, as reads cost a little more per
+	// layer; negative never merges by itself.
+	MergeDepth int
 	// Interval between checks of the store: new images to fetch, removed
 	// ones to delete. Default 10 s.
 	Interval time.Duration
@@ -113,8 +139,9 @@ type Service struct {
 	// started. Only known content is deleted when no image names it, so
 	// a server pointed at another store by mistake keeps its images.
 	known     map[string]bool
-	recorded  bool // this server's copies are in the store
-	storeDown bool // a store read or write failed and was logged
+	merges    map[string]*Merge // by image
+	recorded  bool              // this server's copies are in the store
+	storeDown bool              // a store read or write failed and was logged
 }
 
 // New checks cfg and fills its defaults.
@@ -132,6 +159,9 @@ func New(cfg Config) (*Service, error) {
 	if cfg.Retry <= 0 {
 		cfg.Retry = time.Minute
 	}
+	if cfg.MergeDepth == 0 {
+		cfg.MergeDepth = 5
+	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
@@ -140,7 +170,7 @@ func New(cfg Config) (*Service, error) {
 	}
 	s := &Service{cfg: cfg, log: cfg.Logger, bg: make(chan struct{}, cfg.Fetches),
 		flights: map[string]*flight{}, arrived: map[string]time.Time{}, named: map[string]time.Time{}, failed: map[string]retry{},
-		kept: map[string]bool{}, known: map[string]bool{}}
+		kept: map[string]bool{}, known: map[string]bool{}, merges: map[string]*Merge{}}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	return s, nil
 }
@@ -174,7 +204,7 @@ func (s *Service) Check(ctx context.Context) {
 		s.record(ctx)
 	}
 	listed := s.cfg.Now()
-	imgs, err := s.cfg.Store.ListImages(ctx)
+	imgs, err := s.contents(ctx)
 	if err != nil {
 		s.warn(ctx, "image copies: reading the images failed; checking again every interval, logged again once it works", err)
 		return
@@ -198,6 +228,7 @@ func (s *Service) Check(ctx context.Context) {
 			s.background(img)
 		}
 	}
+	s.autoMerge(imgs)
 	local, err := s.cfg.Blobs.List()
 	if err != nil {
 		s.log.Warn("image copies: listing the image store failed", "err", err)

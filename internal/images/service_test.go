@@ -111,7 +111,7 @@ func TestCheckGrace(t *testing.T) {
 // failingStore fails every read of the images.
 type failingStore struct{ Store }
 
-func (failingStore) ListImages(context.Context) ([]inventory.Image, error) {
+func (failingStore) ListImageVersions(context.Context, string) ([]inventory.ImageVersion, error) {
 	return nil, errors.New("connection refused")
 }
 

@@ -108,28 +108,36 @@ func (s *Store) Partial(want string) int64 {
 	return st.Size()
 }
 
-// List returns the hex sha256 of every content stored, sorted.
+// List returns the hex sha256 of every content stored, whole or as a
+// layer, sorted.
 func (s *Store) List() ([]string, error) {
-	ents, err := os.ReadDir(s.blobDir())
-	if err != nil {
-		return nil, fmt.Errorf("imagestore: %w", err)
-	}
 	var out []string
-	for _, e := range ents {
-		if hexRE.MatchString(e.Name()) && e.Type().IsRegular() {
-			out = append(out, e.Name())
+	for _, dir := range []string{s.blobDir(), s.layerDir()} {
+		ents, err := os.ReadDir(dir)
+		if err != nil {
+			return nil, fmt.Errorf("imagestore: %w", err)
+		}
+		for _, e := range ents {
+			if hexRE.MatchString(e.Name()) && e.Type().IsRegular() {
+				out = append(out, e.Name())
+			}
 		}
 	}
 	slices.Sort(out)
-	return out, nil
+	return slices.Compact(out), nil
 }
 
-// OpenContent opens the content with sha256 hex for reading. The file stays
-// readable while open even if the content is removed meanwhile.
+// OpenContent opens the content with sha256 hex for reading, or its layer
+// when it is stored as one (Parent says over what), for a peer to copy.
+// The file stays readable while open even if the content is removed
+// meanwhile.
 func (s *Store) OpenContent(hex string) (*os.File, error) {
 	p, err := s.Path(hex)
 	if err != nil {
 		return nil, err
+	}
+	if lp, ok := s.layerPath(hex); ok {
+		p = lp
 	}
 	f, err := os.Open(p)
 	if err != nil {

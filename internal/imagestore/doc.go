@@ -10,4 +10,12 @@
 // sha256 names the raw content. An image that names other files (a
 // backing file, an external data file, a VMDK descriptor's extents) is
 // refused, so the server never serves a file it was not sent.
+//
+// A version made from another (an import under an existing name, a
+// committed maintenance version) is stored as a layer of the blocks that
+// differ from its parent, in DATA/images/layers/<hex> (package
+// imagelayer's format): layers.go finds and reads a content through its
+// chain, layerwrite.go makes layers, layercopy.go takes a peer's layer
+// after checking the content it reads as. Merge flattens a chain into a
+// whole file under the same hash.
 package imagestore

@@ -26,7 +26,7 @@ type Store struct {
 // removing temporary files that an interrupted import left behind.
 func Open(data string) (*Store, error) {
 	s := &Store{dir: filepath.Join(data, "images"), qemuImg: "qemu-img"}
-	for _, d := range []string{s.blobDir(), s.tmpDir()} {
+	for _, d := range []string{s.blobDir(), s.tmpDir(), s.layerDir()} {
 		if err := os.MkdirAll(d, 0o750); err != nil {
 			return nil, fmt.Errorf("imagestore: %w (set data to a writable directory)", err)
 		}
@@ -54,14 +54,19 @@ func (s *Store) Path(hex string) (string, error) {
 	return filepath.Join(s.blobDir(), hex), nil
 }
 
-// Has reports whether the content with sha256 hex is stored.
+// Has reports whether the content with sha256 hex is stored, whole or as
+// a layer.
 func (s *Store) Has(hex string) bool {
 	p, err := s.Path(hex)
 	if err != nil {
 		return false
 	}
 	st, err := os.Stat(p)
-	return err == nil && st.Mode().IsRegular()
+	if err == nil && st.Mode().IsRegular() {
+		return true
+	}
+	_, ok := s.layerPath(hex)
+	return ok
 }
 
 // Imported is what ImportContext stored.
@@ -71,6 +76,9 @@ type Imported struct {
 	Allocated int64  // bytes the stored file takes on disk; less than Size when sparse
 	Received  int64  // bytes read from the upload
 	Format    Format // of the upload
+	// Parent is the content the import is stored over as a layer; ""
+	// when it is stored whole (see ImportOver).
+	Parent string
 }
 
 // Import is ImportContext without a context, for callers that want only
@@ -97,20 +105,9 @@ func (s *Store) Import(r io.Reader) (sum string, size int64, err error) {
 // Errors about the content wrap ErrRefused; ErrNoQemuImg means the
 // server needs qemu-img for this upload.
 func (s *Store) ImportContext(ctx context.Context, r io.Reader) (Imported, error) {
-	up, err := s.receive(ctx, r)
-	res := Imported{Format: up.format, Received: up.received}
+	path, sum, res, err := s.stage(ctx, r)
 	if err != nil {
 		return res, err
-	}
-	path, sum := up.path, up.sum
-	if up.format != Raw {
-		if path, err = s.convert(ctx, up.path, up.format); err != nil {
-			return res, err
-		}
-		if sum, err = hashFile(ctx, path); err != nil {
-			os.Remove(path)
-			return res, fmt.Errorf("imagestore: hash converted image: %w", err)
-		}
 	}
 	st, err := s.commit(path, sum)
 	if err != nil {
@@ -118,6 +115,27 @@ func (s *Store) ImportContext(ctx context.Context, r io.Reader) (Imported, error
 	}
 	res.SHA256, res.Size, res.Allocated = sum, st.Size(), allocated(st)
 	return res, nil
+}
+
+// stage receives r into a temporary raw file, converting it if needed,
+// and returns the file and its sha256; the file is removed on failure.
+func (s *Store) stage(ctx context.Context, r io.Reader) (path, sum string, res Imported, err error) {
+	up, err := s.receive(ctx, r)
+	res = Imported{Format: up.format, Received: up.received}
+	if err != nil {
+		return "", "", res, err
+	}
+	path, sum = up.path, up.sum
+	if up.format != Raw {
+		if path, err = s.convert(ctx, up.path, up.format); err != nil {
+			return "", "", res, err
+		}
+		if sum, err = hashFile(ctx, path); err != nil {
+			os.Remove(path)
+			return "", "", res, fmt.Errorf("imagestore: hash converted image: %w", err)
+		}
+	}
+	return path, sum, res, nil
 }
 
 // upload is an upload received into a temporary file.
@@ -225,7 +243,10 @@ func (s *Store) commit(path, sum string) (st os.FileInfo, err error) {
 		return nil, fmt.Errorf("imagestore: sync image: %w", err)
 	}
 	dst := filepath.Join(s.blobDir(), sum)
-	if s.Has(sum) {
+	if lp, ok := s.layerPath(sum); ok { // stored as a layer already
+		os.Remove(path)
+		dst = lp
+	} else if s.Has(sum) {
 		os.Remove(path)
 	} else {
 		if err := os.Rename(path, dst); err != nil {
@@ -250,7 +271,7 @@ func (s *Store) Remove(hex string) error {
 	if err != nil {
 		return err
 	}
-	for _, p := range []string{p, s.partialPath(hex)} {
+	for _, p := range []string{p, s.partialPath(hex), filepath.Join(s.layerDir(), hex)} {
 		if err := os.Remove(p); err != nil && !errors.Is(err, os.ErrNotExist) {
 			return fmt.Errorf("imagestore: %w", err)
 		}

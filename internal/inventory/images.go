@@ -16,6 +16,9 @@ type Image struct {
 	SHA256   string    // lower-case hex, 64 characters
 	Size     int64     // bytes
 	Imported time.Time // when Name last changed content
+	// Version is the current production version (see ImageVersion),
+	// whose content SHA256 is; set by the store.
+	Version int
 }
 
 // Images is the image half of a Store.
@@ -23,10 +26,12 @@ type Images interface {
 	// ListImages returns every image ordered by name.
 	ListImages(ctx context.Context) ([]Image, error)
 	GetImage(ctx context.Context, name string) (Image, error)
-	// PutImage records img, replacing the content an existing name points to.
+	// PutImage records img's content as the image's new current
+	// production version (AddImageVersion by no one).
 	PutImage(ctx context.Context, img Image) (Image, error)
-	// DeleteImage fails with ErrConflict while a profile's root uses the
-	// image, and with ErrNotFound when there is none by that name.
+	// DeleteImage deletes the image and all its versions. It fails with
+	// ErrConflict while a profile's root uses the image, and with
+	// ErrNotFound when there is none by that name.
 	DeleteImage(ctx context.Context, name string) error
 }
 

@@ -91,6 +91,10 @@ type Root struct {
 	// RootKernelImage to boot the newest kernel Image holds, with an
 	// initramfs built from it; Kernel and Initrd are then empty.
 	Kernel string
+	// Channel is which version of Image the machines boot: "" for the
+	// current production version, ChannelTest for the newest version in
+	// test or production, or a version number (e.g. "3") pinning it.
+	Channel string
 }
 
 // Overlay modes. The server keeps the writes of ephemeral (discarded at
@@ -154,6 +158,15 @@ func (p *Profile) Validate() error {
 		p.Root.Overlay = OverlayEphemeral
 	case CheckOverlay(p.Root.Overlay, p.Cmdline) != "":
 		return invalid("overlay", "%s", CheckOverlay(p.Root.Overlay, p.Cmdline))
+	}
+	if p.Root.Channel == ChannelProduction {
+		p.Root.Channel = ""
+	}
+	if p.Root.Channel != "" && p.Root.Image == "" {
+		return invalid("root_image", "required when root_channel is set: the name of an imported image")
+	}
+	if msg := CheckChannel(p.Root.Channel); msg != "" {
+		return invalid("root_channel", "%s", msg)
 	}
 	return checkSource(&p.Source)
 }

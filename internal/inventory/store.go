@@ -20,6 +20,7 @@ type Store interface {
 	Leases6
 	Events
 	Images
+	ImageVersions
 	BootRecords
 	Tokens
 	Audit

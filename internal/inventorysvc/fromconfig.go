@@ -18,9 +18,10 @@ import (
 // profileKeys names the config file's key for each inventory field whose
 // name differs, so that an error about a profile names the key to fix.
 var profileKeys = map[string]string{
-	"root_image":  "root.image",
-	"overlay":     "root.overlay",
-	"root_kernel": "root.kernel",
+	"root_image":   "root.image",
+	"overlay":      "root.overlay",
+	"root_kernel":  "root.kernel",
+	"root_channel": "root.channel",
 }
 
 // profileFromConfig returns the profile the file declares under
@@ -35,7 +36,7 @@ func profileFromConfig(name string, cp config.Profile) (inventory.Profile, error
 		Initrd:  cp.Initrd,
 		ARM64:   inventory.ArchBoot{Kernel: cp.ARM64.Kernel, Initrd: cp.ARM64.Initrd},
 		Cmdline: cp.Cmdline,
-		Root:    inventory.Root{Image: cp.Root.Image, Overlay: cp.Root.Overlay, Kernel: cp.Root.Kernel},
+		Root:    inventory.Root{Image: cp.Root.Image, Overlay: cp.Root.Overlay, Kernel: cp.Root.Kernel, Channel: cp.Root.Channel},
 		Loader:  cp.Loader,
 		Source:  inventory.SourceConfig,
 	}

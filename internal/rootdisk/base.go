@@ -142,11 +142,7 @@ func (m *Manager) lookupBase(name string, remote net.Addr) (nbd.Export, error) {
 	if !m.cfg.Blobs.Has(sha) {
 		return refuse(fmt.Sprintf("content %.12s is not on this server; import the image here or let the server fetch it", sha))
 	}
-	path, err := m.cfg.Blobs.Path(sha)
-	if err != nil {
-		return nil, err
-	}
-	img, err := m.openImage(sha, path)
+	img, err := m.openImage(sha)
 	if err != nil {
 		m.log.Error("open base image", "mac", mac.String(), "sha256", sha, "err", err)
 		return nil, err

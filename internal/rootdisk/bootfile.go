@@ -28,6 +28,7 @@ type bootRecord struct {
 	SHA256  string    `json:"sha256"`
 	Overlay string    `json:"overlay"`
 	Issued  time.Time `json:"issued"`
+	Dir     string    `json:"dir,omitempty"` // the overlay of an image version edited
 }
 
 func (m *Manager) bootDir() string { return filepath.Join(m.cfg.Data, "boots") }
@@ -39,7 +40,7 @@ func (m *Manager) bootPath(mac net.HardwareAddr) string {
 // saveBoot writes b durably (temporary file, fsync, rename, fsync of the
 // directory) before the script that names it is served.
 func (m *Manager) saveBoot(mac net.HardwareAddr, b *boot) error {
-	raw, err := json.Marshal(bootRecord{MAC: mac.String(), Secret: b.secret, Image: b.image, SHA256: b.sha, Overlay: b.mode.String(), Issued: b.issued})
+	raw, err := json.Marshal(bootRecord{MAC: mac.String(), Secret: b.secret, Image: b.image, SHA256: b.sha, Overlay: b.mode.String(), Issued: b.issued, Dir: b.dir})
 	if err != nil {
 		return fmt.Errorf("rootdisk: encode boot of %s: %w", mac, err)
 	}
@@ -105,5 +106,8 @@ func (m *Manager) readBoot(path string) (net.HardwareAddr, *boot, error) {
 	if !m.cfg.Blobs.Has(r.SHA256) {
 		return nil, nil, fmt.Errorf("image content %.12s of image %s is no longer in the data directory", r.SHA256, r.Image)
 	}
-	return mac, &boot{secret: r.Secret, image: r.Image, sha: r.SHA256, mode: mode, issued: r.Issued}, nil
+	if r.Dir != "" && filepath.Dir(r.Dir) != m.editRoot() {
+		return nil, nil, fmt.Errorf("record names overlay %q, outside %s", r.Dir, m.editRoot())
+	}
+	return mac, &boot{secret: r.Secret, image: r.Image, sha: r.SHA256, mode: mode, issued: r.Issued, dir: r.Dir}, nil
 }

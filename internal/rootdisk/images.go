@@ -7,9 +7,18 @@ import (
 	"github.com/bootfleet/bootfleet/internal/blockstore"
 )
 
+// content is an open image content: a *blockstore.Image, or a
+// *blockstore.Layered for a version stored as layers.
+type content interface {
+	blockstore.Base
+	SetSharers(n int)
+	InMemory() bool
+	Close() error
+}
+
 // sharedImage is one open base image and the attachments using it.
 type sharedImage struct {
-	file *blockstore.Image
+	file content
 	refs int
 	idle *time.Timer // closes the image once it has lain unused for the linger; nil while in use
 }
@@ -22,9 +31,10 @@ type sharedImage struct {
 // pages).
 const defaultImageLinger = 2 * time.Minute
 
-// openImage returns the open base image of blob sha at path, opening it
-// unless it is open already (in use, or lingering). The caller holds m.mu.
-func (m *Manager) openImage(sha, path string) (*blockstore.Image, error) {
+// openImage returns the open base image of blob sha, through its layers
+// if it has any, opening it unless it is open already (in use, or
+// lingering). The caller holds m.mu.
+func (m *Manager) openImage(sha string) (content, error) {
 	if s := m.images[sha]; s != nil {
 		if s.idle != nil {
 			s.idle.Stop()
@@ -34,7 +44,16 @@ func (m *Manager) openImage(sha, path string) (*blockstore.Image, error) {
 		s.file.SetSharers(s.refs)
 		return s.file, nil
 	}
-	f, err := blockstore.OpenImage(path)
+	c, err := m.cfg.Blobs.Chain(sha)
+	if err != nil {
+		return nil, err
+	}
+	var f content
+	if len(c.Layers) == 0 {
+		f, err = blockstore.OpenImage(c.Base)
+	} else {
+		f, err = blockstore.OpenLayered(c.Base, c.Layers)
+	}
 	if err != nil {
 		return nil, err
 	}

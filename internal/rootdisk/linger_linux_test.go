@@ -20,7 +20,7 @@ func TestImageLingers(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		return e.(io.Closer), f.m.att[mac].base
+		return e.(io.Closer), f.m.att[mac].base.(*blockstore.Image)
 	}
 	open := func(f *fixture) int {
 		f.m.mu.Lock()

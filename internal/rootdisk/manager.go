@@ -67,13 +67,20 @@ type boot struct {
 	sha    string
 	mode   blockstore.Mode
 	issued time.Time
+	// dir holds the overlay when it is not the machine's own: the writes
+	// of an image version the machine edits (see edit.go).
+	dir string
+	// empty says an ephemeral overlay must be emptied at the first open:
+	// a session of the previous boot still held it when this one began.
+	empty bool
 }
 
 // attachment is a machine's open disk, shared by its NBD sessions.
 type attachment struct {
 	sha     string
 	mode    blockstore.Mode
-	base    *blockstore.Image
+	dir     string // the overlay's directory
+	base    content
 	disk    blockstore.Disk
 	refs    int
 	revoked chan struct{} // closed by a forced reset: its sessions end
@@ -174,7 +181,8 @@ func (m *Manager) IssueBoot(mac net.HardwareAddr, img inventory.Image, overlay s
 		return Issued{}, fmt.Errorf("rootdisk: profile root image %s needs the NBD server, which is off; set nbd.listen", img.Name)
 	}
 	key := mac.String()
-	if a := m.att[key]; a != nil && a.sha == sha && a.mode == mode && mode == blockstore.Ephemeral {
+	empty := false
+	if a := m.att[key]; a != nil && a.sha == sha && a.mode == mode && a.dir == dir && mode == blockstore.Ephemeral {
 		// A session of the previous boot lingers (its TCP connection died
 		// with the reboot but the server has not noticed): hand its open
 		// overlay to the new boot, emptied.
@@ -188,8 +196,17 @@ func (m *Manager) IssueBoot(mac net.HardwareAddr, img inventory.Image, overlay s
 		if err := removeOverlay(dir); err != nil {
 			return Issued{}, err
 		}
+	} else if a != nil && (a.sha != sha || a.mode != mode || a.dir != dir) {
+		// A session of the previous boot lingers on other content (a
+		// version promoted meanwhile) or another overlay: the machine is
+		// booting again, so it is dead. End it now rather than when TCP
+		// notices, so the new boot's connect finds the disk free; an
+		// ephemeral overlay is emptied at the new boot's first open.
+		m.log.Warn("new boot on other content while the previous one is still connected; closing its sessions", "mac", key, "sessions", a.refs)
+		revoke(a)
+		empty = mode == blockstore.Ephemeral
 	}
-	b := &boot{secret: newSecret(), image: img.Name, sha: sha, mode: mode, issued: m.cfg.Now()}
+	b := &boot{secret: newSecret(), image: img.Name, sha: sha, mode: mode, issued: m.cfg.Now(), empty: empty}
 	if err := m.saveBoot(mac, b); err != nil {
 		return Issued{}, err
 	}
@@ -253,7 +270,7 @@ func (m *Manager) Lookup(name string, remote net.Addr) (nbd.Export, error) {
 			return nil, err
 		}
 		m.att[key] = a
-	} else if a.sha != b.sha || a.mode != b.mode {
+	} else if a.sha != b.sha || a.mode != b.mode || a.dir != dirOf(m, mac, b) {
 		return refuse(fmt.Sprintf("a session of the previous boot (image %.12s, overlay %v) is still open; retry once it ends", a.sha, a.mode))
 	}
 	a.refs++
@@ -276,15 +293,20 @@ func (m *Manager) leaseMismatch(mac net.HardwareAddr, remote net.Addr) string {
 }
 
 func (m *Manager) open(mac net.HardwareAddr, b *boot) (*attachment, error) {
-	path, err := m.cfg.Blobs.Path(b.sha)
-	if err != nil {
-		return nil, err
-	}
-	base, err := m.openImage(b.sha, path)
+	base, err := m.openImage(b.sha)
 	if err != nil {
 		return nil, err
 	}
 	mode, dir := b.mode, m.OverlayDir(mac)
+	if b.dir != "" {
+		dir = b.dir
+	}
+	if b.empty {
+		if err := removeOverlay(dir); err != nil {
+			return nil, err
+		}
+		b.empty = false
+	}
 	if mode == blockstore.Ephemeral {
 		// Ephemeral across boots, kept across reconnects within a boot:
 		// Issue empties it, not the open.
@@ -302,7 +324,7 @@ func (m *Manager) open(mac net.HardwareAddr, b *boot) (*attachment, error) {
 			return nil, fmt.Errorf("rootdisk: record overlay base: %w", err)
 		}
 	}
-	return &attachment{sha: b.sha, mode: b.mode, base: base, disk: disk, revoked: make(chan struct{})}, nil
+	return &attachment{sha: b.sha, mode: b.mode, dir: dir, base: base, disk: disk, revoked: make(chan struct{})}, nil
 }
 
 // detach ends one session; the last one closes the disk.
@@ -390,11 +412,7 @@ func (m *Manager) Reset(mac net.HardwareAddr, force bool) error {
 		}
 		os.Remove(filepath.Join(m.OverlayDir(mac), baseFile))
 		delete(m.boot, key)
-		select {
-		case <-a.revoked:
-		default:
-			close(a.revoked)
-		}
+		revoke(a)
 		if err := m.forgetBoot(mac); err != nil {
 			return err
 		}
@@ -406,52 +424,6 @@ func (m *Manager) Reset(mac net.HardwareAddr, force bool) error {
 	}
 	m.log.Info("overlay discarded", "mac", key)
 	return nil
-}
-
-// InUse reports whether a machine boots from content sha: a boot issued
-// on it, a connected machine, or a persistent overlay made on it. When
-// none does and drop is not nil, drop (which deletes the content) runs
-// under the lock IssueBoot pins content under, so no boot is issued on
-// content being deleted; a base image lingering open on sha is closed
-// first, as its mapping would hold the deleted file's space. The error is
-// drop's.
-func (m *Manager) InUse(sha string, drop func() error) (bool, error) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if m.inUse(sha) {
-		return true, nil
-	}
-	if drop == nil {
-		return false, nil
-	}
-	if err := m.dropIdle(sha); err != nil {
-		m.log.Warn("closing an unused base image failed", "sha256", sha, "err", err)
-	}
-	return false, drop()
-}
-
-// inUse is InUse's answer. The caller holds m.mu.
-func (m *Manager) inUse(sha string) bool {
-	for _, b := range m.boot {
-		if b.sha == sha {
-			return true
-		}
-	}
-	for _, a := range m.att {
-		if a.sha == sha {
-			return true
-		}
-	}
-	if s := m.images[sha]; s != nil && s.refs > 0 { // machines reading it read-only
-		return true
-	}
-	bases, _ := filepath.Glob(filepath.Join(m.cfg.Data, "overlays", "*", baseFile))
-	for _, p := range bases {
-		if b, err := os.ReadFile(p); err == nil && strings.TrimSpace(string(b)) == sha {
-			return true
-		}
-	}
-	return false
 }
 
 func remoteIP(a net.Addr) net.IP {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -177,5 +178,30 @@ func TestAuditBounded(t *testing.T) {
 	got, err := s.ListAudit(context.Background(), inventory.AuditFilter{})
 	if err != nil || len(got) != 3 || got[0].Summary != "4" || got[2].Summary != "2" {
 		t.Fatalf("after 5 entries with a bound of 3: %+v (%v), want 4, 3, 2", got, err)
+	}
+}
+
+// TestUpgradeMakesVersions: an image imported before versions opens as
+// its version 1, in production and current, and the next import is 2.
+func TestUpgradeMakesVersions(t *testing.T) {
+	path := filepath.Join(t.TempDir(), FileName)
+	w := migrated(t, path, func(ms []sqldb.Migration) []sqldb.Migration {
+		return slices.DeleteFunc(ms, func(m sqldb.Migration) bool { return m.Version >= 17 })
+	})
+	sha := strings.Repeat("ab", 32)
+	if _, err := w.Exec(`INSERT INTO images (name, sha256, size, imported) VALUES ('debian', ?, 4096, 1700000000000000)`, sha); err != nil {
+		t.Fatal(err)
+	}
+	w.Close()
+	s := open(t, path)
+	c := context.Background()
+	vs, err := s.ListImageVersions(c, "debian")
+	if err != nil || len(vs) != 1 || vs[0].Version != 1 || vs[0].SHA256 != sha || vs[0].State != inventory.VersionProduction ||
+		vs[0].Promoted.IsZero() {
+		t.Fatalf("versions after upgrade = %+v (%v), want version 1 of %.8s in production", vs, err, sha)
+	}
+	img, err := s.PutImage(c, inventory.Image{Name: "debian", SHA256: strings.Repeat("cd", 32), Size: 4096})
+	if err != nil || img.Version != 2 {
+		t.Fatalf("import after upgrade = %+v (%v), want version 2", img, err)
 	}
 }

@@ -61,6 +61,8 @@ func Run(t *testing.T, b Backend) {
 		{"NextBoot", testNextBoot},
 		{"ScheduleRuns", testScheduleRuns},
 		{"PowerSchedules", testPowerSchedules},
+		{"ImageVersions", testImageVersions},
+		{"ImageVersionsPut", testImageVersionsPut},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) { tt.fn(t, b) })
@@ -581,7 +583,7 @@ func testImages(t *testing.T, b Backend) {
 	sha1 := strings.Repeat("ab", 32)
 	sha2 := strings.Repeat("cd", 32)
 	got := must[inventory.Image](t)(s.PutImage(c, inventory.Image{Name: "debian", SHA256: sha1, Size: 4096, Imported: at}))
-	if want := (inventory.Image{Name: "debian", SHA256: sha1, Size: 4096, Imported: at}); !reflect.DeepEqual(got, want) {
+	if want := (inventory.Image{Name: "debian", SHA256: sha1, Size: 4096, Imported: at, Version: 1}); !reflect.DeepEqual(got, want) {
 		t.Fatalf("PutImage = %#v, want %#v", got, want)
 	}
 	// Re-import: the name moves to the new content.

@@ -9,11 +9,11 @@ import (
 	"github.com/bootfleet/bootfleet/internal/inventory"
 )
 
-const imageCols = `name, sha256, size, imported`
+const imageCols = `name, sha256, size, imported, version`
 
 func scanImage(sc interface{ Scan(...any) error }) (inventory.Image, error) {
 	var img inventory.Image
-	err := sc.Scan(&img.Name, &img.SHA256, &img.Size, scanTime{&img.Imported})
+	err := sc.Scan(&img.Name, &img.SHA256, &img.Size, scanTime{&img.Imported}, &img.Version)
 	return img, err
 }
 
@@ -52,12 +52,8 @@ func (s *Store) PutImage(ctx context.Context, img inventory.Image) (inventory.Im
 	if err := img.Validate(s.now()); err != nil {
 		return img, err
 	}
-	err := s.tx(ctx, func(tx *sql.Tx) error {
-		_, err := s.exec(ctx, tx, `INSERT INTO images (name, sha256, size, imported) VALUES (?, ?, ?, ?)
-			ON CONFLICT (name) DO UPDATE SET sha256 = excluded.sha256, size = excluded.size, imported = excluded.imported`,
-			img.Name, img.SHA256, img.Size, s.d.timeArg(img.Imported))
-		return err
-	})
+	_, err := s.AddImageVersion(ctx, inventory.ImageVersion{Image: img.Name, SHA256: img.SHA256, Size: img.Size,
+		Made: img.Imported, State: inventory.VersionProduction})
 	if err != nil {
 		return img, err
 	}
@@ -86,6 +82,9 @@ func (s *Store) DeleteImage(ctx context.Context, name string) error {
 		}
 		if len(users) > 0 {
 			return inventory.Conflict("name", "image %s is the root of profile(s) %s; change or remove them first", name, strings.Join(users, ", "))
+		}
+		if _, err := s.exec(ctx, tx, `DELETE FROM image_versions WHERE image = ?`, name); err != nil {
+			return err
 		}
 		res, err := s.exec(ctx, tx, `DELETE FROM images WHERE name = ?`, name)
 		if err != nil {

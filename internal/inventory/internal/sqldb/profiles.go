@@ -10,14 +10,14 @@ import (
 	"github.com/bootfleet/bootfleet/internal/inventory"
 )
 
-const profileCols = `name, kernel, initrds, cmdline, root_image, overlay, root_kernel, loader, source, arm64`
+const profileCols = `name, kernel, initrds, cmdline, root_image, overlay, root_kernel, loader, source, arm64, root_channel`
 
 func scanProfile(sc interface{ Scan(...any) error }) (inventory.Profile, error) {
 	var (
 		p                      inventory.Profile
 		initrds, source, arm64 string
 	)
-	if err := sc.Scan(&p.Name, &p.Kernel, &initrds, &p.Cmdline, &p.Root.Image, &p.Root.Overlay, &p.Root.Kernel, &p.Loader, &source, &arm64); err != nil {
+	if err := sc.Scan(&p.Name, &p.Kernel, &initrds, &p.Cmdline, &p.Root.Image, &p.Root.Overlay, &p.Root.Kernel, &p.Loader, &source, &arm64, &p.Root.Channel); err != nil {
 		return p, err
 	}
 	p.Source = inventory.Source(source)
@@ -72,7 +72,7 @@ func profileArgs(p inventory.Profile) ([]any, error) {
 	if err != nil {
 		return nil, err
 	}
-	return []any{p.Kernel, rds, p.Cmdline, p.Root.Image, p.Root.Overlay, p.Root.Kernel, p.Loader, string(p.Source), arm64, p.Name}, nil
+	return []any{p.Kernel, rds, p.Cmdline, p.Root.Image, p.Root.Overlay, p.Root.Kernel, p.Loader, string(p.Source), arm64, p.Root.Channel, p.Name}, nil
 }
 
 // CreateProfile implements inventory.Profiles.
@@ -93,8 +93,8 @@ func (s *Store) CreateProfile(ctx context.Context, p inventory.Profile) (invento
 		if !errors.Is(err, sql.ErrNoRows) {
 			return s.dbErr("read profile", err)
 		}
-		_, err = s.exec(ctx, tx, `INSERT INTO profiles (kernel, initrds, cmdline, root_image, overlay, root_kernel, loader, source, arm64, name)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`, args...)
+		_, err = s.exec(ctx, tx, `INSERT INTO profiles (kernel, initrds, cmdline, root_image, overlay, root_kernel, loader, source, arm64, root_channel, name)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`, args...)
 		return err
 	})
 	if err != nil {
@@ -113,7 +113,8 @@ func (s *Store) UpdateProfile(ctx context.Context, p inventory.Profile) (invento
 		return p, err
 	}
 	err = s.tx(ctx, func(tx *sql.Tx) error {
-		res, err := s.exec(ctx, tx, `UPDATE profiles SET kernel = ?, initrds = ?, cmdline = ?, root_image = ?, overlay = ?, root_kernel = ?, loader = ?, source = ?, arm64 = ?
+		res, err := s.exec(ctx, tx, `UPDATE profiles SET kernel = ?, initrds = ?, cmdline = ?, root_image = ?, overlay = ?, root_kernel = ?, loader = ?, source = ?, arm64 = ?,
+			root_channel = ?
 			WHERE name = ?`, args...)
 		if err != nil {
 			return err

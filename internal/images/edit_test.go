@@ -1,0 +1,110 @@
+package images
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"io"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/bootfleet/bootfleet/internal/imagepeer"
+	"github.com/bootfleet/bootfleet/internal/imagestore"
+	"github.com/bootfleet/bootfleet/internal/inventory"
+	"github.com/bootfleet/bootfleet/internal/inventory/sqlite"
+	"github.com/bootfleet/bootfleet/internal/rootdisk"
+)
+
+// TestEditCommitAbandon: a machine edits a version read-write over NBD;
+// a commit while it is connected is refused naming it; the commit stores
+// what it wrote as a layer of about that size; a second edit while one is
+// open is refused naming the holder; an abandon throws the writes away.
+func TestEditCommitAbandon(t *testing.T) {
+	ctx := context.Background()
+	data := t.TempDir()
+	st, err := sqlite.Open(ctx, filepath.Join(data, sqlite.FileName))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	blobs, err := imagestore.Open(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	disks, err := rootdisk.New(rootdisk.Config{Data: data, Blobs: blobs})
+	if err != nil {
+		t.Fatal(err)
+	}
+	disks.SetAddr("10.0.0.1", 10809)
+	s, err := New(Config{Self: "boot-a", Store: st, Blobs: blobs, Boots: disks, Edits: disks, Peers: &imagepeer.Client{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	v1 := bytes.Repeat([]byte("lab image "), 1<<20) // 10 MiB
+	imported(t, s, "lab", v1)
+	pc1, _ := net.ParseMAC("52:54:00:00:00:01")
+	pc2, _ := net.ParseMAC("52:54:00:00:00:02")
+	m, err := s.Edit(ctx, "lab", pc1, "alice")
+	if err != nil || m.Version != 2 || m.State != inventory.VersionMaintenance || m.Parent != 1 {
+		t.Fatalf("Edit = %+v, %v; want version 2 in maintenance over 1", m, err)
+	}
+	if _, err := s.Edit(ctx, "lab", pc2, "bob"); !errors.Is(err, inventory.ErrConflict) || !strings.Contains(err.Error(), pc1.String()) {
+		t.Fatalf("a second edit: %v, want a conflict naming %s", err, pc1)
+	}
+
+	// The machine boots it and writes.
+	b, err := disks.IssueEdit(pc1, inventory.Image{Name: "lab", SHA256: m.SHA256, Size: m.Size}, m.Version)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, err := disks.Lookup(strings.TrimPrefix(b.Root, "nbd:10.0.0.1:10809:"), &net.TCPAddr{IP: net.IPv4(10, 0, 0, 9)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wrote := []byte("apt-get upgrade was here")
+	if _, err := e.(io.WriterAt).WriteAt(wrote, 3<<20); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Commit(ctx, "lab", false); !errors.Is(err, inventory.ErrConflict) || !strings.Contains(err.Error(), pc1.String()) ||
+		!strings.Contains(err.Error(), "--force") {
+		t.Fatalf("commit while the machine runs: %v, want a conflict naming it and --force", err)
+	}
+	e.(io.Closer).Close()
+	v, err := s.Commit(ctx, "lab", false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := bytes.Clone(v1)
+	copy(want[3<<20:], wrote)
+	sum := sha256.Sum256(want)
+	if v.State != inventory.VersionTest || v.SHA256 != hex.EncodeToString(sum[:]) || v.Stored == 0 || v.Stored > 256<<10 {
+		t.Fatalf("committed %+v; want test, the content written, a layer of at most 256 KiB", v)
+	}
+	if blobs.Parent(v.SHA256) != m.SHA256 {
+		t.Fatal("the committed version is not stored as a layer over the edited one")
+	}
+	if _, err := os.Stat(disks.EditDir("lab", 2)); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("the writes of a committed version are still on disk: %v", err)
+	}
+
+	// A second edit goes on top of the newest version, and is abandoned.
+	m3, err := s.Edit(ctx, "lab", pc2, "bob")
+	if err != nil || m3.Parent != 2 || m3.SHA256 != v.SHA256 {
+		t.Fatalf("edit after commit = %+v, %v; want it over version 2", m3, err)
+	}
+	if _, err := s.Abandon(ctx, "lab", false); err != nil {
+		t.Fatal(err)
+	}
+	vs, _ := st.ListImageVersions(ctx, "lab")
+	if len(vs) != 2 {
+		t.Fatalf("after abandon: %+v, want versions 1 and 2", vs)
+	}
+	if _, err := s.Commit(ctx, "lab", false); !errors.Is(err, inventory.ErrConflict) || !strings.Contains(err.Error(), "no maintenance version") {
+		t.Fatalf("commit with nothing open: %v", err)
+	}
+}

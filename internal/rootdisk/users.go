@@ -1,0 +1,49 @@
+package rootdisk
+
+import (
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+)
+
+// Use is a machine of this server that reads image content.
+type Use struct {
+	MAC string
+	// Persistent says the machine's persistent overlay was made on the
+	// content: it stays on it until machine reset. Otherwise the machine
+	// was booted on it (a script issued or a session open) and moves on
+	// at its next boot.
+	Persistent bool
+}
+
+// Users returns the machines of this server reading content sha, ordered
+// by MAC, for listings of what boots an image version.
+func (m *Manager) Users(sha string) []Use {
+	seen := map[string]Use{}
+	m.mu.Lock()
+	for mac, b := range m.boot {
+		if b.sha == sha {
+			seen[mac] = Use{MAC: mac}
+		}
+	}
+	for mac, a := range m.att {
+		if a.sha == sha {
+			seen[mac] = Use{MAC: mac}
+		}
+	}
+	m.mu.Unlock()
+	bases, _ := filepath.Glob(filepath.Join(m.cfg.Data, "overlays", "*", baseFile))
+	for _, p := range bases {
+		if b, err := os.ReadFile(p); err == nil && strings.TrimSpace(string(b)) == sha {
+			mac := strings.ReplaceAll(filepath.Base(filepath.Dir(p)), "-", ":")
+			seen[mac] = Use{MAC: mac, Persistent: true}
+		}
+	}
+	out := make([]Use, 0, len(seen))
+	for _, u := range seen {
+		out = append(out, u)
+	}
+	slices.SortFunc(out, func(a, b Use) int { return strings.Compare(a.MAC, b.MAC) })
+	return out
+}
