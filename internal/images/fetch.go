@@ -181,7 +181,7 @@ func (s *Service) fetchFrom(img inventory.Image, peer, base string, from int64) 
 	}
 	took := s.cfg.Now().Sub(start)
 	s.log.Info("image copies: fetched image content from peer", "image", img.Name, "sha256", img.SHA256, "peer", peer, "url", base,
-		"size", res.Size, "resumed_at", body.From, "received", res.Received, "allocated", res.Allocated, "seconds", took.Seconds(),
+		"size", res.Size, "resumed_at", body.From, "received", res.Received, "allocated", res.Allocated, "layer_over", res.Parent, "seconds", took.Seconds(),
 		"mib_per_sec", float64(res.Received)/(1<<20)/max(took.Seconds(), 1e-3))
 	s.arrive(s.ctx, img.SHA256)
 	return nil

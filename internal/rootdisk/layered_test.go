@@ -63,7 +63,7 @@ func TestNewContentEndsLingeringSession(t *testing.T) {
 	f.img = inventory.Image{Name: "debian", SHA256: res.SHA256, Size: res.Size}
 	name := f.issue(t, "52:54:00:00:00:02", "ephemeral")
 	select {
-	case <-old.(interface{ Revoked() <-chan struct{} }).Revoked():
+	case <-old.Info().Revoked:
 	default:
 		t.Fatal("the lingering session of the previous boot was not revoked")
 	}
