@@ -30,8 +30,12 @@ for w in $(cat /proc/cmdline); do
   esac
 done
 watcher=no
+proxy=no
 for p in /proc/[0-9]*; do
-  case "$({ tr '\0' ' ' <"$p/cmdline"; } 2>/dev/null)" in "@bootfleet-agent watch"*) watcher=yes ;; esac
+  case "$({ tr '\0' ' ' <"$p/cmdline"; } 2>/dev/null)" in
+  "@bootfleet-agent watch"*) watcher=yes ;;
+  "@bootfleet-agent proxy"*) proxy=yes ;;
+  esac
 done
 autofs=no
 grep -q '^autofs4 ' /proc/modules && autofs=yes
@@ -40,7 +44,7 @@ net=""
 for f in /run/systemd/netif/links/*; do
   net="$net$(. "$f"; echo "${NETWORK_FILE##*/}:$ADMIN_STATE:$OPER_STATE") "
 done
-echo "BOOTFLEET-SYSTEMD: multi-user=$(systemctl is-active multi-user.target) root=$(findmnt -n -o SOURCE,FSTYPE / | tr -s ' ' ,) kernel=$(uname -r) autofs4=$autofs watcher=$watcher nics=$(ls /sys/class/net | tr '\n' ,) net=${net% }"
+echo "BOOTFLEET-SYSTEMD: multi-user=$(systemctl is-active multi-user.target) root=$(findmnt -n -o SOURCE,FSTYPE / | tr -s ' ' ,) kernel=$(uname -r) autofs4=$autofs watcher=$watcher proxy=$proxy nics=$(ls /sys/class/net | tr '\n' ,) net=${net% }"
 echo "BOOTFLEET-FAILED-UNITS: $(systemctl --failed --no-legend --plain | awk '{print $1}' | tr '\n' ' ')"
 if [ -e /var/bf-marker ]; then
   echo "BOOTFLEET-MARKER: present $(cat /var/bf-marker)"
@@ -190,10 +194,16 @@ func runDebianVM(t *testing.T, ns *netns, dir, mac, tap string, boots int) []deb
 	return out
 }
 
-// checkDebianBoot asserts what every boot of a Debian root must show.
-func checkDebianBoot(t *testing.T, what string, b debianBoot, fstype, kernel string) {
+// checkDebianBoot asserts what every boot of a Debian root must show; the
+// root's daemon is the reconnect watcher, or with bootfleet.proxy=1 the
+// root proxy, alone.
+func checkDebianBoot(t *testing.T, what string, b debianBoot, fstype, kernel string, proxy bool) {
 	t.Helper()
-	for _, want := range []string{"multi-user=active", "," + fstype, "kernel=" + kernel, "autofs4=yes", "watcher=yes"} {
+	daemon := []string{"watcher=yes", "proxy=no"}
+	if proxy {
+		daemon = []string{"watcher=no", "proxy=yes"}
+	}
+	for _, want := range append([]string{"multi-user=active", "," + fstype, "kernel=" + kernel, "autofs4=yes"}, daemon...) {
 		if !strings.Contains(b.systemd, want) {
 			t.Errorf("%s: systemd report %q lacks %q", what, b.systemd, want)
 		}
@@ -305,7 +315,7 @@ func TestDebianDiskless(t *testing.T) {
 		boots := runDebianVM(t, lan, dir, c.m.mac, "tap0", len(c.markers))
 		for i, b := range boots {
 			what := fmt.Sprintf("%s boot %d", c.m.name, i+1)
-			checkDebianBoot(t, what, b, c.m.fs, kernels[c.m.kernelOf])
+			checkDebianBoot(t, what, b, c.m.fs, kernels[c.m.kernelOf], false)
 			if b.marker != c.markers[i] {
 				t.Errorf("%s: marker %q, want %q", what, b.marker, c.markers[i])
 			}

@@ -43,6 +43,8 @@ ipxe:
   dir: {{ .IPXEDir }}
 log:
   level: debug
+multicast:
+  mode: {{ or .Multicast "off" }}
 `
 	defaultProfileKeys = `  ` + defaultProfile + `:
     kernel: {{ .Kernel }}
