@@ -54,8 +54,12 @@ func Run(ctx context.Context, c *config.Config, log *slog.Logger) error {
 	if err != nil {
 		return fmt.Errorf("the fleet's key for read-only base exports: %w", err)
 	}
+	mc, err := multicastConfig(c, serverIP)
+	if err != nil {
+		return err
+	}
 	dl, err := diskless.New(diskless.Config{Data: c.Data, Listen: c.NBD.Listen, ServerIP: serverIP, Agent: c.NBD.Agent,
-		Images: store, Leases: leases, BaseKey: baseKey, Logger: log})
+		Images: store, Leases: leases, BaseKey: baseKey, Multicast: mc, Logger: log})
 	if err != nil {
 		return err
 	}
@@ -73,6 +77,7 @@ func Run(ctx context.Context, c *config.Config, log *slog.Logger) error {
 	}
 	defer httpLn.Close() // for the error returns before it is served
 	baseURL := "http://" + net.JoinHostPort(serverIP.String(), portOf(httpLn.Addr()))
+	dl.SetBlocksURL(baseURL + diskless.OverlayBlocksPath)
 	name, err := serverName(c)
 	if err != nil {
 		return err
@@ -100,7 +105,7 @@ func Run(ctx context.Context, c *config.Config, log *slog.Logger) error {
 		Transfers: taps.transfers, Milestones: taps.milestones, Roots: diskless.WithFailover(dl, spread.Root, name, log), Kernels: dl.Kernels(),
 		BaseURL: baseURL, ServerIP: serverIP.String(), Logger: log, Mirrors: spread,
 	}
-	boot := withPeers(httpboot.New(hc), peers)
+	boot := withPeers(httpboot.New(hc), peers, dl.OverlayBlocksHandler())
 	front := frontHandler(rec, apiHandler, boot)
 	plain, mgmt, err := splitManagement(c, serverIP, front, boot, rec.Handler(), log)
 	if err != nil {
