@@ -91,6 +91,9 @@ func Run(ctx context.Context, c *config.Config, log *slog.Logger) error {
 	}
 
 	rec, history := newHistory(c, store, name, log)
+	if err := rec.Register(dl.Collectors()...); err != nil {
+		return err
+	}
 	taps := telemetryTaps(c, rec, log)
 	apiHandler, err := newAPI(c, store, inv.Changed, imgs, dl, history, log)
 	if err != nil {
@@ -102,7 +105,7 @@ func Run(ctx context.Context, c *config.Config, log *slog.Logger) error {
 	spread := membership.NewSpread(membership.SpreadConfig{View: fleetView, SelfBaseURL: baseURL, Holders: holdings.Holders})
 	hc := httpboot.Config{
 		Files: roots, Fleet: view, Boots: inv.BootClock(taps.boots),
-		Transfers: taps.transfers, Milestones: taps.milestones, Roots: diskless.WithFailover(dl, spread.Root, name, log), Kernels: dl.Kernels(),
+		Transfers: taps.transfers, Milestones: taps.milestones, RootIO: taps.rootIO, Roots: diskless.WithFailover(dl, spread.Root, name, log), Kernels: dl.Kernels(),
 		BaseURL: baseURL, ServerIP: serverIP.String(), Logger: log, Mirrors: spread,
 	}
 	boot := withPeers(httpboot.New(hc), peers, dl.OverlayBlocksHandler())

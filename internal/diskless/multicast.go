@@ -14,6 +14,8 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/bootfleet/bootfleet/internal/chunkwire"
 	"github.com/bootfleet/bootfleet/internal/imagestore"
 	"github.com/bootfleet/bootfleet/internal/inventory"
@@ -170,6 +172,28 @@ func (s *Service) SenderStats() (mcast.SenderStats, bool) {
 		return mcast.SenderStats{}, false
 	}
 	return s.mc.sender.Stats(), true
+}
+
+// Collectors are the multicast sender's series for /metrics; none when
+// multicast is off.
+func (s *Service) Collectors() []prometheus.Collector {
+	if s.mc == nil {
+		return nil
+	}
+	st := func(f func(mcast.SenderStats) uint64) func() float64 {
+		return func() float64 { return float64(f(s.mc.sender.Stats())) }
+	}
+	return []prometheus.Collector{
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "bootfleet_multicast_sent_bytes_total",
+			Help: "Payload bytes of roots' base content multicast, each chunk once however many machines asked."},
+			st(func(x mcast.SenderStats) uint64 { return x.Bytes })),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "bootfleet_multicast_sent_datagrams_total",
+			Help: "Multicast data datagrams sent."}, st(func(x mcast.SenderStats) uint64 { return x.Datagrams })),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "bootfleet_multicast_requests_total",
+			Help: "Chunk requests from agents, repairs included."}, st(func(x mcast.SenderStats) uint64 { return x.Requests })),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "bootfleet_multicast_repairs_total",
+			Help: "Requests for lost fragments."}, st(func(x mcast.SenderStats) uint64 { return x.Repairs })),
+	}
 }
 
 // OverlayBlocksHandler serves OverlayBlocksPath: the blocks the caller's
