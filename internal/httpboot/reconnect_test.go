@@ -3,8 +3,8 @@ package httpboot
 import (
 	"errors"
 	"io"
-	"net"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
