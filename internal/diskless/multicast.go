@@ -185,7 +185,7 @@ func (s *Service) Collectors() []prometheus.Collector {
 	}
 	return []prometheus.Collector{
 		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "bootfleet_multicast_sent_bytes_total",
-			Help: "Payload bytes of roots' base content multicast, each chunk once however many machines asked."},
+			Help: "UDP payload bytes of the multicast data datagrams of roots' base content (1 KiB of content and a 32-byte header each), each chunk once however many machines asked."},
 			st(func(x mcast.SenderStats) uint64 { return x.Bytes })),
 		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "bootfleet_multicast_sent_datagrams_total",
 			Help: "Multicast data datagrams sent."}, st(func(x mcast.SenderStats) uint64 { return x.Datagrams })),
