@@ -129,12 +129,23 @@ type debianBoot struct {
 
 // ioErrorMarks are console lines that mean the root disk failed under the
 // machine: what a NIC cut while the root is mounted looks like.
-var ioErrorMarks = []string{"I/O error", "blk_update_request", "Buffer I/O error", "EXT4-fs error", "XFS (nbd", "BTRFS error", "block nbd0: Connection timed out", "Dead connection", "BOOTFLEET-FAIL:", "BOOTFLEET-WATCHER-STOPPED"}
+var ioErrorMarks = []string{"I/O error", "blk_update_request", "Buffer I/O error", "EXT4-fs error", "XFS (nbd", "BTRFS error", "block nbd0: Connection timed out", "Dead connection", "BOOTFLEET-FAIL:", "BOOTFLEET-WATCHER-STOPPED", "BOOTFLEET-PROXY-STOPPED"}
 
 // runDebianVM boots mac (SeaBIOS, QEMU's iPXE ROM) and follows its console
 // through boots Debian boots in one VM, each ended by the root's own
 // reboot or power off. It stops the VM once it has them.
 func runDebianVM(t *testing.T, ns *netns, dir, mac, tap string, boots int) []debianBoot {
+	t.Helper()
+	out, err := debianVM(t, ns, dir, mac, tap, boots)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// debianVM is runDebianVM for a goroutine of its own: it returns what
+// failed rather than ending the test.
+func debianVM(t *testing.T, ns *netns, dir, mac, tap string, boots int) ([]debianBoot, error) {
 	t.Helper()
 	args := []string{
 		"-accel", "tcg", "-m", "1024", "-smp", "1",
@@ -188,10 +199,10 @@ func runDebianVM(t *testing.T, ns *netns, dir, mac, tap string, boots int) []deb
 		return len(out) == boots, nil
 	})
 	if err != nil {
-		t.Fatalf("%s: waiting for %d boots of the Debian root (got %d): %v\n--- console (last 60 lines) ---\n%s",
+		return out, fmt.Errorf("%s: waiting for %d boots of the Debian root (got %d): %v\n--- console (last 60 lines) ---\n%s",
 			mac, boots, len(out), err, q.out.tail(60))
 	}
-	return out
+	return out, nil
 }
 
 // checkDebianBoot asserts what every boot of a Debian root must show; the

@@ -20,8 +20,9 @@ type debianServer struct {
 }
 
 // startDebianServer starts it on a fresh LAN with a tap, tap0, for a VM;
-// multicast is the config's multicast.mode.
-func startDebianServer(t *testing.T, multicast string) *debianServer {
+// vars adds to the config's template (Multicast: multicast.mode, off by
+// default; MulticastRate).
+func startDebianServer(t *testing.T, vars map[string]string) *debianServer {
 	t.Helper()
 	e := needEnv(t)
 	n := needNBD(t, e)
@@ -34,7 +35,11 @@ func startDebianServer(t *testing.T, multicast string) *debianServer {
 	d.lan.addTap(t, "tap0")
 	startCapture(t, d.lan, d.dir)
 	data := filepath.Join(t.TempDir(), "data")
-	d.server = startBootfleetConfig(t, e, d.lan, d.dir, nbdRootConfig, map[string]string{"Data": data, "NBDInitrd": n.initrd, "Multicast": multicast})
+	all := map[string]string{"Data": data, "NBDInitrd": n.initrd}
+	for k, v := range vars {
+		all[k] = v
+	}
+	d.server = startBootfleetConfig(t, e, d.lan, d.dir, nbdRootConfig, all)
 	if err := d.lan.waitTCP(serverIP, 10809, 10*time.Second, d.server.alive); err != nil {
 		t.Fatalf("bootfleet's NBD server: %v\n%s", err, d.server.out.tail(30))
 	}
@@ -53,7 +58,7 @@ func startDebianServer(t *testing.T, multicast string) *debianServer {
 // its DoneURL, survives systemd's shutdown through `systemctl reboot`
 // and boots again; the persistent machine finds its marker.
 func TestRootProxyDebian(t *testing.T) {
-	d := startDebianServer(t, "off")
+	d := startDebianServer(t, nil)
 	cli := d.cli
 	const cmdline = "console=ttyS0 quiet systemd.show_status=1 panic=-1 bootfleet.proxy=1 bf.name={{ .Name }} done={{ .DoneURL }}"
 	for _, overlay := range []string{"client-ram", "persistent"} {

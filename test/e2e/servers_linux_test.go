@@ -45,6 +45,7 @@ log:
   level: debug
 multicast:
   mode: {{ or .Multicast "off" }}
+  rate: "{{ or .MulticastRate "50%" }}"
 `
 	defaultProfileKeys = `  ` + defaultProfile + `:
     kernel: {{ .Kernel }}

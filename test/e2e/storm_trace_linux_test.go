@@ -23,7 +23,7 @@ import (
 //
 // Without BOOTFLEET_STORM_TRACE the trace is left in the artifacts.
 func TestRecordStormTrace(t *testing.T) {
-	d := startDebianServer(t, "off")
+	d := startDebianServer(t, nil)
 	e, lan, dir, cli := d.e, d.lan, d.dir, d.cli
 	cli.run("profile", "add", "debian", "--kernel", d.vmlinuz, "--initrd", d.initrd,
 		"--cmdline", "console=ttyS0 quiet panic=-1 bf.name={{ .Name }} done={{ .DoneURL }}",
