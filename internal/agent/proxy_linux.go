@@ -135,7 +135,7 @@ func (a *Agent) proxyMain() {
 		return nil, nbd.Negotiated{}, servers[i].Addr(), err
 	}
 	onFailover := func(from, to string, after time.Duration) {
-		a.mark("BOOTFLEET-NBD-RECONNECTED: /dev/nbd%d server=%s from=%s after=%.3fs proxy", nbdIndex, to, from, after.Seconds())
+		a.mark("BOOTFLEET-NBD-RECONNECTED: /dev/nbd%d server=%s from=%s after=%.3fs by=proxy", nbdIndex, to, from, after.Seconds())
 		if kmsg != nil {
 			fmt.Fprintf(kmsg, "<5>bootfleet-agent: root proxy moved to %s (was %s) after %.3fs\n", to, from, after.Seconds())
 		}
