@@ -60,3 +60,24 @@ func TestRootIO(t *testing.T) {
 		}
 	}
 }
+
+// FuzzParseRootIO: any query either parses to a report whose counters
+// and group survive a round trip, or is refused.
+func FuzzParseRootIO(f *testing.F) {
+	f.Add("multicast=1&unicast=2&hits=3&misses=4&written=0&fallbacks=5&group=on")
+	f.Fuzz(func(t *testing.T, raw string) {
+		q, err := url.ParseQuery(raw)
+		if err != nil {
+			return
+		}
+		r, err := ParseRootIO(q)
+		if err != nil {
+			return
+		}
+		back, err := ParseRootIO(rootIOQuery(r.MulticastBytes, r.UnicastBytes, r.HitBytes, r.MissBytes, r.Fallbacks, r.Group))
+		back.WrittenBytes = r.WrittenBytes
+		if err != nil || back != r {
+			t.Fatalf("%q: %+v does not survive a round trip: %+v, %v", raw, r, back, err)
+		}
+	})
+}
