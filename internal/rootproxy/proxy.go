@@ -43,7 +43,7 @@ type Config struct {
 	// proxy's. Nil reads misses by unicast.
 	Multicast *mcast.ReceiverConfig
 	// ReadAhead is how many chunks past a read's last the proxy asks the
-	// group for. Default 4 (128 KiB, the kernel's own readahead): every
+	// group for. Default none: the kernel reads ahead already, and every
 	// chunk asked for is sent to every machine, so read-ahead the boot
 	// does not use costs the whole storm.
 	ReadAhead uint32
@@ -97,9 +97,6 @@ func New(cfg Config) (*Proxy, error) {
 	p := &Proxy{up: cfg.Upstream, flags: in.Flags, log: cfg.Logger, readAhead: cfg.ReadAhead, dirty: &blockset.Set{}}
 	if p.log == nil {
 		p.log = slog.New(slog.DiscardHandler)
-	}
-	if p.readAhead == 0 {
-		p.readAhead = 4
 	}
 	p.info = nbd.ExportInfo{Size: int64(in.Size), ReadOnly: in.Flags&nbd.FlagReadOnly != 0,
 		MinBlock: in.MinBlock, PreferredBlock: in.PreferredBlock, Description: "bootfleet root proxy"}
