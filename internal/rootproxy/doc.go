@@ -5,8 +5,11 @@
 //
 //   - reads of the base image from a bounded read cache in RAM
 //     (internal/mcast's MemCache, allocated up front), filled by the
-//     content's multicast group (mcast.Receiver) when there is one, and
-//     otherwise by unicast reads rounded out to whole chunks;
+//     content's multicast group (mcast.Receiver) when there is one, by
+//     unicast reads rounded out to whole chunks while the group is up, and
+//     otherwise by the chunks unicast reads of what the kernel asked hold
+//     whole, so a machine whose group is silent reads no more than on the
+//     direct path;
 //   - misses the group cannot fill (silent, lossy, no slot), every read of
 //     a block the machine has written, in this boot (tracked here) or in
 //     an earlier one (the server's overlay blockset given at connect), and

@@ -217,7 +217,41 @@ func (p *Proxy) ReadSpan(b []byte, off int64) (nbd.Span, error) {
 			return nbd.Span{Bytes: b}, nil
 		}
 	}
+	if p.groupGone() {
+		return p.exact(b, off)
+	}
 	return p.fill(b, off, first, last)
+}
+
+// groupGone says the group will bring nothing more (none, silent or
+// lossy): the machine then reads what it asks for and no more, as on the
+// direct path, since rounding every read out to whole chunks only pays
+// while the group fills the rest of them for others.
+func (p *Proxy) groupGone() bool {
+	if p.rcv == nil {
+		return true
+	}
+	st := p.rcv.Stats()
+	return st.Silent || st.Lossy
+}
+
+// exact reads b by unicast as it is and caches the chunks it holds whole.
+func (p *Proxy) exact(b []byte, off int64) (nbd.Span, error) {
+	if _, err := p.direct(b, off); err != nil {
+		return nbd.Span{}, err
+	}
+	end := off + int64(len(b))
+	for c := (off + chunkwire.ChunkSize - 1) / chunkwire.ChunkSize; ; c++ {
+		c0 := c * chunkwire.ChunkSize
+		c1 := min(c0+chunkwire.ChunkSize, p.info.Size)
+		if c1 > end || c0 >= c1 {
+			break
+		}
+		if !p.isDirty(c0, c1-c0) {
+			p.cache.fill(uint32(c), b[c0-off:c1-off])
+		}
+	}
+	return nbd.Span{Bytes: b}, nil
 }
 
 // fromGroup waits for chunks first..last from the group, asking for
