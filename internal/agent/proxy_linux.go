@@ -127,6 +127,7 @@ func (a *Agent) proxyMain() {
 		conn, info, err := dialAndHandshake(ctx, servers[i], o.Root.Export)
 		if err == nil {
 			cur = i
+			a.Log.Info("nbd handshake done", "server", servers[i].Addr(), "size", info.Size, "flags", fmt.Sprintf("%#x", uint16(info.Flags)), "attempt", attempt, "by", "proxy")
 			return conn, info, servers[i].Addr(), nil
 		}
 		if attempt <= len(servers) || attempt%10 == 0 {
