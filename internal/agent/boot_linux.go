@@ -57,6 +57,10 @@ func (a *Agent) Main(args []string) {
 		a.cacheWatchMain(args[2:])
 		os.Exit(1)
 	}
+	if len(args) > 1 && args[1] == proxyArg {
+		a.proxyMain()
+		os.Exit(1)
+	}
 	if len(args) > 1 && args[1] == watchArg {
 		a.watchMain(args[2:])
 		os.Exit(1)
@@ -109,17 +113,13 @@ func (a *Agent) Boot(ctx context.Context) error {
 		return err
 	}
 	defer nl.Close()
-	conn, info, current, err := a.dialExport(ctx, opts.Root)
+	conn, info, current, err := a.attachRoot(ctx, nl, opts)
 	if err != nil {
 		return err
 	}
-	if err := nl.Connect(nbdIndex, conn, info, opts.IOTimeout, opts.DeadConn); err != nil {
-		conn.Close()
-		return fmt.Errorf("%w (kernel NBD client refused the socket; is this kernel older than 4.12?)", err)
-	}
 	conn.Close() // the kernel holds its own reference
 	dev := fmt.Sprintf("/dev/nbd%d", nbdIndex)
-	a.mark("BOOTFLEET-NBD: %s size=%d block=%d flags=%#x", dev, info.Size, kernelBlockSize(info), uint16(info.Flags))
+	a.mark("BOOTFLEET-NBD: %s size=%d block=%d flags=%#x proxy=%v", dev, info.Size, kernelBlockSize(info), uint16(info.Flags), opts.Proxy)
 	a.milestone(opts, "agent-nbd-connected")
 
 	rootDev, fstype, err := a.findRoot(dev, opts)
@@ -142,9 +142,12 @@ func (a *Agent) Boot(ctx context.Context) error {
 		// Not fatal: an image without networkd or NetworkManager needs none.
 		a.Log.Warn("network hand-off files not written; the root's network service may reconfigure the root disk's NIC", "err", err)
 	}
-	if err := a.startWatcher(opts, current); err != nil {
-		// Not fatal: the root works, it just will not survive a server restart.
-		a.Log.Warn("reconnect watcher not started; a dropped NBD connection will be fatal", "err", err)
+	// The root proxy fails over between the servers itself.
+	if !opts.Proxy {
+		if err := a.startWatcher(opts, current); err != nil {
+			// Not fatal: the root works, it just will not survive a server restart.
+			a.Log.Warn("reconnect watcher not started; a dropped NBD connection will be fatal", "err", err)
+		}
 	}
 	a.Log.Info("switching root", "init", opts.Init, "resolved", init, "elapsed", time.Since(start).Round(time.Millisecond))
 	a.mark("BOOTFLEET-SWITCHROOT: %s", opts.Init)
@@ -154,6 +157,35 @@ func (a *Agent) Boot(ctx context.Context) error {
 	}
 	argv := []string{"switch_root", newRoot, opts.Init}
 	return fmt.Errorf("exec switch_root: %w", syscall.Exec(BusyboxPath, argv, os.Environ()))
+}
+
+// attachRoot gives the kernel's NBD client its socket: one to a server
+// (the direct path), or with bootfleet.proxy one end of a socket pair
+// the agent's root proxy serves. It returns the index of the server the
+// direct path reached.
+func (a *Agent) attachRoot(ctx context.Context, nl *genlConn, opts Options) (io.Closer, nbd.Negotiated, int, error) {
+	var conn interface {
+		io.Closer
+		syscall.Conn
+	}
+	var info nbd.Negotiated
+	var current int
+	var err error
+	ioTimeout := opts.IOTimeout
+	if opts.Proxy {
+		conn, info, err = a.startProxy(opts)
+		ioTimeout = proxyKernelTimeout(opts)
+	} else {
+		conn, info, current, err = a.dialExport(ctx, opts.Root)
+	}
+	if err != nil {
+		return nil, info, 0, err
+	}
+	if err := nl.Connect(nbdIndex, conn, info, ioTimeout, opts.DeadConn); err != nil {
+		conn.Close()
+		return nil, info, 0, fmt.Errorf("%w (kernel NBD client refused the socket; is this kernel older than 4.12?)", err)
+	}
+	return conn, info, current, nil
 }
 
 func mountEarly() error {

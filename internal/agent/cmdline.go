@@ -47,13 +47,38 @@ type Options struct {
 	// Cache is bootfleet.overlay=, bootfleet.cache= and
 	// bootfleet.cache.size=: a copy-on-write cache over a read-only root.
 	Cache CacheOptions
+	// Proxy is bootfleet.proxy=1|0: the kernel reads the root through the
+	// agent (internal/rootproxy) rather than from a server's socket. On
+	// by default when the server names a multicast group.
+	Proxy bool
+	// ReadCache is bootfleet.readcache=SIZE|N%|0: the proxy's read cache
+	// of the base, in RAM. ReadCacheBytes and ReadCachePercent both zero
+	// with ReadCacheSet false means DefaultReadCachePercent; set to zero,
+	// no cache.
+	ReadCacheBytes   int64
+	ReadCachePercent int
+	ReadCacheSet     bool
+	// Multicast is bootfleet.mcast=: where the root's base is multicast;
+	// zero when it is not.
+	Multicast    rootarg.Multicast
+	HasMulticast bool
+	// OverlayBlocks is bootfleet.overlay.blocks=URL: where the agent
+	// fetches the blocks its server-side overlay holds, with the export
+	// name as its credential. Empty: the server sends none.
+	OverlayBlocks string
 }
+
+// DefaultReadCachePercent is the share of RAM the proxy's read cache of
+// the base takes unless bootfleet.readcache= says otherwise: the boot's
+// working set of a Debian desktop fits in it on a 4 GiB machine.
+const DefaultReadCachePercent = 10
 
 // ParseCmdline reads the agent's options from a kernel command line
 // (/proc/cmdline); without bootfleet.root= it returns rootarg.ErrNoRoot.
 // Later occurrences of a key win, as with the kernel's own parameters. Quoted values ("a b") are not supported; none of ours need spaces.
 func ParseCmdline(cmdline string) (Options, error) {
 	o := Options{Init: "/sbin/init", DeadConn: DefaultDeadConnTimeout, IOTimeout: DefaultIOTimeout, DeviceName: "nbd0"}
+	proxy := ""
 	for _, w := range strings.Fields(cmdline) {
 		k, v, hasValue := strings.Cut(w, "=")
 		switch k {
@@ -85,6 +110,27 @@ func ParseCmdline(cmdline string) (Options, error) {
 			if err := o.Cache.set(k, v); err != nil {
 				return o, err
 			}
+		case "bootfleet.proxy":
+			if v != "0" && v != "1" {
+				return o, fmt.Errorf("bootfleet.proxy=%q: want 1 (read the root through the agent) or 0 (the kernel reads the server)", v)
+			}
+			proxy = v
+		case "bootfleet.readcache":
+			o.ReadCacheSet = true
+			if v == "0" {
+				o.ReadCacheBytes, o.ReadCachePercent = 0, 0
+				break
+			}
+			n, pct, err := ParseCacheSize(v)
+			if err != nil {
+				return o, fmt.Errorf("bootfleet.readcache=%q: want 0 (none), a size of at least %d MiB like 512M, or a share of RAM like 10%%", v, MinCacheBytes>>20)
+			}
+			o.ReadCacheBytes, o.ReadCachePercent = n, pct
+		case "bootfleet.overlay.blocks":
+			if !strings.HasPrefix(v, "http://") {
+				return o, fmt.Errorf("bootfleet.overlay.blocks=%q: want an http:// URL", v)
+			}
+			o.OverlayBlocks = v
 		case "bootfleet.shell":
 			o.Shell = !hasValue || v == "1" || v == "true"
 		case "bootfleet.nbd.dead":
@@ -109,6 +155,10 @@ func ParseCmdline(cmdline string) (Options, error) {
 		return o, err
 	}
 	o.Root = t
+	if o.Multicast, o.HasMulticast, err = rootarg.MulticastFromCmdline(cmdline); err != nil {
+		return o, err
+	}
+	o.Proxy = proxy == "1" || proxy == "" && o.HasMulticast
 	if !strings.HasPrefix(o.Init, "/") {
 		return o, fmt.Errorf("bootfleet.init=%q: want an absolute path in the root image", o.Init)
 	}

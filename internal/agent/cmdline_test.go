@@ -9,6 +9,7 @@ import (
 
 	"github.com/bootfleet/bootfleet/internal/diskprobe"
 	"github.com/bootfleet/bootfleet/internal/rootarg"
+	"github.com/bootfleet/bootfleet/internal/rootproxy"
 )
 
 func TestParseCmdline(t *testing.T) {
@@ -47,6 +48,25 @@ func TestParseCmdline(t *testing.T) {
 		{name: "bad root", in: "bootfleet.root=nfs:x", wantErr: "no nbd: scheme"},
 		{name: "bad dead", in: "bootfleet.root=nbd:a:1:x bootfleet.nbd.dead=-1", wantErr: "bootfleet.nbd.dead"},
 		{name: "zero timeout", in: "bootfleet.root=nbd:a:1:x bootfleet.nbd.timeout=0", wantErr: "bootfleet.nbd.timeout"},
+		{name: "direct path by default", in: "bootfleet.root=nbd:a:1:x", check: func(o Options) bool { return !o.Proxy && !o.HasMulticast && !o.ReadCacheSet }},
+		{name: "multicast turns the proxy on", in: "bootfleet.root=nbd:a:1:x bootfleet.mcast=239.1.2.3:10810,10.0.0.1:10810,0123456789abcdef", check: func(o Options) bool {
+			return o.Proxy && o.HasMulticast && o.Multicast.Group.Port() == 10810
+		}},
+		{name: "proxy off despite multicast", in: "bootfleet.root=nbd:a:1:x bootfleet.mcast=239.1.2.3:10810,10.0.0.1:10810,0123456789abcdef bootfleet.proxy=0", check: func(o Options) bool { return !o.Proxy }},
+		{name: "proxy without multicast", in: "bootfleet.root=nbd:a:1:x bootfleet.proxy=1 bootfleet.readcache=256M", check: func(o Options) bool {
+			return o.Proxy && o.ReadCacheBytes == 256<<20 && o.ReadCacheSet
+		}},
+		{name: "no read cache", in: "bootfleet.root=nbd:a:1:x bootfleet.proxy=1 bootfleet.readcache=0", check: func(o Options) bool {
+			return o.ReadCacheSet && o.ReadCacheBytes == 0 && o.ReadCachePercent == 0
+		}},
+		{name: "read cache share", in: "bootfleet.root=nbd:a:1:x bootfleet.readcache=15%", check: func(o Options) bool { return o.ReadCachePercent == 15 }},
+		{name: "overlay blocks", in: "bootfleet.root=nbd:a:1:x bootfleet.overlay.blocks=http://10.0.0.1:8080/nbd/overlay-blocks", check: func(o Options) bool {
+			return o.OverlayBlocks == "http://10.0.0.1:8080/nbd/overlay-blocks"
+		}},
+		{name: "bad proxy", in: "bootfleet.root=nbd:a:1:x bootfleet.proxy=yes", wantErr: "bootfleet.proxy"},
+		{name: "bad read cache", in: "bootfleet.root=nbd:a:1:x bootfleet.readcache=1K", wantErr: "bootfleet.readcache"},
+		{name: "bad multicast", in: "bootfleet.root=nbd:a:1:x bootfleet.mcast=239.1.2.3", wantErr: "bootfleet.mcast"},
+		{name: "bad overlay blocks", in: "bootfleet.root=nbd:a:1:x bootfleet.overlay.blocks=/x", wantErr: "bootfleet.overlay.blocks"},
 		{name: "relative init", in: "bootfleet.root=nbd:a:1:x bootfleet.init=sbin/init", wantErr: "absolute path"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -64,5 +84,12 @@ func TestParseCmdline(t *testing.T) {
 	}
 	if _, err := ParseCmdline(""); !errors.Is(err, rootarg.ErrNoRoot) {
 		t.Errorf("empty cmdline: got %v, want rootarg.ErrNoRoot", err)
+	}
+}
+
+func TestRootIOQuery(t *testing.T) {
+	got := rootIOQuery(rootproxy.Stats{MulticastBytes: 1, UnicastBytes: 2, HitBytes: 3, MissBytes: 4, WrittenBytes: 5, Fallbacks: 6, Multicast: "silent"})
+	if want := "fallbacks=6&group=silent&hits=3&misses=4&multicast=1&unicast=2&written=5"; got != want {
+		t.Fatalf("got %q, want %q", got, want)
 	}
 }

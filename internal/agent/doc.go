@@ -54,6 +54,21 @@
 // default 10) expires; that timeout also turns a silent server (no RST,
 // e.g. a pulled cable on its side) into a dead link.
 //
+// Root proxy (proxy_linux.go, internal/rootproxy): with bootfleet.proxy=1,
+// or whenever the server names a multicast group (bootfleet.mcast=), the
+// kernel does not hold a socket to a server. In step 4 the agent starts a
+// copy of itself as "@bootfleet-agent proxy" (spared by systemd's final
+// kill like the watcher), which dials the servers, and runs the handshake
+// with it over a unix socket pair; step 5 hands the kernel its end. The
+// proxy answers reads of the base from a read cache in RAM
+// (bootfleet.readcache=SIZE|N%|0, default 10% of RAM), filled from the
+// content's multicast group or by unicast, and reads of written blocks
+// (this boot's, and a server-side overlay's from bootfleet.overlay.blocks=)
+// and every write from the servers, failing over between them itself, so
+// no watcher runs. It reports its counters as the milestone root-io. The
+// proxy locks its memory and sets PR_SET_IO_FLUSHER (HardenForIO).
+// bootfleet.proxy=0 keeps the direct path even with a group.
+//
 // Client-side write caches: with bootfleet.overlay=client-ram or
 // client-disk the server exports the image read-only, and in step 6,
 // between finding the root and mounting it, the agent builds a
@@ -95,6 +110,7 @@
 //	BOOTFLEET-NBD-RECONNECTED: <dev> server=<addr> from=<addr> after=<s> ...
 //	                                    the watcher replaced a dead socket
 //	BOOTFLEET-WATCHER-STOPPED: <signal> the watcher was killed (it should never be)
+//	BOOTFLEET-PROXY-STOPPED: <signal>   the root proxy was killed (it should never be)
 //	BOOTFLEET-CACHE: <mode> <dev> on <cache> cache=<MiB> over <root>
 //	                                    the write cache is built
 //	BOOTFLEET-CACHE-FILL: <n>% ...      the write cache is filling

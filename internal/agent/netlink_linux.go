@@ -105,7 +105,7 @@ func (c *genlConn) request(cmd, version uint8, attrs []attr, onReply func(body [
 // Connect hands the connected, handshaken socket conn to /dev/nbd<index>
 // (NBD_CMD_CONNECT). The kernel takes its own reference to the socket, so
 // the caller may close conn afterwards.
-func (c *genlConn) Connect(index uint32, conn *net.TCPConn, e nbd.Negotiated, ioTimeout, deadConn time.Duration) error {
+func (c *genlConn) Connect(index uint32, conn syscall.Conn, e nbd.Negotiated, ioTimeout, deadConn time.Duration) error {
 	return withFD(conn, func(fd int) error {
 		err := c.request(nbdCmdConnect, nbdFamilyVer, connectAttrs(index, fd, e, uint64(ioTimeout/time.Second), uint64(deadConn/time.Second)), nil)
 		if err != nil {
@@ -169,7 +169,7 @@ func (c *genlConn) WaitLinkDead(index uint32) error {
 }
 
 // withFD runs f with conn's file descriptor, kept open for the call.
-func withFD(conn *net.TCPConn, f func(fd int) error) error {
+func withFD(conn syscall.Conn, f func(fd int) error) error {
 	raw, err := conn.SyscallConn()
 	if err != nil {
 		return err

@@ -56,8 +56,12 @@ func Run(ctx context.Context, c *config.Config, log *slog.Logger) error {
 	if err != nil {
 		return fmt.Errorf("the fleet's key for read-only base exports: %w", err)
 	}
+	mc, err := multicastConfig(c, serverIP)
+	if err != nil {
+		return err
+	}
 	dl, err := diskless.New(diskless.Config{Data: c.Data, Listen: c.NBD.Listen, ServerIP: serverIP, Agent: c.NBD.Agent,
-		Images: store, Leases: leases, BaseKey: baseKey, Logger: log})
+		Images: store, Leases: leases, BaseKey: baseKey, Multicast: mc, Logger: log})
 	if err != nil {
 		return err
 	}
@@ -75,6 +79,7 @@ func Run(ctx context.Context, c *config.Config, log *slog.Logger) error {
 	}
 	defer httpLn.Close() // for the error returns before it is served
 	baseURL := "http://" + net.JoinHostPort(serverIP.String(), portOf(httpLn.Addr()))
+	dl.SetBlocksURL(baseURL + diskless.OverlayBlocksPath)
 	name, err := serverName(c)
 	if err != nil {
 		return err
@@ -88,6 +93,9 @@ func Run(ctx context.Context, c *config.Config, log *slog.Logger) error {
 	}
 
 	rec, history := newHistory(c, store, name, log)
+	if err := rec.Register(dl.Collectors()...); err != nil {
+		return err
+	}
 	taps := telemetryTaps(c, rec, log)
 	ids, err := newIdentity(ctx, c, store, name, view, log)
 	if err != nil {
@@ -108,11 +116,11 @@ func Run(ctx context.Context, c *config.Config, log *slog.Logger) error {
 	spread := membership.NewSpread(membership.SpreadConfig{View: fleetView, SelfBaseURL: baseURL, Holders: holdings.Holders})
 	hc := httpboot.Config{
 		Files: roots, Fleet: view, Boots: inv.BootClock(taps.boots),
-		Transfers: taps.transfers, Milestones: taps.milestones, Roots: diskless.WithFailover(dl, spread.Root, name, log), Kernels: dl.Kernels(),
+		Transfers: taps.transfers, Milestones: taps.milestones, RootIO: taps.rootIO, Roots: diskless.WithFailover(dl, spread.Root, name, log), Kernels: dl.Kernels(),
 		BaseURL: baseURL, ServerIP: serverIP.String(), Logger: log, Mirrors: spread, NextBoots: store,
 		IdentityURL: baseURL + identitysvc.Path,
 	}
-	boot := withIdentity(withPeers(httpboot.New(hc), peers), ids, dl.Disks())
+	boot := withIdentity(withPeers(httpboot.New(hc), peers, dl.OverlayBlocksHandler()), ids, dl.Disks())
 	front := frontHandler(rec, apiHandler, boot)
 	plain, mgmt, err := splitManagement(c, serverIP, front, boot, rec.Handler(), log)
 	if err != nil {

@@ -42,6 +42,7 @@ dhcp: {mode: off}
 tftp: {listen: "127.0.0.1:0"}
 http: {listen: "` + httpAddr + `"}
 nbd: {listen: "127.0.0.1:0"}
+multicast: {mode: off}
 ipxe: {dir: ` + ipxeDir + `}
 default_profile: linux
 profiles:

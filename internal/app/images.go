@@ -36,12 +36,14 @@ func newImages(ctx context.Context, store inventory.Store, name string, dl *disk
 	return imgs, imagepeer.Handler(imagepeer.HandlerConfig{Content: dl.Blobs(), Secret: secret, Logger: log}), nil
 }
 
-// withPeers serves the peer paths (imagepeer.Prefix) with peers and the
-// rest with boot: both go to every listener firmware reaches, which is
-// where peers find each other (their registered http:// address).
-func withPeers(boot, peers http.Handler) http.Handler {
+// withPeers serves the peer paths (imagepeer.Prefix) with peers, the
+// agents' overlay blocks with blocks, and the rest with boot: all go to
+// every listener firmware reaches, which is where peers find each other
+// (their registered http:// address) and agents their server.
+func withPeers(boot, peers, blocks http.Handler) http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle(imagepeer.Prefix, peers)
+	mux.Handle("GET "+diskless.OverlayBlocksPath, blocks)
 	mux.Handle("/", boot)
 	return mux
 }

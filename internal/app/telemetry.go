@@ -46,6 +46,7 @@ type taps struct {
 	boots      httpboot.BootClock
 	transfers  httpboot.TransferObserver
 	milestones httpboot.MilestoneRecorder
+	rootIO     httpboot.RootIORecorder
 	tftp       func(tftp.TransferStats)
 	dhcp       dhcp.Observer
 	dhcpReply  func(dhcp.Reply)
@@ -61,6 +62,7 @@ func telemetryTaps(c *config.Config, rec *telemetry.Recorder, log *slog.Logger) 
 		boots:      rec,
 		transfers:  rec,
 		milestones: rec,
+		rootIO:     rec,
 		tftp:       rec.OnTransfer(logTransfer(log)),
 		dhcp:       rec,
 		dhcpReply:  rec.DHCPReply,

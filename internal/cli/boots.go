@@ -89,6 +89,11 @@ func bootsCmd() *cobra.Command {
 			if len(b.Servers) > 0 { // served by several servers of a fleet
 				kv = append(kv, [2]string{"servers", strings.Join(b.Servers, ", ")})
 			}
+			if r := b.RootIO; r != nil { // the agent's root proxy reported
+				kv = append(kv, [2]string{"root", fmt.Sprintf("%s by multicast, %s by unicast (group %s); cache %s hit, %s missed; %d fallbacks",
+					humanBytes(int64(r.MulticastBytes)), humanBytes(int64(r.UnicastBytes)), r.Group,
+					humanBytes(int64(r.HitBytes)), humanBytes(int64(r.MissBytes)), r.Fallbacks)})
+			}
 			if err := keyValues(w, kv); err != nil {
 				return err
 			}

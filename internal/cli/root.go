@@ -8,6 +8,7 @@ import (
 
 	"github.com/bootfleet/bootfleet/internal/app"
 	"github.com/bootfleet/bootfleet/internal/config"
+	"github.com/bootfleet/bootfleet/internal/mcast"
 )
 
 // Root returns the bootfleet command tree.
@@ -76,6 +77,13 @@ func checkCmd() *cobra.Command {
 			}
 			if err := app.CheckTemplates(c); err != nil {
 				return err
+			}
+			if c.Multicast.Mode != "off" {
+				// The link speed is the interface's, so it is checked here,
+				// not in the config's own validation.
+				if _, err := c.Multicast.BytesPerSecond(mcast.LinkBits(c.Interface)); err != nil {
+					return fmt.Errorf("%s: %w", path, err)
+				}
 			}
 			fmt.Fprintln(cmd.OutOrStdout(), path+": ok")
 			return nil

@@ -32,8 +32,10 @@ type Config struct {
 	TFTP  TFTP  `yaml:"tftp"`
 	HTTP  HTTP  `yaml:"http"`
 	NBD   NBD   `yaml:"nbd"`
-	IPXE  IPXE  `yaml:"ipxe"`
-	Log   Log   `yaml:"log"`
+	// Multicast streams diskless roots' base content (multicast.go).
+	Multicast Multicast `yaml:"multicast"`
+	IPXE      IPXE      `yaml:"ipxe"`
+	Log       Log       `yaml:"log"`
 
 	// SecureBoot names the signed binaries that boot profiles with
 	// loader: grub. Required only when a profile uses them.
@@ -276,6 +278,7 @@ func (c *Config) applyDefaults() {
 	def(&c.HTTP.Listen, ":8080")
 	c.HTTP.TLS.applyDefaults()
 	def(&c.NBD.Listen, ":10809")
+	c.Multicast.applyDefaults()
 	for name, p := range c.Profiles {
 		if p.Root.Image != "" && p.Root.Overlay == "" {
 			p.Root.Overlay = inventory.OverlayEphemeral
@@ -454,6 +457,7 @@ func (c *Config) Validate() error {
 	}
 	c.HTTP.validateTLS(bad)
 	c.validateSchedules(bad)
+	c.Multicast.validate(bad)
 	return errors.Join(errs...)
 }
 

@@ -40,7 +40,19 @@ func (s *Service) IssueRoot(ctx context.Context, mac net.HardwareAddr, root inve
 	if err != nil {
 		return httpboot.RootBoot{}, err
 	}
-	return httpboot.RootBoot{Arg: b.Root, Args: b.Args, Image: img.Name, SHA256: b.SHA256}, nil
+	mc, err := s.rootArgs(b.SHA256, root.Overlay)
+	if err != nil {
+		// The boot still works by unicast; say why it is not multicast.
+		s.log.Warn("root not multicast; the machine reads it by unicast", "mac", mac.String(), "image", img.Name, "err", err)
+	}
+	return httpboot.RootBoot{Arg: b.Root, Args: joinArgs(b.Args, mc), Image: img.Name, SHA256: b.SHA256}, nil
+}
+
+func joinArgs(a, b string) string {
+	if a == "" || b == "" {
+		return a + b
+	}
+	return a + " " + b
 }
 
 // PrepareKernels starts building, in the background, the boot files of

@@ -9,6 +9,8 @@ import (
 	"path/filepath"
 	"strconv"
 
+	"golang.org/x/sync/errgroup"
+
 	"github.com/bootfleet/bootfleet/internal/httpboot"
 	"github.com/bootfleet/bootfleet/internal/imagekernel"
 	"github.com/bootfleet/bootfleet/internal/imagestore"
@@ -37,7 +39,10 @@ type Config struct {
 	// BaseKey keys the read-only base exports of client overlays; every
 	// server of the fleet must have the same (rootdisk.BaseKeyName).
 	BaseKey []byte
-	Logger  *slog.Logger // default: discard
+	// Multicast, if set, multicasts every root's base content
+	// (multicast.go); nil reads roots by unicast only.
+	Multicast *Multicast
+	Logger    *slog.Logger // default: discard
 }
 
 // Service is the diskless-root service of a running server.
@@ -48,7 +53,8 @@ type Service struct {
 	ln      net.Listener // nil when Listen is off
 	log     *slog.Logger
 	blobs   *imagestore.Store
-	fetcher Fetcher // nil: serve only what is here
+	fetcher Fetcher      // nil: serve only what is here
+	mc      *multicaster // nil: multicast off
 }
 
 // New opens the image content and, unless cfg.Listen is off, the NBD
@@ -78,6 +84,12 @@ func New(cfg Config) (*Service, error) {
 	if cfg.Listen == "off" {
 		return s, nil
 	}
+	if cfg.Multicast != nil {
+		if s.mc, err = newMulticaster(*cfg.Multicast, cfg.Logger); err != nil {
+			s.Close()
+			return nil, err
+		}
+	}
 	s.ln, err = net.Listen("tcp", cfg.Listen)
 	if err != nil {
 		s.Close()
@@ -100,7 +112,14 @@ func (s *Service) Serve(ctx context.Context, onSession func(net.HardwareAddr, nb
 	if onSession != nil {
 		cfg.Hook = sessionHook(onSession)
 	}
-	return nbd.NewServer(fetchingExports{s}, cfg).Serve(ctx, s.ln)
+	srv := nbd.NewServer(fetchingExports{s}, cfg)
+	if s.mc == nil {
+		return srv.Serve(ctx, s.ln)
+	}
+	g, ctx := errgroup.WithContext(ctx)
+	g.Go(func() error { return s.mc.run(ctx) })
+	g.Go(func() error { return srv.Serve(ctx, s.ln) })
+	return g.Wait()
 }
 
 // sessionHook hands finished NBD sessions on with the machine the export
@@ -119,6 +138,9 @@ func (h sessionHook) OnSession(st nbd.SessionStats) {
 func (s *Service) Close() {
 	if s.ln != nil {
 		s.ln.Close()
+	}
+	if s.mc != nil {
+		s.mc.close()
 	}
 	s.kernels.Close()
 	if err := s.disks.Close(); err != nil {

@@ -3,6 +3,7 @@ package httpboot
 import (
 	"net"
 	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
 	"time"
@@ -14,6 +15,17 @@ import (
 // e.g. nbd-reconnected-840ms. The query says which server the root left
 // (from), the export's label and after_ms.
 const ReconnectMilestonePrefix = "nbd-reconnected-"
+
+// RootIOMilestone is the milestone bootfleet-agent's root proxy reports
+// its counters with (agent.RootIOMilestone), as query parameters: not a
+// step of the boot but how its root arrived, which RootIORecorder keeps.
+const RootIOMilestone = "root-io"
+
+// RootIORecorder keeps the root-io reports of machines' root proxies. It
+// must not block; an error means the report was malformed.
+type RootIORecorder interface {
+	RootIO(mac net.HardwareAddr, report url.Values, remote string) error
+}
 
 // logReconnect logs a reconnect milestone on the server the root moved
 // to: the admin of a fleet whose server died reads here which machines

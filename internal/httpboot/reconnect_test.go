@@ -1,10 +1,13 @@
 package httpboot
 
 import (
+	"errors"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"strings"
 	"testing"
 
@@ -45,5 +48,43 @@ func TestReconnectMilestoneLogged(t *testing.T) {
 				t.Errorf("log after GET %s:\n%s\nwant it to contain %q", tc.path, got, tc.want)
 			}
 		})
+	}
+}
+
+type rootIOs struct {
+	got []string
+}
+
+func (r *rootIOs) RootIO(mac net.HardwareAddr, q url.Values, _ string) error {
+	if q.Get("group") == "bad" {
+		return errors.New("root-io report: group=bad")
+	}
+	r.got = append(r.got, mac.String()+" "+q.Encode())
+	return nil
+}
+
+// TestRootIOReport: a root proxy's report goes to the RootIO recorder,
+// not into the boot's milestones; a malformed one gets 400.
+func TestRootIOReport(t *testing.T) {
+	v := newView(t, machineview.Input{})
+	ms, rio := &milestones{}, &rootIOs{}
+	srv := httptest.NewServer(New(Config{Fleet: v, Boots: noClock{}, BaseURL: "http://10.0.0.2:8080", Milestones: ms, RootIO: rio}))
+	defer srv.Close()
+	get := func(path string) int {
+		resp, err := http.Get(srv.URL + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	if code := get("/milestone/52-54-00-00-00-01/root-io?group=on&multicast=5"); code != 200 {
+		t.Fatalf("report: %d, want 200", code)
+	}
+	if code := get("/milestone/52-54-00-00-00-01/root-io?group=bad"); code != 400 {
+		t.Fatalf("malformed report: %d, want 400", code)
+	}
+	if len(rio.got) != 1 || rio.got[0] != "52:54:00:00:00:01 group=on&multicast=5" || len(ms.got) != 0 {
+		t.Fatalf("root io %v, milestones %v: want the report kept and no milestone", rio.got, ms.got)
 	}
 }

@@ -88,6 +88,7 @@ type Config struct {
 	Boots      BootClock
 	Transfers  TransferObserver  // optional
 	Milestones MilestoneRecorder // optional; nil answers /milestone/ with 404
+	RootIO     RootIORecorder    // optional; nil takes root-io reports and keeps nothing
 	Roots      Roots             // optional; nil fails scripts of profiles with a root
 	Kernels    ImageKernels      // optional; nil fails scripts of profiles with root.kernel: image
 	Mirrors    Mirrors           // optional; nil names only this server in scripts
@@ -425,6 +426,16 @@ func (s *server) milestone(w http.ResponseWriter, r *http.Request) {
 	name := r.PathValue("name")
 	if !validMilestone(name) {
 		http.Error(w, fmt.Sprintf("want a milestone name of 1-40 characters a-z 0-9 . _ -, got %q", name), http.StatusBadRequest)
+		return
+	}
+	if name == RootIOMilestone {
+		if s.RootIO != nil {
+			if err := s.RootIO.RootIO(mac, r.URL.Query(), r.RemoteAddr); err != nil {
+				http.Error(w, err.Error(), http.StatusBadRequest)
+				return
+			}
+		}
+		io.WriteString(w, "ok\n")
 		return
 	}
 	s.Milestones.Milestone(mac, name, r.RemoteAddr)

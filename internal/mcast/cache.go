@@ -66,6 +66,9 @@ func NewMemCache(size int64, slots int) (*MemCache, error) {
 	return c, nil
 }
 
+// Slots is how many chunks the cache holds at once.
+func (c *MemCache) Slots() int { return len(c.slots) }
+
 func (c *MemCache) buf(s int32) []byte {
 	return c.slab[int(s)*chunkwire.ChunkSize : int(s+1)*chunkwire.ChunkSize]
 }
@@ -158,6 +161,18 @@ func (c *MemCache) Release(chunk uint32) {
 		return
 	}
 	if s := c.index[chunk]; s >= 0 && c.slots[s].state == slotAssembling {
+		c.slots[s] = slot{}
+		c.index[chunk] = -1
+		c.free = append(c.free, s)
+	}
+}
+
+// Drop evicts a committed chunk: the agent drops a chunk the machine
+// wrote into, so no later read can take the base's bytes for its own.
+func (c *MemCache) Drop(chunk uint32) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if s := c.committed(chunk); s >= 0 {
 		c.slots[s] = slot{}
 		c.index[chunk] = -1
 		c.free = append(c.free, s)

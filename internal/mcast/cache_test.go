@@ -101,3 +101,23 @@ func TestNewMemCacheRefuses(t *testing.T) {
 		t.Fatal("a cache of no slot was made")
 	}
 }
+
+func TestMemCacheDropFreesTheSlot(t *testing.T) {
+	c, err := NewMemCache(4*chunkwire.ChunkSize, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fill(t, c, 0, []byte("zero"))
+	c.Drop(0)
+	if c.Has(0) {
+		t.Fatal("chunk 0 still cached after Drop")
+	}
+	if _, err := c.ReadAt(make([]byte, 4), 0); !errors.Is(err, ErrNotCached) {
+		t.Fatalf("read of a dropped chunk: got %v, want %v", err, ErrNotCached)
+	}
+	fill(t, c, 1, []byte("one"))
+	c.Drop(2) // not cached: nothing happens
+	if !c.Has(1) {
+		t.Fatal("chunk 1 not cached in the dropped chunk's slot")
+	}
+}

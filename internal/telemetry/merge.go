@@ -234,11 +234,15 @@ func spread(groups []*group, p Boot) (Boot, bool) {
 		b := to(x.Start, true)
 		b.NBD = append(b.NBD, x)
 	}
+	if x := p.RootIO; x != nil {
+		b := to(x.Time, true)
+		b.RootIO = laterRootIO(b.RootIO, x)
+	}
 	if p.State == StateComplete && p.End != nil {
 		b := to(*p.End, false)
 		b.State, b.End, b.DoneServer = StateComplete, p.End, p.DoneServer
 	}
-	if len(rest.DHCP)+len(rest.Transfers)+len(rest.Milestones)+len(rest.NBD) == 0 && rest.End == nil {
+	if len(rest.DHCP)+len(rest.Transfers)+len(rest.Milestones)+len(rest.NBD) == 0 && rest.End == nil && rest.RootIO == nil {
 		return Boot{}, false
 	}
 	rest.Start = firstEvent(rest)
@@ -280,6 +284,7 @@ func (g *group) boot() Boot {
 		b.Transfers = append(b.Transfers, p.Transfers...)
 		b.Milestones = append(b.Milestones, p.Milestones...)
 		b.NBD = append(b.NBD, p.NBD...)
+		b.RootIO = laterRootIO(b.RootIO, p.RootIO)
 		for _, s := range p.Path {
 			if !slices.Contains(b.Path, s) && len(b.Path) < maxPath {
 				b.Path = append(b.Path, s)
@@ -408,4 +413,13 @@ func eachEvent(b Boot, see func(time.Time)) {
 	if b.End != nil {
 		see(*b.End)
 	}
+}
+
+// laterRootIO is the later of two root-io reports: each report holds the
+// boot's totals so far, so the last one is the boot's.
+func laterRootIO(a, b *RootIO) *RootIO {
+	if a == nil || b != nil && b.Time.After(a.Time) {
+		return b
+	}
+	return a
 }

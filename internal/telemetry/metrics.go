@@ -1,6 +1,7 @@
 package telemetry
 
 import (
+	"fmt"
 	"net/http"
 	"strings"
 	"sync/atomic"
@@ -39,6 +40,7 @@ type metrics struct {
 	nbdOps         prometheus.Counter
 	recordsDropped prometheus.Counter
 	recordsStored  prometheus.Counter
+	root           rootMetrics
 	// served is the bytes of transfer_bytes_total and nbd_bytes_total
 	// (read) in one number the fleet heartbeat can read without a scrape.
 	served atomic.Uint64
@@ -105,6 +107,7 @@ func newMetrics() *metrics {
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{})} {
 		f(c)
 	}
+	m.root = newRootMetrics(m.reg)
 	m.active.WithLabelValues("http")
 	for _, p := range []string{"tftp", "http"} {
 		m.bytes.WithLabelValues(p)
@@ -171,4 +174,15 @@ func (m *metrics) nbd(st nbd.SessionStats) {
 	m.served.Add(uint64(max(st.BytesRead, 0)))
 	m.nbdBytes.WithLabelValues("write").Add(float64(st.BytesWritten))
 	m.nbdOps.Add(float64(st.Ops))
+}
+
+// Register adds series another service keeps (the multicast sender's) to
+// /metrics.
+func (r *Recorder) Register(cs ...prometheus.Collector) error {
+	for _, c := range cs {
+		if err := r.m.reg.Register(c); err != nil {
+			return fmt.Errorf("telemetry: register metrics: %w", err)
+		}
+	}
+	return nil
 }

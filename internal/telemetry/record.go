@@ -31,8 +31,10 @@ type Boot struct {
 	Transfers  []Transfer     `json:"transfers"`
 	Milestones []Milestone    `json:"milestones"`
 	NBD        []NBDSession   `json:"nbd,omitempty"`
-	Summary    Summary        `json:"summary"`
-	Phases     []Phase        `json:"phases"`
+	// RootIO is how the diskless root arrived, as the agent last said.
+	RootIO  *RootIO `json:"root_io,omitempty"`
+	Summary Summary `json:"summary"`
+	Phases  []Phase `json:"phases"`
 	// Server is the server that recorded the boot; in a merged boot, the
 	// one whose DHCP started it. Empty on a server outside a fleet.
 	Server string `json:"server,omitempty"`

@@ -30,8 +30,12 @@ for w in $(cat /proc/cmdline); do
   esac
 done
 watcher=no
+proxy=no
 for p in /proc/[0-9]*; do
-  case "$({ tr '\0' ' ' <"$p/cmdline"; } 2>/dev/null)" in "@bootfleet-agent watch"*) watcher=yes ;; esac
+  case "$({ tr '\0' ' ' <"$p/cmdline"; } 2>/dev/null)" in
+  "@bootfleet-agent watch"*) watcher=yes ;;
+  "@bootfleet-agent proxy"*) proxy=yes ;;
+  esac
 done
 autofs=no
 grep -q '^autofs4 ' /proc/modules && autofs=yes
@@ -40,7 +44,7 @@ net=""
 for f in /run/systemd/netif/links/*; do
   net="$net$(. "$f"; echo "${NETWORK_FILE##*/}:$ADMIN_STATE:$OPER_STATE") "
 done
-echo "BOOTFLEET-SYSTEMD: multi-user=$(systemctl is-active multi-user.target) root=$(findmnt -n -o SOURCE,FSTYPE / | tr -s ' ' ,) kernel=$(uname -r) autofs4=$autofs watcher=$watcher nics=$(ls /sys/class/net | tr '\n' ,) net=${net% }"
+echo "BOOTFLEET-SYSTEMD: multi-user=$(systemctl is-active multi-user.target) root=$(findmnt -n -o SOURCE,FSTYPE / | tr -s ' ' ,) kernel=$(uname -r) autofs4=$autofs watcher=$watcher proxy=$proxy nics=$(ls /sys/class/net | tr '\n' ,) net=${net% }"
 echo "BOOTFLEET-FAILED-UNITS: $(systemctl --failed --no-legend --plain | awk '{print $1}' | tr '\n' ' ')"
 if [ -e /var/bf-marker ]; then
   echo "BOOTFLEET-MARKER: present $(cat /var/bf-marker)"
@@ -132,12 +136,23 @@ type debianBoot struct {
 
 // ioErrorMarks are console lines that mean the root disk failed under the
 // machine: what a NIC cut while the root is mounted looks like.
-var ioErrorMarks = []string{"I/O error", "blk_update_request", "Buffer I/O error", "EXT4-fs error", "XFS (nbd", "BTRFS error", "block nbd0: Connection timed out", "Dead connection", "BOOTFLEET-FAIL:", "BOOTFLEET-WATCHER-STOPPED"}
+var ioErrorMarks = []string{"I/O error", "blk_update_request", "Buffer I/O error", "EXT4-fs error", "XFS (nbd", "BTRFS error", "block nbd0: Connection timed out", "Dead connection", "BOOTFLEET-FAIL:", "BOOTFLEET-WATCHER-STOPPED", "BOOTFLEET-PROXY-STOPPED"}
 
 // runDebianVM boots mac (SeaBIOS, QEMU's iPXE ROM) and follows its console
 // through boots Debian boots in one VM, each ended by the root's own
 // reboot or power off. It stops the VM once it has them.
 func runDebianVM(t *testing.T, ns *netns, dir, mac, tap string, boots int) []debianBoot {
+	t.Helper()
+	out, err := debianVM(t, ns, dir, mac, tap, boots)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// debianVM is runDebianVM for a goroutine of its own: it returns what
+// failed rather than ending the test.
+func debianVM(t *testing.T, ns *netns, dir, mac, tap string, boots int) ([]debianBoot, error) {
 	t.Helper()
 	start := time.Now()
 	q := startDebianVM(t, ns, dir, mac, tap)
@@ -184,10 +199,10 @@ func runDebianVM(t *testing.T, ns *netns, dir, mac, tap string, boots int) []deb
 		return len(out) == boots, nil
 	})
 	if err != nil {
-		t.Fatalf("%s: waiting for %d boots of the Debian root (got %d): %v\n--- console (last 60 lines) ---\n%s",
+		return out, fmt.Errorf("%s: waiting for %d boots of the Debian root (got %d): %v\n--- console (last 60 lines) ---\n%s",
 			mac, boots, len(out), err, q.out.tail(60))
 	}
-	return out
+	return out, nil
 }
 
 // startDebianVM starts mac (SeaBIOS, QEMU's iPXE ROM, 1 GiB) on tap,
@@ -204,10 +219,16 @@ func startDebianVM(t *testing.T, ns *netns, dir, mac, tap string) *proc {
 	return startProc(t, "qemu-debian-"+mac, ns.command("qemu-system-x86_64", args...), log)
 }
 
-// checkDebianBoot asserts what every boot of a Debian root must show.
-func checkDebianBoot(t *testing.T, what string, b debianBoot, fstype, kernel string) {
+// checkDebianBoot asserts what every boot of a Debian root must show; the
+// root's daemon is the reconnect watcher, or with bootfleet.proxy=1 the
+// root proxy, alone.
+func checkDebianBoot(t *testing.T, what string, b debianBoot, fstype, kernel string, proxy bool) {
 	t.Helper()
-	for _, want := range []string{"multi-user=active", "," + fstype, "kernel=" + kernel, "autofs4=yes", "watcher=yes"} {
+	daemon := []string{"watcher=yes", "proxy=no"}
+	if proxy {
+		daemon = []string{"watcher=no", "proxy=yes"}
+	}
+	for _, want := range append([]string{"multi-user=active", "," + fstype, "kernel=" + kernel, "autofs4=yes"}, daemon...) {
 		if !strings.Contains(b.systemd, want) {
 			t.Errorf("%s: systemd report %q lacks %q", what, b.systemd, want)
 		}
@@ -319,7 +340,7 @@ func TestDebianDiskless(t *testing.T) {
 		boots := runDebianVM(t, lan, dir, c.m.mac, "tap0", len(c.markers))
 		for i, b := range boots {
 			what := fmt.Sprintf("%s boot %d", c.m.name, i+1)
-			checkDebianBoot(t, what, b, c.m.fs, kernels[c.m.kernelOf])
+			checkDebianBoot(t, what, b, c.m.fs, kernels[c.m.kernelOf], false)
 			if b.marker != c.markers[i] {
 				t.Errorf("%s: marker %q, want %q", what, b.marker, c.markers[i])
 			}

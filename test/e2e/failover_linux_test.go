@@ -210,7 +210,16 @@ func (s *foServer) waitView(t *testing.T, since time.Time, names ...string) {
 }
 
 // TestNBDFailover: see the comment at the top of this file.
-func TestNBDFailover(t *testing.T) {
+func TestNBDFailover(t *testing.T) { nbdFailover(t, "off") }
+
+// TestNBDFailoverMulticast is TestNBDFailover with multicast.mode auto:
+// the agents read their roots through their root proxies, each server
+// multicasting the base, and the kills of SIGKILL land in the middle of
+// the multicast; the proxies move to the next server with no I/O error
+// reaching the loops.
+func TestNBDFailoverMulticast(t *testing.T) { nbdFailover(t, "auto") }
+
+func nbdFailover(t *testing.T, multicast string) {
 	e := needEnv(t)
 	n := needNBD(t, e)
 	store := startPostgres(t)
@@ -235,7 +244,7 @@ func TestNBDFailover(t *testing.T) {
 		os.MkdirAll(s.dir, 0o755)
 		data := filepath.Join(t.TempDir(), "data")
 		s.vars = map[string]string{"Interface": iface, "IP": sv.ip, "Data": data, "Store": store, "Name": sv.name,
-			"NBDInitrd": n.initrd}
+			"NBDInitrd": n.initrd, "Multicast": multicast}
 		s.start(t, e)
 		s.cli = &bootfleetCLI{t: t, e: e, ns: s.ns, data: data, log: filepath.Join(s.dir, "cli.log"), server: "http://" + sv.ip + ":8080"}
 		s.cli.run("image", "import", nbdImageName, image)

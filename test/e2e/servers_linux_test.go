@@ -43,6 +43,9 @@ ipxe:
   dir: {{ .IPXEDir }}
 log:
   level: debug
+multicast:
+  mode: {{ or .Multicast "off" }}
+  rate: "{{ or .MulticastRate "50%" }}"
 `
 	defaultProfileKeys = `  ` + defaultProfile + `:
     kernel: {{ .Kernel }}

@@ -23,26 +23,9 @@ import (
 //
 // Without BOOTFLEET_STORM_TRACE the trace is left in the artifacts.
 func TestRecordStormTrace(t *testing.T) {
-	e := needEnv(t)
-	n := needNBD(t, e)
-	needDebianTools(t)
-	dir := artifactDir(t)
-	work := t.TempDir()
-	disk := filepath.Join(work, "gpt-ext4.raw")
-	makeDebianDisk(t, e, disk, "--fs", "ext4", "--table", "gpt")
-
-	lan := newLAN(t)
-	lan.addTap(t, "tap0")
-	data := filepath.Join(t.TempDir(), "data")
-	server := startBootfleetConfig(t, e, lan, dir, nbdRootConfig, map[string]string{"Data": data, "NBDInitrd": n.initrd})
-	if err := lan.waitTCP(serverIP, 10809, 10*time.Second, server.alive); err != nil {
-		t.Fatalf("bootfleet's NBD server: %v\n%s", err, server.out.tail(30))
-	}
-	cli := &bootfleetCLI{t: t, e: e, ns: lan, data: data, log: filepath.Join(dir, "cli.log")}
-	cli.run("image", "import", "debian", disk)
-	initrd, vmlinuz := filepath.Join(work, "initrd.img"), filepath.Join(work, "vmlinuz")
-	cli.run("initramfs", "build", "--image", "debian", "--agent", n.agent, "--out", initrd, "--kernel-out", vmlinuz)
-	cli.run("profile", "add", "debian", "--kernel", vmlinuz, "--initrd", initrd,
+	d := startDebianServer(t, nil)
+	e, lan, dir, cli := d.e, d.lan, d.dir, d.cli
+	cli.run("profile", "add", "debian", "--kernel", d.vmlinuz, "--initrd", d.initrd,
 		"--cmdline", "console=ttyS0 quiet panic=-1 bf.name={{ .Name }} done={{ .DoneURL }}",
 		"--root-image", "debian", "--overlay", "ephemeral")
 	const mac = "52:54:00:de:b7:01"

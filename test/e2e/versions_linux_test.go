@@ -69,7 +69,7 @@ func TestImageVersions(t *testing.T) {
 		t.Helper()
 		for i, b := range runDebianVM(t, lan, dir, m.mac, "tap0", len(markers)) {
 			what := fmt.Sprintf("%s: %s boot %d", step, m.name, i+1)
-			checkDebianBoot(t, what, b, "ext4", "")
+			checkDebianBoot(t, what, b, "ext4", "", false)
 			if b.marker != markers[i] {
 				t.Errorf("%s: marker %q, want %q", what, b.marker, markers[i])
 			}

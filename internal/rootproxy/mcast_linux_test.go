@@ -1,0 +1,181 @@
+package rootproxy
+
+import (
+	"bytes"
+	"context"
+	"net"
+	"net/netip"
+	"testing"
+	"time"
+
+	"github.com/bootfleet/bootfleet/internal/chunkwire"
+	"github.com/bootfleet/bootfleet/internal/mcast"
+	"github.com/bootfleet/bootfleet/internal/nbd"
+	"github.com/bootfleet/bootfleet/internal/testutil"
+)
+
+// The rig: a server namespace with the NBD server and the multicast
+// Sender of one content, a client namespace with the proxy, joined by a
+// veth pair, so the group is joined and crossed as on a LAN.
+const (
+	rigSrvLink, rigCliLink = "rps0", "rpc0"
+	rigSrvIP, rigCliIP     = "10.78.0.1", "10.78.0.2"
+)
+
+var rigGroup = netip.MustParseAddrPort("239.78.1.9:10811")
+
+// dropData stands between the Sender and its socket and loses every data
+// datagram, as a switch without an IGMP querier or a firewall would.
+type dropData struct {
+	net.PacketConn
+}
+
+func (c dropData) WriteTo(b []byte, to net.Addr) (int, error) {
+	if typ, _, err := chunkwire.Peek(b); err == nil && typ == chunkwire.TypeData {
+		return len(b), nil
+	}
+	return c.PacketConn.WriteTo(b, to)
+}
+
+type rig struct {
+	e       *memExport
+	base    []byte
+	proxy   *Proxy
+	k       *kernel
+	started time.Time
+}
+
+// newRig serves a read-only base of size bytes by NBD and by multicast
+// (data dropped when drop) and attaches a proxy with a cache of it all.
+func newRig(t *testing.T, size int, drop bool) *rig {
+	t.Helper()
+	testutil.NeedNetns(t)
+	srv, cli := testutil.VethPair(t, "rp", rigSrvLink, rigCliLink)
+	testutil.IP(t, "-n", srv, "addr", "add", rigSrvIP+"/24", "dev", rigSrvLink)
+	testutil.IP(t, "-n", cli, "addr", "add", rigCliIP+"/24", "dev", rigCliLink)
+	for _, ns := range []struct{ ns, link string }{{srv, rigSrvLink}, {cli, rigCliLink}} {
+		testutil.IP(t, "-n", ns.ns, "route", "add", "239.0.0.0/8", "dev", ns.link)
+	}
+	r := &rig{e: newMemExport(size, 11)}
+	r.e.readOnly = true
+	r.base = r.e.snapshot()
+	id := chunkwire.ContentID{0xbf, 0x31, 0x78}
+
+	var ln net.Listener
+	var udp *net.UDPConn
+	testutil.InNetns(t, srv, func() {
+		var err error
+		if ln, err = net.Listen("tcp", rigSrvIP+":0"); err != nil {
+			t.Error(err)
+			return
+		}
+		ifi, err := net.InterfaceByName(rigSrvLink)
+		if err == nil {
+			udp, err = mcast.ListenSender(netip.MustParseAddrPort(rigSrvIP+":0"), ifi, 0)
+		}
+		if err != nil {
+			t.Error(err)
+		}
+	})
+	if t.Failed() {
+		t.FailNow()
+	}
+	t.Cleanup(func() { udp.Close() })
+	var pc net.PacketConn = udp
+	if drop {
+		pc = dropData{udp}
+	}
+	sender, err := mcast.NewSender(pc, mcast.SenderConfig{Rate: 100 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := sender.Add(mcast.Content{ID: id, Group: rigGroup, Size: int64(size), Data: bytes.NewReader(r.base)}); err != nil {
+		t.Fatal(err)
+	}
+	testutil.ServeInNetns(t, srv, sender.Run)
+	testutil.ServeInNetns(t, srv, func(ctx context.Context) error {
+		return nbd.NewServer(oneExport{r.e}, nbd.Config{ShutdownGrace: time.Millisecond}).Serve(ctx, ln)
+	})
+
+	base := dialer(ln.Addr().String())
+	dial := func(ctx context.Context, attempt int) (c net.Conn, info nbd.Negotiated, server string, err error) {
+		<-testutil.GoNetns(cli, func() { c, info, server, err = base(ctx, attempt) })
+		return
+	}
+	up, err := NewUpstream(context.Background(), UpstreamConfig{Dial: dial, Timeout: 2 * time.Second, GiveUp: 10 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { up.Close() })
+	testutil.InNetns(t, cli, func() {
+		ifi, err := net.InterfaceByName(rigCliLink)
+		if err == nil {
+			r.proxy, err = New(Config{Upstream: up, CacheBytes: int64(size), Base: true, ReadAhead: 16,
+				Multicast: &mcast.ReceiverConfig{Server: udp.LocalAddr().(*net.UDPAddr).AddrPort(), Group: rigGroup,
+					Interface: ifi, Content: id, Silence: 500 * time.Millisecond}})
+		}
+		if err != nil {
+			t.Error(err)
+		}
+	})
+	if t.Failed() {
+		t.FailNow()
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { r.proxy.Run(ctx); close(done) }()
+	t.Cleanup(func() { cancel(); <-done })
+	r.k = attachKernel(t, r.proxy)
+	return r
+}
+
+// readAll reads the export front to back in the kernel's 128 KiB reads
+// and fails t unless it is the base.
+func (r *rig) readAll(t *testing.T) {
+	t.Helper()
+	const step = 128 << 10
+	for off := 0; off < len(r.base); off += step {
+		n := min(step, len(r.base)-off)
+		got, err := r.k.do(nbd.CmdRead, int64(off), nil, n)
+		if err != nil {
+			t.Fatalf("read %d+%d: %v", off, n, err)
+		}
+		if !bytes.Equal(got, r.base[off:off+n]) {
+			t.Fatalf("read %d+%d: not the base's bytes", off, n)
+		}
+	}
+}
+
+// TestProxyReadsTheBaseFromTheGroup: every byte of the base arrives by
+// multicast; the NBD server sends none, and a second pass is all hits.
+func TestProxyReadsTheBaseFromTheGroup(t *testing.T) {
+	const size = 8 << 20
+	r := newRig(t, size, false)
+	r.readAll(t)
+	st := r.proxy.Stats()
+	if st.Multicast != "on" || st.MulticastBytes < size || st.UnicastBytes != 0 || st.Fallbacks != 0 || r.e.read.Load() != 0 {
+		t.Fatalf("stats %+v, server sent %d bytes by NBD: want the whole base by multicast, none by unicast", st, r.e.read.Load())
+	}
+	r.readAll(t)
+	if st2 := r.proxy.Stats(); st2.HitBytes-st.HitBytes != size || st2.MulticastBytes != st.MulticastBytes {
+		t.Fatalf("second pass: stats %+v after %+v, want %d more hit bytes and nothing more from the group", st2, st, size)
+	}
+}
+
+// TestProxyFallsBackWhenTheGroupIsSilent: with the group's data dropped,
+// the first read waits Silence, then every read goes by unicast, and the
+// stats say so.
+func TestProxyFallsBackWhenTheGroupIsSilent(t *testing.T) {
+	const size = 2 << 20
+	r := newRig(t, size, true)
+	start := time.Now()
+	r.readAll(t)
+	took := time.Since(start)
+	st := r.proxy.Stats()
+	if st.Multicast != "silent" || st.MulticastBytes != 0 || st.UnicastBytes < size || st.Fallbacks == 0 {
+		t.Fatalf("stats %+v: want the group silent, the base by unicast, fallbacks counted", st)
+	}
+	if took > 5*time.Second {
+		t.Fatalf("reading %d bytes took %v with the group silent: more than the silence and unicast need", size, took)
+	}
+}
