@@ -219,6 +219,14 @@ func (r *Receiver) fail(chunk uint32, err error) {
 func (r *Receiver) tick(now time.Time) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	// A tick far later than its period means this process did not run (a
+	// host that deschedules a VM, a guest starting systemd on one CPU):
+	// the group's datagrams may sit unread in the socket, so the silence
+	// is counted again from here rather than from before the stall.
+	if !r.lastTick.IsZero() && now.Sub(r.lastTick) >= stallTicks*r.cfg.RepairAfter/2 {
+		r.resumed = now
+	}
+	r.lastTick = now
 	var lost, quiet, busy []uint32
 	waitingSince := time.Time{}
 	serverQuiet := now.Sub(r.lastHeard) >= r.cfg.RepairAfter
@@ -243,7 +251,8 @@ func (r *Receiver) tick(now time.Time) {
 			busy = append(busy, c)
 		}
 	}
-	if !waitingSince.IsZero() && now.Sub(latest(waitingSince, r.lastHeard)) >= r.cfg.Silence {
+	quietSince := latest(latest(waitingSince, r.lastHeard), r.resumed)
+	if !waitingSince.IsZero() && now.Sub(quietSince) >= r.cfg.Silence && r.queued() == 0 {
 		r.giveUp(fmt.Errorf("%w: %v, for %v (server answered the hello: %v)", ErrSilent, r.cfg.Group, r.cfg.Silence, r.st.Announced),
 			"multicast: nothing arrived from the group; reading by unicast", "silence", r.cfg.Silence, "server_answered", r.st.Announced)
 		return

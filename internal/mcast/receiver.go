@@ -99,6 +99,10 @@ type ReceiverStats struct {
 	Lossy      bool   // the group was given up with ErrLossy
 }
 
+// stallTicks is how many tick periods without a tick count as a stall of
+// this process rather than a late timer.
+const stallTicks = 8
+
 // Receiver joins a content's group and assembles the chunks it asks for,
 // and those other agents asked for, into its Cache.
 type Receiver struct {
@@ -111,6 +115,9 @@ type Receiver struct {
 	mu         sync.Mutex
 	pend       map[uint32]*assembly
 	lastHeard  time.Time
+	lastTick   time.Time  // when tick last ran
+	resumed    time.Time  // the last tick that came after a stall
+	queued     func() int // bytes waiting unread in the group's socket
 	streams    [maxStreams]stream
 	winTaken   uint32 // datagrams taken in the loss window
 	winLost    uint32 // datagrams lost in the loss window
@@ -149,6 +156,7 @@ func NewReceiver(cfg ReceiverConfig) (*Receiver, error) {
 		return nil, fmt.Errorf("mcast: open request socket: %w", err)
 	}
 	r.out = r.uc
+	r.queued = func() int { return unreadBytes(r.group) }
 	return r, nil
 }
 
@@ -188,7 +196,7 @@ func newReceiver(cfg ReceiverConfig) (*Receiver, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Receiver{cfg: cfg, log: log, pend: map[uint32]*assembly{}}, nil
+	return &Receiver{cfg: cfg, log: log, pend: map[uint32]*assembly{}, queued: func() int { return 0 }}, nil
 }
 
 // Close leaves the group and closes the sockets; Run returns.

@@ -6,6 +6,7 @@ import (
 	"net/netip"
 
 	"golang.org/x/net/ipv4"
+	"golang.org/x/sys/unix"
 )
 
 // ListenSender opens the Sender's socket: bound to laddr, where agents
@@ -62,4 +63,20 @@ func listenGroup(group netip.AddrPort, ifi *net.Interface) (*net.UDPConn, error)
 		return nil, fmt.Errorf("mcast: receive buffer of %d bytes for %v: %w", groupReadBuffer, group, err)
 	}
 	return c, nil
+}
+
+// unreadBytes is the size of the next datagram waiting in c's receive
+// queue, 0 when none waits or the kernel cannot say.
+func unreadBytes(c *net.UDPConn) int {
+	raw, err := c.SyscallConn()
+	if err != nil {
+		return 0
+	}
+	n := 0
+	raw.Control(func(fd uintptr) {
+		if v, err := unix.IoctlGetInt(int(fd), unix.SIOCINQ); err == nil {
+			n = v
+		}
+	})
+	return n
 }

@@ -158,6 +158,8 @@ func TestClientCaches(t *testing.T) {
 	if err != nil || !strings.Contains(fail, "/dev/vda") || !strings.Contains(fail, "refusing to keep the root's writes anywhere else") {
 		t.Errorf("client-disk without its disk: %q, %v; want BOOTFLEET-FAIL naming /dev/vda and refusing\n%s", fail, err, q.out.tail(20))
 	}
+	// The next VM takes tap0: QEMU must have let go of it first.
+	q.stop()
 
 	// A RAM cache that overflows is reported on the console.
 	fill := filepath.Join(t.TempDir(), "fill.ext4")
