@@ -101,31 +101,10 @@ func TestQuiet(t *testing.T) {
 // serving the files and taking the DoneURL, each read the machine's boot
 // as one record, within seconds of the events and before the boot ends.
 func TestFleetHistory(t *testing.T) {
-	stores := []struct {
-		name string
-		open func(t *testing.T) inventory.Store
-	}{
-		{"sqlite", func(t *testing.T) inventory.Store {
-			return openStore(t, filepath.Join(t.TempDir(), sqlite.FileName))
-		}},
-		{"postgres", func(t *testing.T) inventory.Store {
-			s, err := postgres.Open(context.Background(), testutil.FreshPostgres(t))
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { s.Close() })
-			return s
-		}},
-	}
-	for _, st := range stores {
+	for _, st := range sharedStores {
 		t.Run(st.name, func(t *testing.T) {
 			store := st.open(t)
-			tf := newTestFleet(Config{Ended: 64, Quiet: 5 * time.Second}, "a", "b")
-			hs := map[string]*History{}
-			for _, s := range []string{"a", "b"} {
-				hs[s] = NewHistory(tf.recs[s], HistoryConfig{Store: store, Flush: 5 * time.Millisecond})
-				runHistory(t, hs[s])
-			}
+			tf, hs := runFleet(t, store)
 			ctx := context.Background()
 			// stored waits (boundedly) until the store holds n records,
 			// one of them in state state if it is not "".
@@ -184,6 +163,35 @@ func TestFleetHistory(t *testing.T) {
 			one("complete by=a servers=a,b dhcp=3 files=2 nbd=0 done=b")
 		})
 	}
+}
+
+// runFleet runs servers a and b, each with its History, on store.
+func runFleet(t *testing.T, store inventory.Store) (*testFleet, map[string]*History) {
+	tf := newTestFleet(Config{Ended: 64, Quiet: 5 * time.Second}, "a", "b")
+	hs := map[string]*History{}
+	for _, s := range []string{"a", "b"} {
+		hs[s] = NewHistory(tf.recs[s], HistoryConfig{Store: store, Flush: 5 * time.Millisecond})
+		runHistory(t, hs[s])
+	}
+	return tf, hs
+}
+
+// sharedStores are the stores a fleet shares, each opened fresh.
+var sharedStores = []struct {
+	name string
+	open func(t *testing.T) inventory.Store
+}{
+	{"sqlite", func(t *testing.T) inventory.Store {
+		return openStore(t, filepath.Join(t.TempDir(), sqlite.FileName))
+	}},
+	{"postgres", func(t *testing.T) inventory.Store {
+		s, err := postgres.Open(context.Background(), testutil.FreshPostgres(t))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { s.Close() })
+		return s
+	}},
 }
 
 func states(recs []inventory.BootRecord) string {

@@ -257,8 +257,10 @@ func (h *History) Boots(ctx context.Context, f Filter) ([]Boot, error) {
 
 // merged says whether b is, or may be, one part of a boot several
 // servers served: then its other parts may be older than the records a
-// limited read returned. A lone server's boots never are.
-func merged(b Boot) bool { return b.Partial || len(b.Parts) > 0 }
+// limited read returned. So may the power record of a fleet's boot
+// without a cause, up to powerWindow older. A lone server's boots never
+// are.
+func merged(b Boot) bool { return b.Partial || len(b.Parts) > 0 || b.Server != "" && b.Power == nil }
 
 // pick returns the newest boots of merged (newest first) that started
 // since f.Since, at most f.Limit.
@@ -326,12 +328,14 @@ func (h *History) Boot(ctx context.Context, id string) (Boot, bool, error) {
 		return h.bootByID(ctx, id)
 	}
 	// Every part of the boot starts within StaleAfter of the record's
-	// start, and so do the boots that bound it.
+	// start, and so do the boots that bound it; its power record within
+	// powerWindow before it.
 	span := h.rec.cfg.StaleAfter + mergeSkew
-	mem := slices.DeleteFunc(h.rec.Boots(Filter{MAC: mac, Since: at.Add(-span)}), func(b Boot) bool {
+	since := at.Add(-max(span, powerWindow+mergeSkew))
+	mem := slices.DeleteFunc(h.rec.Boots(Filter{MAC: mac, Since: since}), func(b Boot) bool {
 		return !b.Start.Before(at.Add(span))
 	})
-	recs, err := h.store.ListBoots(ctx, inventory.BootFilter{MAC: mac, Since: at.Add(-span), Until: at.Add(span)})
+	recs, err := h.store.ListBoots(ctx, inventory.BootFilter{MAC: mac, Since: since, Until: at.Add(span)})
 	if err != nil {
 		return Boot{}, false, err
 	}

@@ -43,6 +43,10 @@ import (
 //   - The boot's ID is its first anchor's, its start the earliest event,
 //     its state complete if the DoneURL was called on any server, else
 //     failed if an anchor failed or the client reported a failure.
+//   - Its power cause is the first its parts carry; without one, the
+//     latest power record of any server that precedes it and no earlier
+//     boot, within powerWindow (power.go). Power records are never boots
+//     themselves.
 
 // mergeSkew is how far apart two servers' clocks may be and their records
 // still be read as one moment: an event this much before a boot's first
@@ -105,11 +109,14 @@ func byStart(bs []Boot) {
 
 // mergeMachine merges the records of one machine.
 func mergeMachine(recs []Boot, stale time.Duration) []Boot {
-	var anchors, partials []Boot
+	var anchors, partials, powers []Boot
 	for _, b := range recs {
-		if b.Partial {
+		switch {
+		case isPowerRecord(b):
+			powers = append(powers, b)
+		case b.Partial:
 			partials = append(partials, b)
-		} else {
+		default:
 			anchors = append(anchors, b)
 		}
 	}
@@ -139,7 +146,9 @@ func mergeMachine(recs []Boot, stale time.Duration) []Boot {
 	for _, g := range groups {
 		out = append(out, g.boot())
 	}
-	return append(out, joinLeftovers(left)...)
+	out = append(out, joinLeftovers(left)...)
+	attachPower(out, powers)
+	return out
 }
 
 // anchorLimit is when the boot that anchors[i] started ended as its
@@ -201,7 +210,9 @@ func clientStageOf(firmware string) int {
 // spread hands each event of partial record p to the boot it belongs to,
 // and returns what is left of p, if anything.
 func spread(groups []*group, p Boot) (Boot, bool) {
-	rest := Boot{ID: p.ID, MAC: p.MAC, Server: p.Server, Partial: true, State: StateBooting, Path: p.Path}
+	// Each piece keeps the record's power cause; the earliest boot that
+	// gets one keeps it (attachPower).
+	rest := Boot{ID: p.ID, MAC: p.MAC, Server: p.Server, Partial: true, State: StateBooting, Path: p.Path, Power: p.Power}
 	given := map[*group]*Boot{}
 	to := func(t time.Time, running bool) *Boot {
 		i := sort.Search(len(groups), func(i int) bool { return groups[i].start.Add(-mergeSkew).After(t) }) - 1
@@ -211,7 +222,7 @@ func spread(groups []*group, p Boot) (Boot, bool) {
 		g := groups[i]
 		if given[g] == nil {
 			g.partials = append(g.partials, Boot{ID: p.ID, MAC: p.MAC, Server: p.Server, Partial: true, State: StateBooting,
-				Path: p.Path})
+				Path: p.Path, Power: p.Power})
 			given[g] = &g.partials[len(g.partials)-1]
 		}
 		return given[g]
