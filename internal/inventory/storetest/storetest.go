@@ -64,6 +64,7 @@ func Run(t *testing.T, b Backend) {
 		{"ImageVersions", testImageVersions},
 		{"ImageVersionsPut", testImageVersionsPut},
 		{"RootFiles", testRootFiles},
+		{"IdentityKeyRace", testIdentityKeyRace},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) { tt.fn(t, b) })
