@@ -22,6 +22,11 @@ type IdentityService interface {
 	Rekey(ctx context.Context, mac net.HardwareAddr) ([]string, error)
 	// Files renders what mac's next boot would get.
 	Files(ctx context.Context, mac net.HardwareAddr) ([]identity.File, error)
+	// CheckProfile and CheckMachine refuse files: whose templates do not
+	// parse or use a variable that does not exist, with
+	// inventory.ErrInvalid, before the record is stored.
+	CheckProfile(ctx context.Context, p inventory.Profile) error
+	CheckMachine(ctx context.Context, m inventory.Machine) error
 }
 
 // KnownHosts is GET /known-hosts: a known_hosts file, one line per key.

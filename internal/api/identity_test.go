@@ -41,12 +41,7 @@ func TestIdentityRoutes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h, err := New(Config{Store: e.store, Token: token, Identities: ids})
-	if err != nil {
-		t.Fatal(err)
-	}
-	e.srv = httptest.NewServer(h)
-	t.Cleanup(e.srv.Close)
+	e.serveIdentities(t, ids)
 
 	var kh KnownHosts
 	e.mustDo(t, "GET", "/known-hosts?profile=lab&machine=pc1", "", 200, &kh)
@@ -92,9 +87,7 @@ func TestIdentityRoutes(t *testing.T) {
 
 	// A server without the key says why, with 503.
 	noKey, _ := identitysvc.New(identitysvc.Config{Store: e.store, NoKey: errors.Join(identity.ErrNoKey, errors.New("copy /var/lib/bootfleet/identity.key"))})
-	h, _ = New(Config{Store: e.store, Token: token, Identities: noKey})
-	e.srv = httptest.NewServer(h)
-	t.Cleanup(e.srv.Close)
+	e.serveIdentities(t, noKey)
 	var eb ErrorBody
 	if got, _ := e.do(t, "POST", "/machines/pc1/rekey", bearer, "", &eb); got != 503 || !strings.Contains(eb.Error, "copy /var/lib/bootfleet/identity.key") {
 		t.Fatalf("rekey without a key: %d %q, want 503 saying what to copy", got, eb.Error)

@@ -68,7 +68,11 @@ func machineIn(m Machine) (inventory.Machine, error) {
 	if err != nil {
 		return inventory.Machine{}, err
 	}
-	return inventory.Machine{MAC: hw, Name: m.Name, Profile: m.Profile, Labels: m.Labels, IP: ip}, nil
+	files, err := filesIn(m.Files)
+	if err != nil {
+		return inventory.Machine{}, err
+	}
+	return inventory.Machine{MAC: hw, Name: m.Name, Profile: m.Profile, Labels: m.Labels, IP: ip, RootFiles: files, Vars: m.Vars}, nil
 }
 
 func (s *server) createMachine(w http.ResponseWriter, r *http.Request) error {
@@ -84,6 +88,9 @@ func (s *server) createMachine(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	m.State = inventory.StateReady
+	if err := s.checkMachine(r, &m); err != nil {
+		return err
+	}
 	m, err = s.cfg.Store.CreateMachine(r.Context(), m)
 	if err != nil {
 		return err
@@ -176,8 +183,8 @@ func (s *server) patchMachine(w http.ResponseWriter, r *http.Request) error {
 	}
 	// operate may only move a machine to another profile; renaming,
 	// readdressing or relabelling it changes the fleet's records.
-	if p.Name != nil || p.IP != nil || p.State != nil || len(p.Labels) > 0 {
-		if err := require(r, admin, "PATCH /machines/{mac} of name, ip, state or labels"); err != nil {
+	if p.Name != nil || p.IP != nil || p.State != nil || len(p.Labels) > 0 || p.Files != nil || p.Vars != nil {
+		if err := require(r, admin, "PATCH /machines/{mac} of name, ip, state, labels, files or vars"); err != nil {
 			return err
 		}
 	}
@@ -217,10 +224,30 @@ func (s *server) patchMachine(w http.ResponseWriter, r *http.Request) error {
 		}
 		m.Labels = labels
 	}
+	if p.Files != nil {
+		if m.RootFiles, err = filesIn(*p.Files); err != nil {
+			return err
+		}
+	}
+	if p.Vars != nil {
+		m.Vars = *p.Vars
+	}
 	return s.updateMachine(w, r, m)
 }
 
+// checkMachine validates m and its files:' templates against its vars
+// and its profile's.
+func (s *server) checkMachine(r *http.Request, m *inventory.Machine) error {
+	if err := m.Validate(); err != nil {
+		return err
+	}
+	return s.checkFiles(r, func(ids IdentityService) error { return ids.CheckMachine(r.Context(), *m) }, len(m.RootFiles)+len(m.Vars))
+}
+
 func (s *server) updateMachine(w http.ResponseWriter, r *http.Request, m inventory.Machine) error {
+	if err := s.checkMachine(r, &m); err != nil {
+		return err
+	}
 	m, err := s.cfg.Store.UpdateMachine(r.Context(), m)
 	if err != nil {
 		return err

@@ -43,19 +43,43 @@ func checkCmdline(p inventory.Profile) error {
 	return nil
 }
 
+// checkProfile validates p and its templates: the cmdline's and its
+// files:, which must parse and use only variables that exist.
+func (s *server) checkProfile(r *http.Request, p *inventory.Profile) error {
+	if err := p.Validate(); err != nil {
+		return err
+	}
+	if err := checkCmdline(*p); err != nil {
+		return err
+	}
+	return s.checkFiles(r, func(ids IdentityService) error { return ids.CheckProfile(r.Context(), *p) }, len(p.RootFiles)+len(p.Vars))
+}
+
+// checkFiles runs check when the server renders files; without the
+// identity service it refuses files: and vars: it cannot check.
+func (s *server) checkFiles(r *http.Request, check func(IdentityService) error, n int) error {
+	if s.cfg.Identities == nil {
+		if n > 0 {
+			return inventory.Invalid("files", "this server serves no machine identities, so it cannot check or render files: and vars:")
+		}
+		return nil
+	}
+	return check(s.cfg.Identities)
+}
+
 func (s *server) createProfile(w http.ResponseWriter, r *http.Request) error {
 	var in Profile
 	if err := decode(r, &in); err != nil {
 		return err
 	}
-	p := profileIn(in)
-	if err := p.Validate(); err != nil {
+	p, err := profileIn(in)
+	if err != nil {
 		return err
 	}
-	if err := checkCmdline(p); err != nil {
+	if err := s.checkProfile(r, &p); err != nil {
 		return err
 	}
-	p, err := s.cfg.Store.CreateProfile(r.Context(), p)
+	p, err = s.cfg.Store.CreateProfile(r.Context(), p)
 	if err != nil {
 		return err
 	}
@@ -84,11 +108,11 @@ func (s *server) putProfile(w http.ResponseWriter, r *http.Request) error {
 	if err := readOnly(old.Source, "name", "profile "+name); err != nil {
 		return err
 	}
-	p := profileIn(in)
-	if err := p.Validate(); err != nil {
+	p, err := profileIn(in)
+	if err != nil {
 		return err
 	}
-	if err := checkCmdline(p); err != nil {
+	if err := s.checkProfile(r, &p); err != nil {
 		return err
 	}
 	if p, err = s.cfg.Store.UpdateProfile(r.Context(), p); err != nil {

@@ -1,7 +1,9 @@
 package api
 
 import (
+	"fmt"
 	"net"
+	"strconv"
 	"time"
 
 	"github.com/bootfleet/bootfleet/internal/inventory"
@@ -27,6 +29,20 @@ type Machine struct {
 	LastBoot    *time.Time        `json:"last_boot,omitempty"`
 	LastAddress string            `json:"last_address,omitempty"`
 	MachineID   string            `json:"machine_id,omitempty"` // its systemd machine-id
+	// Files and Vars are the machine's own files: and vars:; its vars
+	// win over its profile's.
+	Files []File            `json:"files,omitempty"`
+	Vars  map[string]string `json:"vars,omitempty"`
+}
+
+// File is one files: entry of a profile or machine: a file the agent
+// writes into the machine's root at every boot, rendered from Template
+// (Go text/template; it sees .Name .MAC .IP .Profile .Vars.KEY).
+type File struct {
+	Path     string `json:"path"`
+	Mode     string `json:"mode,omitempty"`  // octal, default 0644
+	Owner    string `json:"owner,omitempty"` // USER or USER:GROUP; default root
+	Template string `json:"template"`
 }
 
 // MachinePatch is a PATCH body: absent fields stay as they are; a label
@@ -37,6 +53,10 @@ type MachinePatch struct {
 	IP      *string            `json:"ip,omitempty"`
 	State   *string            `json:"state,omitempty"`
 	Labels  map[string]*string `json:"labels,omitempty"`
+	// Files and Vars, when present, replace the machine's own; an empty
+	// list or object removes them.
+	Files *[]File            `json:"files,omitempty"`
+	Vars  *map[string]string `json:"vars,omitempty"`
 }
 
 // Profile is a profile on the wire. Kernel is empty when RootKernel is
@@ -57,6 +77,10 @@ type Profile struct {
 	// ARM64 is what arm64 machines boot; absent when the profile boots
 	// none. Kernel and Initrd above are the x86_64 machines'.
 	ARM64 *inventory.ArchBoot `json:"arm64,omitempty"`
+	// Files and Vars are the files: written into the roots of the
+	// profile's machines and the vars: their templates see.
+	Files []File            `json:"files,omitempty"`
+	Vars  map[string]string `json:"vars,omitempty"`
 }
 
 // Lease is a DHCP lease on the wire: an IPv4 one, or a DHCPv6 one with
@@ -95,7 +119,7 @@ type (
 
 func machineOut(m inventory.Machine) Machine {
 	out := Machine{MAC: m.MAC.String(), Name: m.Name, Profile: m.Profile, Labels: m.Labels,
-		State: string(m.State), Source: string(m.Source), MachineID: m.MachineID}
+		State: string(m.State), Source: string(m.Source), MachineID: m.MachineID, Files: filesOut(m.RootFiles), Vars: m.Vars}
 	if m.IP != nil {
 		out.IP = m.IP.String()
 	}
@@ -122,18 +146,44 @@ func parseIPField(field, s string) (net.IP, error) {
 
 func profileOut(p inventory.Profile) Profile {
 	out := Profile{Name: p.Name, Kernel: p.Kernel, Initrd: p.Initrd, Cmdline: p.Cmdline,
-		RootImage: p.Root.Image, Overlay: p.Root.Overlay, RootKernel: p.Root.Kernel, RootChannel: p.Root.Channel, Loader: p.Loader, Source: string(p.Source)}
+		RootImage: p.Root.Image, Overlay: p.Root.Overlay, RootKernel: p.Root.Kernel, RootChannel: p.Root.Channel, Loader: p.Loader, Source: string(p.Source),
+		Files: filesOut(p.RootFiles), Vars: p.Vars}
 	if p.ARM64.Kernel != "" || len(p.ARM64.Initrd) > 0 {
 		out.ARM64 = &p.ARM64
 	}
 	return out
 }
 
-func profileIn(p Profile) inventory.Profile {
+func profileIn(p Profile) (inventory.Profile, error) {
+	files, err := filesIn(p.Files)
 	out := inventory.Profile{Name: p.Name, Kernel: p.Kernel, Initrd: p.Initrd, Cmdline: p.Cmdline,
-		Root: inventory.Root{Image: p.RootImage, Overlay: p.Overlay, Kernel: p.RootKernel, Channel: p.RootChannel}, Loader: p.Loader}
+		Root: inventory.Root{Image: p.RootImage, Overlay: p.Overlay, Kernel: p.RootKernel, Channel: p.RootChannel}, Loader: p.Loader,
+		RootFiles: files, Vars: p.Vars}
 	if p.ARM64 != nil {
 		out.ARM64 = *p.ARM64
 	}
+	return out, err
+}
+
+func filesOut(fs []inventory.RootFile) []File {
+	var out []File
+	for _, f := range fs {
+		out = append(out, File{Path: f.Path, Mode: fmt.Sprintf("%04o", f.Mode), Owner: f.Owner, Template: f.Template})
+	}
 	return out
+}
+
+func filesIn(fs []File) ([]inventory.RootFile, error) {
+	var out []inventory.RootFile
+	for i, f := range fs {
+		var mode uint64
+		if f.Mode != "" {
+			var err error
+			if mode, err = strconv.ParseUint(f.Mode, 8, 32); err != nil || mode > 0o7777 {
+				return nil, inventory.Invalid("files", "files[%d] (%s): want an octal mode like 0644 or 0600, got %q", i, f.Path, f.Mode)
+			}
+		}
+		out = append(out, inventory.RootFile{Path: f.Path, Mode: uint32(mode), Owner: f.Owner, Template: f.Template})
+	}
+	return out, nil
 }

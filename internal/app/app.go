@@ -97,7 +97,7 @@ func Run(ctx context.Context, c *config.Config, log *slog.Logger) error {
 		return err
 	}
 	taps := telemetryTaps(c, rec, log)
-	ids, err := newIdentity(ctx, c, store, name, view, log)
+	ids, err := newIdentity(ctx, c, store, view, log)
 	if err != nil {
 		return err
 	}

@@ -16,43 +16,25 @@ import (
 )
 
 // newIdentity builds the identity service: the fleet's identity key,
-// made when this server is the only one of its inventory (otherwise it
-// must be copied from another), and the config's file templates, which
-// must all parse and check before the server starts.
-func newIdentity(ctx context.Context, c *config.Config, store inventory.Store, self string, view *machineview.View, log *slog.Logger) (*identitysvc.Service, error) {
+// made when the fleet has none yet (otherwise it must be copied from
+// another server) and checked against the fleet's, and the config's file
+// templates, which must all parse and check before the server starts.
+func newIdentity(ctx context.Context, c *config.Config, store inventory.Store, view *machineview.View, log *slog.Logger) (*identitysvc.Service, error) {
 	files, err := identityTemplates(c)
 	if err != nil {
 		return nil, err
 	}
-	alone, err := aloneIn(ctx, store, self)
-	if err != nil {
-		return nil, err
-	}
-	sealer, noKey := identitysvc.LoadKey(c.Identity.KeyFile, alone)
+	sealer, noKey := identitysvc.OpenKey(ctx, store, c.Identity.KeyFile)
 	if noKey != nil && !errors.Is(noKey, identitysvc.ErrNoKey) {
 		return nil, fmt.Errorf("identity.key_file: %w", noKey)
 	}
 	if noKey != nil {
-		// A warning, not an error: a fleet without sshd images needs no key.
-		// Each machine refused for it is logged as an error.
-		log.Warn("machines' SSH host keys cannot be made or served; machines whose image has sshd will not boot", "err", noKey)
+		// An error, not fatal: a fleet without sshd images needs no key.
+		// Each machine refused for it is logged as an error too.
+		log.Error("machines' SSH host keys cannot be made or served; machines whose image has sshd will not boot", "err", noKey)
 	}
 	profile := func(mac net.HardwareAddr) string { t, _ := view.Resolve(mac); return t.Profile }
 	return identitysvc.New(identitysvc.Config{Store: store, Sealer: sealer, NoKey: noKey, Files: files, Profile: profile, Logger: log})
-}
-
-// aloneIn says whether no other server has registered in the store.
-func aloneIn(ctx context.Context, store inventory.Store, self string) (bool, error) {
-	servers, err := store.ListServers(ctx)
-	if err != nil {
-		return false, fmt.Errorf("identity key: list the fleet's servers: %w", err)
-	}
-	for _, s := range servers {
-		if s.Name != self {
-			return false, nil
-		}
-	}
-	return true, nil
 }
 
 // CheckTemplates parses and checks the config's file templates, as the

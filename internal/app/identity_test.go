@@ -9,10 +9,10 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/bootfleet/bootfleet/internal/config"
 	"github.com/bootfleet/bootfleet/internal/identity"
+	"github.com/bootfleet/bootfleet/internal/identitysvc"
 	"github.com/bootfleet/bootfleet/internal/inventory"
 	"github.com/bootfleet/bootfleet/internal/inventory/sqlite"
 	"github.com/bootfleet/bootfleet/internal/machineview"
@@ -54,46 +54,74 @@ func TestCheckTemplates(t *testing.T) {
 	}
 }
 
-// TestIdentityKeyOnlyWhenAlone: the first server of an inventory makes
-// the identity key; a server that finds another registered does not make
-// its own (the fleet's would differ) and serves no host keys, saying why.
-func TestIdentityKeyOnlyWhenAlone(t *testing.T) {
+// TestIdentityKeyChecked: the first server of a fleet makes the identity
+// key; a second one without the file, or with another key, refuses to
+// serve identities and says which file to copy; with the copy it serves.
+func TestIdentityKeyChecked(t *testing.T) {
 	ctx := context.Background()
 	st, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), sqlite.FileName))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer st.Close()
-	c, err := config.Parse(strings.NewReader("interface: br0\ndhcp: {mode: proxy}\ndata: " + t.TempDir() + "\n"))
-	if err != nil {
-		t.Fatal(err)
+	server := func() *config.Config {
+		c, err := config.Parse(strings.NewReader("interface: br0\ndhcp: {mode: proxy}\ndata: " + t.TempDir() + "\n"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c
 	}
 	mac := net.HardwareAddr{0x52, 0x54, 0, 0, 0, 1}
 	if _, err := st.CreateMachine(ctx, inventory.Machine{MAC: mac, Name: "pc1"}); err != nil {
-		t.Fatal(err)
-	}
-	if err := st.RegisterServer(ctx, inventory.ServerInfo{Name: "first", Addrs: []string{"10.0.0.1"}, Started: time.Now()}); err != nil {
 		t.Fatal(err)
 	}
 	view, err := machineview.New(machineview.Input{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	ids, err := newIdentity(ctx, c, st, "second", view, slog.New(slog.DiscardHandler))
+	first := server()
+	if _, err := newIdentity(ctx, first, st, view, slog.New(slog.DiscardHandler)); err != nil {
+		t.Fatal(err)
+	}
+	if fi, err := os.Stat(first.Identity.KeyFile); err != nil || fi.Mode().Perm() != 0o600 {
+		t.Fatalf("first server's identity key: %v, %v; want it made, mode 0600", fi, err)
+	}
+
+	second := server()
+	ids, err := newIdentity(ctx, second, st, view, slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := os.Stat(c.Identity.KeyFile); !errors.Is(err, os.ErrNotExist) {
-		t.Fatalf("a server joining a fleet made its own identity key (%v)", err)
+	if _, err := os.Stat(second.Identity.KeyFile); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("a server joining a fleet kept an identity key of its own (%v)", err)
 	}
-	if _, err := ids.Rekey(ctx, mac); !errors.Is(err, identity.ErrNoKey) || !strings.Contains(err.Error(), "copy the file from a server of the fleet") {
-		t.Fatalf("rekey on a server without the key: %v, want ErrNoKey saying what to copy", err)
+	if _, err := ids.Rekey(ctx, mac); !errors.Is(err, identity.ErrNoKey) || !strings.Contains(err.Error(), "copy that server's identity.key_file to "+second.Identity.KeyFile) {
+		t.Fatalf("rekey on a server without the key: %v, want ErrNoKey saying what to copy where", err)
 	}
-	// The first server (its own row is no other server) makes it.
-	if _, err := newIdentity(ctx, c, st, "first", view, slog.New(slog.DiscardHandler)); err != nil {
+
+	other := server()
+	if _, err := identitysvc.LoadKey(other.Identity.KeyFile, true); err != nil {
 		t.Fatal(err)
 	}
-	if fi, err := os.Stat(c.Identity.KeyFile); err != nil || fi.Mode().Perm() != 0o600 {
-		t.Fatalf("first server's identity key: %v, %v; want it made, mode 0600", fi, err)
+	ids, err = newIdentity(ctx, other, st, view, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ids.Rekey(ctx, mac); !errors.Is(err, identity.ErrNoKey) || !strings.Contains(err.Error(), other.Identity.KeyFile+" is not the fleet's identity key") {
+		t.Fatalf("rekey on a server with another key: %v, want ErrNoKey naming its file", err)
+	}
+
+	b, err := os.ReadFile(first.Identity.KeyFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(other.Identity.KeyFile, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if ids, err = newIdentity(ctx, other, st, view, slog.New(slog.DiscardHandler)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ids.Rekey(ctx, mac); err != nil {
+		t.Fatalf("rekey with the fleet's key copied: %v", err)
 	}
 }

@@ -3,13 +3,10 @@ package cli
 import (
 	"context"
 	"net"
-	"net/http/httptest"
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
-	"github.com/bootfleet/bootfleet/internal/api"
 	"github.com/bootfleet/bootfleet/internal/identitysvc"
 	"github.com/bootfleet/bootfleet/internal/inventory"
 )
@@ -29,15 +26,7 @@ func TestIdentityCommands(t *testing.T) {
 		t.Fatal(err)
 	}
 	ids, _ := identitysvc.New(identitysvc.Config{Store: st, Sealer: key, Files: tmpl})
-	h, err := api.New(api.Config{Store: st, Token: testToken, Identities: ids, Now: func() time.Time { return t0 }})
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := httptest.NewServer(h)
-	t.Cleanup(srv.Close)
-	t.Setenv("BOOTFLEET_SERVER", "")
-	t.Setenv("BOOTFLEET_TOKEN", "")
-	conn := []string{"--server", srv.URL, "--token", testToken, "--data", t.TempDir()}
+	conn := serveIdentities(t, st, ids)
 	ctx := context.Background()
 	if _, err := st.CreateProfile(ctx, inventory.Profile{Name: "lab", Kernel: "/k"}); err != nil {
 		t.Fatal(err)

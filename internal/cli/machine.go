@@ -24,8 +24,9 @@ func machineCmd() *cobra.Command {
 func machineAddCmd(o *clientOpts) *cobra.Command {
 	var m api.Machine
 	var labels []string
+	var ff fileFlags
 	cmd := &cobra.Command{
-		Use:   "add --mac MAC [--name NAME] [--profile PROFILE] [--label k=v]...",
+		Use:   "add --mac MAC [--name NAME] [--profile PROFILE] [--label k=v]... [--var K=V]... [--file PATH[:MODE[:OWNER]]=@TEMPLATE_FILE]...",
 		Short: "Add a machine; it boots its profile at its next power-on",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -34,6 +35,9 @@ func machineAddCmd(o *clientOpts) *cobra.Command {
 				return err
 			}
 			if m.Labels, err = parseLabels("label", labels); err != nil {
+				return err
+			}
+			if m.Files, m.Vars, err = ff.apply(nil, nil); err != nil {
 				return err
 			}
 			var got api.Machine
@@ -49,6 +53,7 @@ func machineAddCmd(o *clientOpts) *cobra.Command {
 	f.StringVar(&m.Profile, "profile", "", "profile to boot (default: the server's default profile)")
 	f.StringVar(&m.IP, "ip", "", "reserved IPv4 address (full DHCP mode)")
 	f.StringArrayVar(&labels, "label", nil, "label key=value (repeatable)")
+	ff.register(f, false)
 	cmd.MarkFlagRequired("mac")
 	return cmd
 }
@@ -133,19 +138,21 @@ func (o *clientOpts) printMachine(cmd *cobra.Command, m api.Machine, verb string
 	if verb != "" {
 		fmt.Fprintf(w, "%s machine %s\n", verb, m.MAC)
 	}
-	return keyValues(w, [][2]string{
+	kv := [][2]string{
 		{"mac", m.MAC}, {"name", orDash(m.Name)}, {"profile", profileOrDefault(m.Profile)},
 		{"state", m.State}, {"reserved ip", orDash(m.IP)}, {"last address", orDash(m.LastAddress)},
 		{"last boot", formatTime(m.LastBoot)}, {"labels", formatLabels(m.Labels)}, {"source", m.Source},
 		{"machine-id", orDash(m.MachineID)},
-	})
+	}
+	return keyValues(w, append(kv, fileRows(m.Files, m.Vars)...))
 }
 
 func machineSetCmd(o *clientOpts) *cobra.Command {
 	var name, profile, ip, state string
 	var labels, unlabels []string
+	var ff fileFlags
 	cmd := &cobra.Command{
-		Use:   "set MAC|NAME [--profile P] [--name N] [--ip A] [--label k=v]... [--unlabel k]...",
+		Use:   "set MAC|NAME [--profile P] [--name N] [--ip A] [--label k=v]... [--unlabel k]... [--var K=V]... [--unvar K]... [--file SPEC]... [--unfile PATH]...",
 		Short: "Change a machine; giving a discovered machine a profile enrolls it",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -180,7 +187,22 @@ func machineSetCmd(o *clientOpts) *cobra.Command {
 					p.Labels[k] = nil
 				}
 			}
-			if p.Name == nil && p.Profile == nil && p.IP == nil && p.State == nil && p.Labels == nil {
+			if ff.changed() {
+				// PATCH replaces files and vars whole: edit the stored ones.
+				var cur api.Machine
+				if err := c.do(cmd.Context(), "GET", "/machines/"+pathKey(args[0]), nil, &cur); err != nil {
+					return err
+				}
+				files, vars, err := ff.apply(cur.Files, cur.Vars)
+				if err != nil {
+					return err
+				}
+				if files == nil {
+					files = []api.File{}
+				}
+				p.Files, p.Vars = &files, &vars
+			}
+			if p.Name == nil && p.Profile == nil && p.IP == nil && p.State == nil && p.Labels == nil && p.Files == nil {
 				return errNoChange
 			}
 			var m api.Machine
@@ -197,6 +219,7 @@ func machineSetCmd(o *clientOpts) *cobra.Command {
 	f.StringVar(&state, "state", "", "set the state by hand, e.g. ready after a failure")
 	f.StringArrayVar(&labels, "label", nil, "set label key=value (repeatable)")
 	f.StringArrayVar(&unlabels, "unlabel", nil, "remove label key (repeatable)")
+	ff.register(f, true)
 	return cmd
 }
 

@@ -17,15 +17,16 @@ func profileCmd() *cobra.Command {
 		Short: "Add, list, show and remove boot profiles (through the API of a running server)",
 	}
 	o.register(cmd)
-	cmd.AddCommand(profileAddCmd(o), profileListCmd(o), profileShowCmd(o), profileRmCmd(o))
+	cmd.AddCommand(profileAddCmd(o), profileSetCmd(o), profileListCmd(o), profileShowCmd(o), profileRmCmd(o))
 	return cmd
 }
 
 func profileAddCmd(o *clientOpts) *cobra.Command {
 	var p api.Profile
 	var arm inventory.ArchBoot
+	var ff fileFlags
 	cmd := &cobra.Command{
-		Use:   "add NAME --kernel PATH|URL [--initrd PATH|URL]... [--cmdline TEMPLATE] [--root-image IMAGE [--overlay MODE] [--root-kernel image]]",
+		Use:   "add NAME --kernel PATH|URL [--initrd PATH|URL]... [--cmdline TEMPLATE] [--root-image IMAGE [--overlay MODE] [--root-kernel image]] [--var K=V]... [--file PATH[:MODE[:OWNER]]=@TEMPLATE_FILE]...",
 		Short: "Add a profile",
 		Long: `Add a profile: what the machines given it boot.
 
@@ -37,9 +38,15 @@ new version of the image brings its kernel along.
 
 --kernel and --initrd are what x86_64 machines boot; --arm64-kernel and
 --arm64-initrd what arm64 machines boot. Give either or both: a machine
-whose profile has no kernel for its architecture gets no boot file.`,
+whose profile has no kernel for its architecture gets no boot file.
+
+--file writes a file into the root of each of its machines at every boot,
+rendered from a Go template that sees .Name .MAC .IP .Profile and
+.Vars.KEY (--var; a machine's own vars win). A template that does not
+parse or uses a variable no one sets is refused now.`,
 		Example: `  bootfleet profile add linux --kernel /srv/vmlinuz --initrd /srv/initrd.img --cmdline 'console=ttyS0'
   bootfleet profile add lab --root-image debian --root-kernel image --cmdline 'console=ttyS0'
+  bootfleet profile add kiosk --root-image debian --root-kernel image --var url=https://intranet/ --file /etc/kiosk.url:0644=@kiosk.tmpl
   bootfleet profile add mixed --loader grub --kernel /srv/amd64/vmlinuz --arm64-kernel /srv/arm64/vmlinuz --cmdline 'console=ttyS0 console=ttyAMA0'`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -54,6 +61,9 @@ whose profile has no kernel for its architecture gets no boot file.`,
 				return err
 			}
 			p.Name = args[0]
+			if p.Files, p.Vars, err = ff.apply(nil, nil); err != nil {
+				return err
+			}
 			var got api.Profile
 			if err := c.do(cmd.Context(), "POST", "/profiles", p, &got); err != nil {
 				return err
@@ -72,6 +82,41 @@ whose profile has no kernel for its architecture gets no boot file.`,
 	f.StringVar(&p.Loader, "loader", "", "what UEFI x64 firmware loads: ipxe (default) or grub, the server's signed shim and grub (Secure Boot)")
 	f.StringVar(&p.RootKernel, "root-kernel", "", "with --root-image: image boots the kernel in the image, with an initramfs built from it (no --kernel or --initrd)")
 	f.StringVar(&p.RootChannel, "root-channel", "", "with --root-image: which version the machines boot: production (default), test (the newest in test or production), or a version number to pin")
+	ff.register(f, false)
+	return cmd
+}
+
+func profileSetCmd(o *clientOpts) *cobra.Command {
+	var ff fileFlags
+	cmd := &cobra.Command{
+		Use:   "set NAME [--var K=V]... [--unvar K]... [--file PATH[:MODE[:OWNER]]=@TEMPLATE_FILE]... [--unfile PATH]...",
+		Short: "Change the files and vars a profile gives its machines",
+		Example: `  bootfleet profile set lab --var room=B12 --file /etc/motd=@motd.tmpl
+  bootfleet profile set lab --unfile /etc/motd --unvar room`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if !ff.changed() {
+				return errNoChange
+			}
+			c, err := o.client()
+			if err != nil {
+				return err
+			}
+			var p api.Profile
+			if err := c.do(cmd.Context(), "GET", "/profiles/"+pathKey(args[0]), nil, &p); err != nil {
+				return err
+			}
+			if p.Files, p.Vars, err = ff.apply(p.Files, p.Vars); err != nil {
+				return err
+			}
+			var got api.Profile
+			if err := c.do(cmd.Context(), "PUT", "/profiles/"+pathKey(args[0]), p, &got); err != nil {
+				return err
+			}
+			return o.printProfile(cmd, got, "updated")
+		},
+	}
+	ff.register(cmd.Flags(), true)
 	return cmd
 }
 
@@ -151,6 +196,7 @@ func (o *clientOpts) printProfile(cmd *cobra.Command, p api.Profile, verb string
 	if p.Loader != "" {
 		kv = append(kv, [2]string{"loader", p.Loader})
 	}
+	kv = append(kv, fileRows(p.Files, p.Vars)...)
 	kv = append(kv, [2]string{"source", p.Source})
 	return keyValues(w, kv)
 }

@@ -14,8 +14,9 @@ import (
 type Identity struct {
 	// KeyFile holds the fleet's identity key, which seals machines' SSH
 	// host keys in the inventory; default DATA/identity.key. Every server
-	// of a fleet needs the same file: the first server makes it when it
-	// starts alone; copy it to the others.
+	// of a fleet needs the same file: the first server to start makes it
+	// and stores its check value in the inventory; copy it to the others,
+	// which refuse to serve identities with any other key.
 	KeyFile string `yaml:"key_file"`
 }
 

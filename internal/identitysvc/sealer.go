@@ -22,6 +22,7 @@ import (
 type Sealer struct {
 	aead cipher.AEAD
 	id   string
+	key  []byte // for the check value only (OpenKey)
 }
 
 // ErrNoKey is identity.ErrNoKey: this server cannot make or hand out
@@ -31,6 +32,8 @@ var ErrNoKey = identity.ErrNoKey
 // LoadKey reads the identity key file at path: 64 hex digits (256 bits).
 // When the file does not exist and create is true it is made, mode 0600;
 // when create is false, the error wraps ErrNoKey and says what to copy.
+// A server opens its key with OpenKey, which decides whether it may make
+// one and checks it against the fleet's.
 func LoadKey(path string, create bool) (*Sealer, error) {
 	b, err := os.ReadFile(path)
 	if errors.Is(err, os.ErrNotExist) && create {
@@ -57,7 +60,7 @@ func LoadKey(path string, create bool) (*Sealer, error) {
 		return newSealer(key)
 	}
 	if errors.Is(err, os.ErrNotExist) {
-		return nil, fmt.Errorf("%w: %s does not exist, and other servers share this inventory, so this one may not make a key of its own; copy the file from a server of the fleet (same path, mode 0600)", ErrNoKey, path)
+		return nil, fmt.Errorf("%w: %s does not exist; copy the file from a server of the fleet (same path, mode 0600)", ErrNoKey, path)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("identity key: %w", err)
@@ -79,7 +82,7 @@ func newSealer(key []byte) (*Sealer, error) {
 		return nil, err
 	}
 	sum := sha256.Sum256(append([]byte("bootfleet identity key id\x00"), key...))
-	return &Sealer{aead: aead, id: hex.EncodeToString(sum[:8])}, nil
+	return &Sealer{aead: aead, id: hex.EncodeToString(sum[:8]), key: key}, nil
 }
 
 // ID names the key without giving it away, stored beside what it seals.

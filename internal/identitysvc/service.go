@@ -16,6 +16,7 @@ import (
 type Store interface {
 	GetMachine(ctx context.Context, mac net.HardwareAddr) (inventory.Machine, error)
 	ListMachines(ctx context.Context, f inventory.MachineFilter) ([]inventory.Machine, error)
+	GetProfile(ctx context.Context, name string) (inventory.Profile, error)
 	inventory.HostKeyStore
 }
 
@@ -26,7 +27,8 @@ type Config struct {
 	// and then NoKey says why: host keys are neither made nor served.
 	Sealer *Sealer
 	NoKey  error
-	// Files renders the profiles' and machines' files; nil renders none.
+	// Files renders the files the config gives profiles and machines;
+	// nil for none. The files set through the API come from Store.
 	Files *Templates
 	// Profile says which profile a machine boots, for its files; nil:
 	// the machine's own.
@@ -83,29 +85,13 @@ func (s *Service) Identity(ctx context.Context, req Request) (identity.Identity,
 			return identity.Identity{}, err
 		}
 	}
-	if id.Files, err = s.files(m, req.Address); err != nil {
+	if id.Files, err = s.files(ctx, m, req.Address); err != nil {
 		return identity.Identity{}, err
 	}
 	if err := id.Check(); err != nil {
 		return identity.Identity{}, fmt.Errorf("identity of %s: %w", m, err)
 	}
 	return id, nil
-}
-
-// files renders m's files; addr is its address when it has no reserved one.
-func (s *Service) files(m inventory.Machine, addr net.IP) ([]identity.File, error) {
-	if s.cfg.Files == nil {
-		return nil, nil
-	}
-	ip := m.IP
-	if ip == nil {
-		ip = addr
-	}
-	prof := m.Profile
-	if s.cfg.Profile != nil {
-		prof = s.cfg.Profile(m.MAC)
-	}
-	return s.cfg.Files.Render(Machine{MAC: m.MAC, Name: m.Name, Profile: prof, IP: ip})
 }
 
 // Files is what mac's next boot would get in files, rendered now without
@@ -116,7 +102,7 @@ func (s *Service) Files(ctx context.Context, mac net.HardwareAddr) ([]identity.F
 	if err != nil {
 		return nil, err
 	}
-	return s.files(m, m.LastAddress)
+	return s.files(ctx, m, m.LastAddress)
 }
 
 // hostKeys returns m's keys, making and storing them first if it has

@@ -58,6 +58,10 @@ type Templates struct {
 	profileVars map[string]map[string]string
 	machines    map[string][]compiled // by MAC
 	machineVars map[string]map[string]string
+	// The sets as configured, so that a machine's render can put the
+	// inventory's sets beside them (Service.templatesFor).
+	profileSets map[string]Set
+	machineSets map[string]MachineSet
 }
 
 // NewTemplates parses every template and checks what it uses: a field
@@ -67,7 +71,8 @@ type Templates struct {
 // and profile (empty: the default).
 func NewTemplates(profiles map[string]Set, machines map[string]MachineSet) (*Templates, error) {
 	t := &Templates{profiles: map[string][]compiled{}, profileVars: map[string]map[string]string{},
-		machines: map[string][]compiled{}, machineVars: map[string]map[string]string{}}
+		machines: map[string][]compiled{}, machineVars: map[string]map[string]string{},
+		profileSets: profiles, machineSets: machines}
 	var errs []error
 	for _, name := range slices.Sorted(maps.Keys(profiles)) {
 		set := profiles[name]
@@ -106,6 +111,10 @@ func compileSet(set Set, vars map[string]string) ([]compiled, error) {
 		tm, err := template.New(f.Path).Option("missingkey=error").Parse(f.Template)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("%s (%s): template does not parse: %w", key, f.Path, err))
+			continue
+		}
+		if _, _, err := identity.ParseOwner(f.Owner); err != nil {
+			errs = append(errs, fmt.Errorf("%s (%s): %w", key, f.Path, err))
 			continue
 		}
 		if err := checkFields(tm, vars); err != nil {

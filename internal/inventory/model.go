@@ -67,6 +67,12 @@ type Machine struct {
 	// and reset (empty in an update: keep it); a machine removed and
 	// added again gets a new one.
 	MachineID string
+
+	// RootFiles and Vars are the machine's own files: and vars:, set
+	// through the API; its vars win over its profile's. A config machine
+	// keeps its own in the config, not here.
+	RootFiles []RootFile
+	Vars      map[string]string
 }
 
 // Lease is a DHCP lease in full mode: IP belongs to MAC until Expiry.
@@ -159,6 +165,9 @@ func (m *Machine) Validate() error {
 		return invalid("profile", "want a profile name (letters, digits, . _ -, at most 63), got %q", m.Profile)
 	}
 	if err := validateLabels(m.Labels); err != nil {
+		return err
+	}
+	if err := validateRootFiles(m.RootFiles, m.Vars); err != nil {
 		return err
 	}
 	if m.MachineID != "" {

@@ -29,7 +29,12 @@ type Profile struct {
 	// iPXE, LoaderGrub for the signed shim and grub. BIOS machines and
 	// iPXE ROMs always run iPXE.
 	Loader string
-	Source Source // default api
+	// RootFiles and Vars are the files: the agent writes into the roots
+	// of the profile's machines and the vars: their templates see, set
+	// through the API. A config profile keeps its own in the config.
+	RootFiles []RootFile
+	Vars      map[string]string
+	Source    Source // default api
 }
 
 // ArchBoot is a kernel and its initrds for one CPU architecture: local
@@ -167,6 +172,9 @@ func (p *Profile) Validate() error {
 	}
 	if msg := CheckChannel(p.Root.Channel); msg != "" {
 		return invalid("root_channel", "%s", msg)
+	}
+	if err := validateRootFiles(p.RootFiles, p.Vars); err != nil {
+		return err
 	}
 	return checkSource(&p.Source)
 }

@@ -63,6 +63,8 @@ func Run(t *testing.T, b Backend) {
 		{"PowerSchedules", testPowerSchedules},
 		{"ImageVersions", testImageVersions},
 		{"ImageVersionsPut", testImageVersionsPut},
+		{"RootFiles", testRootFiles},
+		{"IdentityKeyRace", testIdentityKeyRace},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) { tt.fn(t, b) })

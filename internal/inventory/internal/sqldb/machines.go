@@ -13,7 +13,7 @@ import (
 	"github.com/bootfleet/bootfleet/internal/inventory"
 )
 
-const machineCols = `mac, name, profile, labels, ip, state, source, last_boot, last_address, machine_id`
+const machineCols = `mac, name, profile, labels, ip, state, source, last_boot, last_address, machine_id, root_files, vars`
 
 func scanMachine(sc interface{ Scan(...any) error }) (inventory.Machine, error) {
 	var (
@@ -21,8 +21,9 @@ func scanMachine(sc interface{ Scan(...any) error }) (inventory.Machine, error) 
 		mac, labels          string
 		profile, ip, lastAdr sql.NullString
 		state, source        string
+		files, vars          string
 	)
-	if err := sc.Scan(&mac, &m.Name, &profile, &labels, &ip, &state, &source, scanTime{&m.LastBoot}, &lastAdr, &m.MachineID); err != nil {
+	if err := sc.Scan(&mac, &m.Name, &profile, &labels, &ip, &state, &source, scanTime{&m.LastBoot}, &lastAdr, &m.MachineID, &files, &vars); err != nil {
 		return m, err
 	}
 	hw, err := net.ParseMAC(mac)
@@ -34,6 +35,9 @@ func scanMachine(sc interface{ Scan(...any) error }) (inventory.Machine, error) 
 	m.State, m.Source = inventory.State(state), inventory.Source(source)
 	if err := json.Unmarshal([]byte(labels), &m.Labels); err != nil {
 		return m, fmt.Errorf("stored labels of %s: %w", mac, err)
+	}
+	if err := scanRootFiles(files, vars, &m.RootFiles, &m.Vars); err != nil {
+		return m, fmt.Errorf("machine %s: %w", mac, err)
 	}
 	return m, nil
 }
@@ -141,8 +145,12 @@ func (s *Store) machineArgs(m inventory.Machine) ([]any, error) {
 	if err != nil {
 		return nil, err
 	}
+	files, vars, err := rootFileArgs(m.RootFiles, m.Vars)
+	if err != nil {
+		return nil, err
+	}
 	return []any{m.Name, strArg(m.Profile), labels, ipArg(m.IP), string(m.State), string(m.Source),
-		s.d.timeArg(m.LastBoot), ipArg(m.LastAddress), m.MachineID, m.MAC.String()}, nil
+		s.d.timeArg(m.LastBoot), ipArg(m.LastAddress), m.MachineID, files, vars, m.MAC.String()}, nil
 }
 
 // CreateMachine implements inventory.Machines.
@@ -166,8 +174,8 @@ func (s *Store) CreateMachine(ctx context.Context, m inventory.Machine) (invento
 		if err != nil {
 			return err
 		}
-		_, err = s.exec(ctx, tx, `INSERT INTO machines (name, profile, labels, ip, state, source, last_boot, last_address, machine_id, mac)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`, args...)
+		_, err = s.exec(ctx, tx, `INSERT INTO machines (name, profile, labels, ip, state, source, last_boot, last_address, machine_id, root_files, vars, mac)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`, args...)
 		return err
 	})
 	if err != nil {
@@ -192,7 +200,8 @@ func (s *Store) UpdateMachine(ctx context.Context, m inventory.Machine) (invento
 		// An empty machine_id keeps the stored one: only a new machine
 		// gets a new one.
 		res, err := s.exec(ctx, tx, `UPDATE machines SET name = ?, profile = ?, labels = ?, ip = ?, state = ?, source = ?,
-			last_boot = ?, last_address = ?, machine_id = COALESCE(NULLIF(?, ''), machine_id) WHERE mac = ?`, args...)
+			last_boot = ?, last_address = ?, machine_id = COALESCE(NULLIF(?, ''), machine_id),
+			root_files = ?, vars = ? WHERE mac = ?`, args...)
 		if err != nil {
 			return err
 		}

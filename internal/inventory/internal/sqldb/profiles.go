@@ -10,14 +10,15 @@ import (
 	"github.com/bootfleet/bootfleet/internal/inventory"
 )
 
-const profileCols = `name, kernel, initrds, cmdline, root_image, overlay, root_kernel, loader, source, arm64, root_channel`
+const profileCols = `name, kernel, initrds, cmdline, root_image, overlay, root_kernel, loader, source, arm64, root_channel, root_files, vars`
 
 func scanProfile(sc interface{ Scan(...any) error }) (inventory.Profile, error) {
 	var (
 		p                      inventory.Profile
 		initrds, source, arm64 string
+		files, vars            string
 	)
-	if err := sc.Scan(&p.Name, &p.Kernel, &initrds, &p.Cmdline, &p.Root.Image, &p.Root.Overlay, &p.Root.Kernel, &p.Loader, &source, &arm64, &p.Root.Channel); err != nil {
+	if err := sc.Scan(&p.Name, &p.Kernel, &initrds, &p.Cmdline, &p.Root.Image, &p.Root.Overlay, &p.Root.Kernel, &p.Loader, &source, &arm64, &p.Root.Channel, &files, &vars); err != nil {
 		return p, err
 	}
 	p.Source = inventory.Source(source)
@@ -26,6 +27,9 @@ func scanProfile(sc interface{ Scan(...any) error }) (inventory.Profile, error) 
 	}
 	if err := json.Unmarshal([]byte(arm64), &p.ARM64); err != nil {
 		return p, fmt.Errorf("stored arm64 files of profile %s: %w", p.Name, err)
+	}
+	if err := scanRootFiles(files, vars, &p.RootFiles, &p.Vars); err != nil {
+		return p, fmt.Errorf("profile %s: %w", p.Name, err)
 	}
 	return p, nil
 }
@@ -72,7 +76,11 @@ func profileArgs(p inventory.Profile) ([]any, error) {
 	if err != nil {
 		return nil, err
 	}
-	return []any{p.Kernel, rds, p.Cmdline, p.Root.Image, p.Root.Overlay, p.Root.Kernel, p.Loader, string(p.Source), arm64, p.Root.Channel, p.Name}, nil
+	files, vars, err := rootFileArgs(p.RootFiles, p.Vars)
+	if err != nil {
+		return nil, err
+	}
+	return []any{p.Kernel, rds, p.Cmdline, p.Root.Image, p.Root.Overlay, p.Root.Kernel, p.Loader, string(p.Source), arm64, p.Root.Channel, files, vars, p.Name}, nil
 }
 
 // CreateProfile implements inventory.Profiles.
@@ -93,8 +101,8 @@ func (s *Store) CreateProfile(ctx context.Context, p inventory.Profile) (invento
 		if !errors.Is(err, sql.ErrNoRows) {
 			return s.dbErr("read profile", err)
 		}
-		_, err = s.exec(ctx, tx, `INSERT INTO profiles (kernel, initrds, cmdline, root_image, overlay, root_kernel, loader, source, arm64, root_channel, name)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`, args...)
+		_, err = s.exec(ctx, tx, `INSERT INTO profiles (kernel, initrds, cmdline, root_image, overlay, root_kernel, loader, source, arm64, root_channel, root_files, vars, name)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`, args...)
 		return err
 	})
 	if err != nil {
@@ -114,7 +122,7 @@ func (s *Store) UpdateProfile(ctx context.Context, p inventory.Profile) (invento
 	}
 	err = s.tx(ctx, func(tx *sql.Tx) error {
 		res, err := s.exec(ctx, tx, `UPDATE profiles SET kernel = ?, initrds = ?, cmdline = ?, root_image = ?, overlay = ?, root_kernel = ?, loader = ?, source = ?, arm64 = ?,
-			root_channel = ?
+			root_channel = ?, root_files = ?, vars = ?
 			WHERE name = ?`, args...)
 		if err != nil {
 			return err
