@@ -14,7 +14,7 @@ type ErrorBody struct {
 }
 
 // Machine is a machine on the wire. On input (POST, PUT) only mac, name,
-// profile, labels and ip are used; state, source, last_boot,
+// profile, labels, ip and root_channel are used; state, source, last_boot,
 // last_address and machine_id are set by bootfleet and ignored.
 type Machine struct {
 	MAC         string            `json:"mac"`
@@ -27,6 +27,10 @@ type Machine struct {
 	LastBoot    *time.Time        `json:"last_boot,omitempty"`
 	LastAddress string            `json:"last_address,omitempty"`
 	MachineID   string            `json:"machine_id,omitempty"` // its systemd machine-id
+	// RootChannel is the version of its profile's root image the machine
+	// boots, over the profile's channel: empty follows the profile;
+	// production, test or a version number to pin.
+	RootChannel string `json:"root_channel,omitempty"`
 }
 
 // MachinePatch is a PATCH body: absent fields stay as they are; a label
@@ -37,6 +41,8 @@ type MachinePatch struct {
 	IP      *string            `json:"ip,omitempty"`
 	State   *string            `json:"state,omitempty"`
 	Labels  map[string]*string `json:"labels,omitempty"`
+	// RootChannel "" makes the machine follow its profile's channel again.
+	RootChannel *string `json:"root_channel,omitempty"`
 }
 
 // Profile is a profile on the wire. Kernel is empty when RootKernel is
@@ -95,7 +101,7 @@ type (
 
 func machineOut(m inventory.Machine) Machine {
 	out := Machine{MAC: m.MAC.String(), Name: m.Name, Profile: m.Profile, Labels: m.Labels,
-		State: string(m.State), Source: string(m.Source), MachineID: m.MachineID}
+		State: string(m.State), Source: string(m.Source), MachineID: m.MachineID, RootChannel: m.Channel}
 	if m.IP != nil {
 		out.IP = m.IP.String()
 	}

@@ -25,7 +25,7 @@ func machineAddCmd(o *clientOpts) *cobra.Command {
 	var m api.Machine
 	var labels []string
 	cmd := &cobra.Command{
-		Use:   "add --mac MAC [--name NAME] [--profile PROFILE] [--label k=v]...",
+		Use:   "add --mac MAC [--name NAME] [--profile PROFILE] [--root-channel C] [--label k=v]...",
 		Short: "Add a machine; it boots its profile at its next power-on",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -48,6 +48,7 @@ func machineAddCmd(o *clientOpts) *cobra.Command {
 	f.StringVar(&m.Name, "name", "", "host name, unique")
 	f.StringVar(&m.Profile, "profile", "", "profile to boot (default: the server's default profile)")
 	f.StringVar(&m.IP, "ip", "", "reserved IPv4 address (full DHCP mode)")
+	f.StringVar(&m.RootChannel, "root-channel", "", rootChannelHelp)
 	f.StringArrayVar(&labels, "label", nil, "label key=value (repeatable)")
 	cmd.MarkFlagRequired("mac")
 	return cmd
@@ -97,6 +98,13 @@ func machineListCmd(o *clientOpts) *cobra.Command {
 	return cmd
 }
 
+func channelOrProfile(c string) string {
+	if c == "" {
+		return "(the profile's)"
+	}
+	return c
+}
+
 func profileOrDefault(p string) string {
 	if p == "" {
 		return "(default)"
@@ -137,15 +145,17 @@ func (o *clientOpts) printMachine(cmd *cobra.Command, m api.Machine, verb string
 		{"mac", m.MAC}, {"name", orDash(m.Name)}, {"profile", profileOrDefault(m.Profile)},
 		{"state", m.State}, {"reserved ip", orDash(m.IP)}, {"last address", orDash(m.LastAddress)},
 		{"last boot", formatTime(m.LastBoot)}, {"labels", formatLabels(m.Labels)}, {"source", m.Source},
-		{"machine-id", orDash(m.MachineID)},
+		{"machine-id", orDash(m.MachineID)}, {"root channel", channelOrProfile(m.RootChannel)},
 	})
 }
 
+const rootChannelHelp = "which version of its profile's root image the machine boots, over the profile's channel: production, test (the newest in test or production) or a version number to pin; empty follows the profile"
+
 func machineSetCmd(o *clientOpts) *cobra.Command {
-	var name, profile, ip, state string
+	var name, profile, ip, state, channel string
 	var labels, unlabels []string
 	cmd := &cobra.Command{
-		Use:   "set MAC|NAME [--profile P] [--name N] [--ip A] [--label k=v]... [--unlabel k]...",
+		Use:   "set MAC|NAME [--profile P] [--root-channel C] [--name N] [--ip A] [--label k=v]... [--unlabel k]...",
 		Short: "Change a machine; giving a discovered machine a profile enrolls it",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -164,6 +174,9 @@ func machineSetCmd(o *clientOpts) *cobra.Command {
 			if f.Changed("ip") {
 				p.IP = &ip
 			}
+			if f.Changed("root-channel") {
+				p.RootChannel = &channel
+			}
 			if f.Changed("state") {
 				p.State = &state
 			}
@@ -180,7 +193,7 @@ func machineSetCmd(o *clientOpts) *cobra.Command {
 					p.Labels[k] = nil
 				}
 			}
-			if p.Name == nil && p.Profile == nil && p.IP == nil && p.State == nil && p.Labels == nil {
+			if p.Name == nil && p.Profile == nil && p.IP == nil && p.State == nil && p.Labels == nil && p.RootChannel == nil {
 				return errNoChange
 			}
 			var m api.Machine
@@ -193,6 +206,7 @@ func machineSetCmd(o *clientOpts) *cobra.Command {
 	f := cmd.Flags()
 	f.StringVar(&profile, "profile", "", "profile to boot; empty for the server's default")
 	f.StringVar(&name, "name", "", "host name")
+	f.StringVar(&channel, "root-channel", "", rootChannelHelp)
 	f.StringVar(&ip, "ip", "", "reserved IPv4 address; empty to drop the reservation")
 	f.StringVar(&state, "state", "", "set the state by hand, e.g. ready after a failure")
 	f.StringArrayVar(&labels, "label", nil, "set label key=value (repeatable)")

@@ -13,7 +13,7 @@ import (
 	"github.com/bootfleet/bootfleet/internal/inventory"
 )
 
-const machineCols = `mac, name, profile, labels, ip, state, source, last_boot, last_address, machine_id`
+const machineCols = `mac, name, profile, labels, ip, state, source, last_boot, last_address, machine_id, root_channel`
 
 func scanMachine(sc interface{ Scan(...any) error }) (inventory.Machine, error) {
 	var (
@@ -22,7 +22,7 @@ func scanMachine(sc interface{ Scan(...any) error }) (inventory.Machine, error) 
 		profile, ip, lastAdr sql.NullString
 		state, source        string
 	)
-	if err := sc.Scan(&mac, &m.Name, &profile, &labels, &ip, &state, &source, scanTime{&m.LastBoot}, &lastAdr, &m.MachineID); err != nil {
+	if err := sc.Scan(&mac, &m.Name, &profile, &labels, &ip, &state, &source, scanTime{&m.LastBoot}, &lastAdr, &m.MachineID, &m.Channel); err != nil {
 		return m, err
 	}
 	hw, err := net.ParseMAC(mac)
@@ -142,7 +142,7 @@ func (s *Store) machineArgs(m inventory.Machine) ([]any, error) {
 		return nil, err
 	}
 	return []any{m.Name, strArg(m.Profile), labels, ipArg(m.IP), string(m.State), string(m.Source),
-		s.d.timeArg(m.LastBoot), ipArg(m.LastAddress), m.MachineID, m.MAC.String()}, nil
+		s.d.timeArg(m.LastBoot), ipArg(m.LastAddress), m.MachineID, m.Channel, m.MAC.String()}, nil
 }
 
 // CreateMachine implements inventory.Machines.
@@ -166,8 +166,8 @@ func (s *Store) CreateMachine(ctx context.Context, m inventory.Machine) (invento
 		if err != nil {
 			return err
 		}
-		_, err = s.exec(ctx, tx, `INSERT INTO machines (name, profile, labels, ip, state, source, last_boot, last_address, machine_id, mac)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`, args...)
+		_, err = s.exec(ctx, tx, `INSERT INTO machines (name, profile, labels, ip, state, source, last_boot, last_address, machine_id, root_channel, mac)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`, args...)
 		return err
 	})
 	if err != nil {
@@ -192,7 +192,7 @@ func (s *Store) UpdateMachine(ctx context.Context, m inventory.Machine) (invento
 		// An empty machine_id keeps the stored one: only a new machine
 		// gets a new one.
 		res, err := s.exec(ctx, tx, `UPDATE machines SET name = ?, profile = ?, labels = ?, ip = ?, state = ?, source = ?,
-			last_boot = ?, last_address = ?, machine_id = COALESCE(NULLIF(?, ''), machine_id) WHERE mac = ?`, args...)
+			last_boot = ?, last_address = ?, machine_id = COALESCE(NULLIF(?, ''), machine_id), root_channel = ? WHERE mac = ?`, args...)
 		if err != nil {
 			return err
 		}
