@@ -30,6 +30,30 @@ func needTool(t *testing.T, name string) {
 	}
 }
 
+// apiCall makes a request of the server at base with token tok and
+// returns the body, failing t unless the status is want.
+func apiCall(t *testing.T, base, tok, method, path string, body io.Reader, want int) []byte {
+	t.Helper()
+	req, err := http.NewRequest(method, base+path, body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+tok)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatalf("%s %s: read the body: %v", method, path, err)
+	}
+	if resp.StatusCode != want {
+		t.Fatalf("%s %s = %d %s, want %d", method, path, resp.StatusCode, b, want)
+	}
+	return b
+}
+
 var rootArgRE = regexp.MustCompile(`bootfleet\.root=nbd:([0-9.]+):([0-9]+):(m-[0-9a-f-]+)`)
 
 // TestDisklessRootOverNBD walks the diskless path end to end on loopback:
@@ -52,24 +76,7 @@ func TestDisklessRootOverNBD(t *testing.T) {
 	}
 	call := func(method, path string, body io.Reader, want int) []byte {
 		t.Helper()
-		req, err := http.NewRequest(method, base+path, body)
-		if err != nil {
-			t.Fatal(err)
-		}
-		req.Header.Set("Authorization", "Bearer "+tok)
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		b, err := io.ReadAll(resp.Body)
-		if err != nil {
-			t.Fatalf("%s %s: read the body: %v", method, path, err)
-		}
-		if resp.StatusCode != want {
-			t.Fatalf("%s %s = %d %s, want %d", method, path, resp.StatusCode, b, want)
-		}
-		return b
+		return apiCall(t, base, tok, method, path, body, want)
 	}
 
 	// Before the import, the script cannot name a root.
