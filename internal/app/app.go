@@ -106,7 +106,7 @@ func Run(ctx context.Context, c *config.Config, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
-	apiHandler, err := newAPI(c, store, inv.Changed, imgs, dl, history, ids, pw, sched, log)
+	apiHandler, err := newAPI(c, store, inv.Changed, imgs, dl, migrations{view, dl}, history, ids, pw, sched, log)
 	if err != nil {
 		return err
 	}

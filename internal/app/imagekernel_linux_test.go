@@ -33,15 +33,7 @@ func TestImageKernelBoot(t *testing.T) {
 	c.Profiles["linux"] = p
 	logs := startRun(t, c).logs
 	base := "http://" + addr
-	waitHTTP(t, base+"/api/v1/openapi.json")
-	tok, err := api.ReadToken(filepath.Join(c.Data, api.TokenFile))
-	if err != nil {
-		t.Fatal(err)
-	}
-	call := func(method, path string, body io.Reader, want int) []byte {
-		t.Helper()
-		return apiCall(t, base, tok, method, path, body, want)
-	}
+	call, _ := serverAPI(t, base, c)
 	importImage := func(version string, want int) (string, []byte) {
 		t.Helper()
 		raw, vmlinuz := testutil.KernelImage(t, version, nil)

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/bootfleet/bootfleet/internal/api"
+	"github.com/bootfleet/bootfleet/internal/config"
 	"github.com/bootfleet/bootfleet/internal/testutil"
 )
 
@@ -54,6 +55,28 @@ func apiCall(t *testing.T, base, tok, method, path string, body io.Reader, want 
 	return b
 }
 
+// serverAPI waits for the API of the server at base, running c, and
+// returns a call to it with its admin token, and the token.
+func serverAPI(t *testing.T, base string, c *config.Config) (func(method, path string, body io.Reader, want int) []byte, string) {
+	t.Helper()
+	waitHTTP(t, base+"/api/v1/openapi.json")
+	tok, err := api.ReadToken(filepath.Join(c.Data, api.TokenFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return func(method, path string, body io.Reader, want int) []byte {
+		t.Helper()
+		return apiCall(t, base, tok, method, path, body, want)
+	}, tok
+}
+
+// linuxRoot gives c's profile linux image debian for root, with overlay.
+func linuxRoot(c *config.Config, overlay string) {
+	p := c.Profiles["linux"]
+	p.Root.Image, p.Root.Overlay = "debian", overlay
+	c.Profiles["linux"] = p
+}
+
 var rootArgRE = regexp.MustCompile(`bootfleet\.root=nbd:([0-9.]+):([0-9]+):(m-[0-9a-f-]+)`)
 
 // TestDisklessRootOverNBD walks the diskless path end to end on loopback:
@@ -64,20 +87,10 @@ func TestDisklessRootOverNBD(t *testing.T) {
 	needTool(t, "nbdcopy")
 	addr := testutil.FreeAddr(t)
 	c := testConfig(t, addr)
-	p := c.Profiles["linux"]
-	p.Root.Image, p.Root.Overlay = "debian", "ephemeral"
-	c.Profiles["linux"] = p
+	linuxRoot(c, "ephemeral")
 	logs := startRun(t, c).logs
 	base := "http://" + addr
-	waitHTTP(t, base+"/api/v1/openapi.json")
-	tok, err := api.ReadToken(filepath.Join(c.Data, api.TokenFile))
-	if err != nil {
-		t.Fatal(err)
-	}
-	call := func(method, path string, body io.Reader, want int) []byte {
-		t.Helper()
-		return apiCall(t, base, tok, method, path, body, want)
-	}
+	call, _ := serverAPI(t, base, c)
 
 	// Before the import, the script cannot name a root.
 	call("GET", "/ipxe/52-54-00-00-00-01", nil, http.StatusInternalServerError)

@@ -10,11 +10,9 @@ import (
 	"net"
 	"net/http"
 	"os/exec"
-	"path/filepath"
 	"testing"
 	"time"
 
-	"github.com/bootfleet/bootfleet/internal/api"
 	"github.com/bootfleet/bootfleet/internal/config"
 	"github.com/bootfleet/bootfleet/internal/testutil"
 )
@@ -43,22 +41,12 @@ func TestTwoServersServeThePromotedVersion(t *testing.T) {
 	nbdB := testutil.FreeAddr(t)
 	for i, c := range []*config.Config{cA, cB} {
 		c.Store, c.Server.Name = dsn, fmt.Sprintf("server-%c", 'a'+i)
-		p := c.Profiles["linux"]
-		p.Root.Image, p.Root.Overlay = "debian", "ephemeral"
-		c.Profiles["linux"] = p
+		linuxRoot(c, "ephemeral")
 	}
 	cB.NBD.Listen = nbdB
 	startRun(t, cA)
 	baseA, baseB := "http://"+addrA, "http://"+addrB
-	waitHTTP(t, baseA+"/api/v1/openapi.json")
-	tok, err := api.ReadToken(filepath.Join(cA.Data, api.TokenFile))
-	if err != nil {
-		t.Fatal(err)
-	}
-	call := func(method, path string, body io.Reader, want int) {
-		t.Helper()
-		apiCall(t, baseA, tok, method, path, body, want)
-	}
+	call, _ := serverAPI(t, baseA, cA)
 
 	v1 := make([]byte, 1<<20)
 	rand.Read(v1) // never fails (crypto/rand)

@@ -20,15 +20,20 @@ const testToken = "feedfacefeedfacefeedfacefeedface"
 
 var t0 = time.Date(2026, 3, 1, 8, 30, 0, 0, time.UTC)
 
-// newServer runs the real API over a fresh SQLite store.
-func newServer(t *testing.T) (*httptest.Server, inventory.Store) {
+// newServer runs the real API over a fresh SQLite store, configured
+// further by opts.
+func newServer(t *testing.T, opts ...func(*api.Config)) (*httptest.Server, inventory.Store) {
 	t.Helper()
 	st, err := sqlite.Open(context.Background(), filepath.Join(t.TempDir(), sqlite.FileName))
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { st.Close() })
-	h, err := api.New(api.Config{Store: st, Token: testToken, Now: func() time.Time { return t0 }})
+	cfg := api.Config{Store: st, Token: testToken, Now: func() time.Time { return t0 }}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	h, err := api.New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -236,9 +236,9 @@ func machineRmCmd(o *clientOpts) *cobra.Command {
 }
 
 func machineResetCmd(o *clientOpts) *cobra.Command {
-	var force bool
+	var force, migrate bool
 	cmd := &cobra.Command{
-		Use:   "reset MAC|NAME [--force]",
+		Use:   "reset MAC|NAME [--force] [--migrate]",
 		Short: "Discard the machine's diskless-root overlay: its next boot sees the pristine image",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -246,9 +246,16 @@ func machineResetCmd(o *clientOpts) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			path := "/machines/" + pathKey(args[0]) + "/reset"
+			q := url.Values{}
 			if force {
-				path += "?force=true"
+				q.Set("force", "true")
+			}
+			if migrate {
+				q.Set("migrate", "true")
+			}
+			path := "/machines/" + pathKey(args[0]) + "/reset"
+			if len(q) > 0 {
+				path += "?" + q.Encode()
 			}
 			var res api.ResetResult
 			if err := c.do(cmd.Context(), "POST", path, nil, &res); err != nil {
@@ -262,9 +269,13 @@ func machineResetCmd(o *clientOpts) *cobra.Command {
 				msg = "reset machine %s: overlay discarded under the running machine; power-cycle it now\n"
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), msg, res.MAC)
+			if mv := res.Migrated; mv != nil {
+				fmt.Fprintf(cmd.OutOrStdout(), "it boots version %d of image %s next (its overlay was on version %d)\n", mv.To, mv.Image, mv.From)
+			}
 			return nil
 		},
 	}
 	cmd.Flags().BoolVar(&force, "force", false, "reset even while the machine is connected (its root breaks until it reboots)")
+	cmd.Flags().BoolVar(&migrate, "migrate", false, "for a persistent machine whose overlay was made on an older image version: discard what it wrote and move it to the version it boots now")
 	return cmd
 }
