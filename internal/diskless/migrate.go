@@ -2,6 +2,7 @@ package diskless
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 
@@ -30,6 +31,11 @@ func (s *Service) Migration(ctx context.Context, mac net.HardwareAddr, root inve
 		return Move{}, false, nil
 	}
 	img, err := s.resolve(ctx, root)
+	if errors.Is(err, inventory.ErrNotFound) || errors.Is(err, inventory.ErrConflict) {
+		// The root boots nothing now (image removed, pin retired): the
+		// machine moves nowhere, and a reset must not be held up by it.
+		return Move{}, false, nil
+	}
 	if err != nil {
 		return Move{}, false, fmt.Errorf("the version machine %s boots next: %w", mac, err)
 	}
