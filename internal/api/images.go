@@ -72,6 +72,26 @@ type ImageList struct {
 type ResetResult struct {
 	MAC    string `json:"mac"`
 	Forced bool   `json:"forced"`
+	// Migrated is the version change of a persistent machine reset with
+	// migrate=true; absent when its version stays.
+	Migrated *VersionMove `json:"migrated,omitempty"`
+}
+
+// VersionMove is a persistent machine's move to another image version:
+// its overlay was made on version From (0: content no version names any
+// more) and it boots To after the reset.
+type VersionMove struct {
+	Image string `json:"image"`
+	From  int    `json:"from"`
+	To    int    `json:"to"`
+}
+
+// MigrationChecker says which version a reset moves a persistent
+// machine to.
+type MigrationChecker interface {
+	// Migration reports whether mac's persistent overlay was made on
+	// another version than the one it boots next, and which.
+	Migration(ctx context.Context, mac net.HardwareAddr) (VersionMove, bool, error)
 }
 
 func imageOut(img images.Listed) Image {
@@ -182,12 +202,13 @@ func (s *server) resetMachine(w http.ResponseWriter, r *http.Request) error {
 	if s.cfg.Disks == nil {
 		return inventory.Invalid("", "this server serves no diskless roots")
 	}
-	force := false
-	if v := r.URL.Query().Get("force"); v != "" {
-		var err error
-		if force, err = strconv.ParseBool(v); err != nil {
-			return inventory.Invalid("force", "want true or false, got %q", v)
-		}
+	force, err := boolParam(r, "force")
+	if err != nil {
+		return err
+	}
+	migrate, err := boolParam(r, "migrate")
+	if err != nil {
+		return err
 	}
 	// Machines booted through the default profile need not be in the
 	// inventory, so a MAC is enough.
@@ -199,6 +220,21 @@ func (s *server) resetMachine(w http.ResponseWriter, r *http.Request) error {
 		}
 		mac = m.MAC
 	}
+	res := ResetResult{MAC: mac.String(), Forced: force}
+	if s.cfg.Migrations != nil {
+		mv, moves, err := s.cfg.Migrations.Migration(r.Context(), mac)
+		if err != nil {
+			return err
+		}
+		if moves && !migrate {
+			return inventory.Conflict("migrate", "machine %s's persistent overlay was made on %s and the machine now boots version %d: "+
+				"a reset discards everything the machine wrote to its disk and moves it to version %d; pass --migrate (migrate=true) if that is wanted",
+				mac, fromVersion(mv), mv.To, mv.To)
+		}
+		if moves {
+			res.Migrated = &mv
+		}
+	}
 	if err := s.cfg.Disks.Reset(mac, force); err != nil {
 		return err
 	}
@@ -206,7 +242,31 @@ func (s *server) resetMachine(w http.ResponseWriter, r *http.Request) error {
 	if force {
 		details += " (forced, machine was connected)"
 	}
+	if mv := res.Migrated; mv != nil {
+		details += fmt.Sprintf("; moved from %s to version %d", fromVersion(*mv), mv.To)
+	}
 	s.changed(r, mac.String(), "machine.reset", details)
-	writeJSON(w, http.StatusOK, ResetResult{MAC: mac.String(), Forced: force})
+	writeJSON(w, http.StatusOK, res)
 	return nil
+}
+
+// fromVersion names the version a persistent overlay was made on.
+func fromVersion(mv VersionMove) string {
+	if mv.From == 0 {
+		return fmt.Sprintf("content of image %s that no version names any more", mv.Image)
+	}
+	return fmt.Sprintf("version %d of image %s", mv.From, mv.Image)
+}
+
+// boolParam reads query parameter name as a boolean, false if absent.
+func boolParam(r *http.Request, name string) (bool, error) {
+	v := r.URL.Query().Get(name)
+	if v == "" {
+		return false, nil
+	}
+	b, err := strconv.ParseBool(v)
+	if err != nil {
+		return false, inventory.Invalid(name, "want true or false, got %q", v)
+	}
+	return b, nil
 }

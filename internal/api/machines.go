@@ -72,7 +72,7 @@ func machineIn(m Machine) (inventory.Machine, error) {
 	if err != nil {
 		return inventory.Machine{}, err
 	}
-	return inventory.Machine{MAC: hw, Name: m.Name, Profile: m.Profile, Labels: m.Labels, IP: ip, RootFiles: files, Vars: m.Vars}, nil
+	return inventory.Machine{MAC: hw, Name: m.Name, Profile: m.Profile, Labels: m.Labels, IP: ip, RootFiles: files, Vars: m.Vars, Channel: m.RootChannel}, nil
 }
 
 func (s *server) createMachine(w http.ResponseWriter, r *http.Request) error {
@@ -199,6 +199,9 @@ func (s *server) patchMachine(w http.ResponseWriter, r *http.Request) error {
 		m.Profile = *p.Profile
 		state = enrolled(m, m.Profile)
 	}
+	if p.RootChannel != nil {
+		m.Channel = *p.RootChannel
+	}
 	if p.IP != nil {
 		if m.IP, err = parseIPField("ip", *p.IP); err != nil {
 			return err
@@ -277,6 +280,9 @@ func describe(m inventory.Machine) string {
 	d := fmt.Sprintf("name=%q profile=%q state=%s", m.Name, m.Profile, m.State)
 	if m.IP != nil {
 		d += " ip=" + m.IP.String()
+	}
+	if m.Channel != "" {
+		d += " root_channel=" + m.Channel
 	}
 	return d
 }

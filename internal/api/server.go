@@ -35,6 +35,9 @@ type Config struct {
 	Images ImageService
 	// Disks resets overlays for POST /machines/{mac}/reset; nil refuses.
 	Disks DiskResetter
+	// Migrations, if set, has POST /machines/{mac}/reset refuse, unless
+	// migrate=true, to move a persistent machine to another version.
+	Migrations MigrationChecker
 	// Boots serves GET /boots and /boots/{id}; nil answers them 404. Boot
 	// records live in the telemetry recorder, not in the store.
 	Boots BootSource

@@ -16,7 +16,7 @@ type ErrorBody struct {
 }
 
 // Machine is a machine on the wire. On input (POST, PUT) only mac, name,
-// profile, labels and ip are used; state, source, last_boot,
+// profile, labels, ip and root_channel are used; state, source, last_boot,
 // last_address and machine_id are set by bootfleet and ignored.
 type Machine struct {
 	MAC         string            `json:"mac"`
@@ -33,6 +33,10 @@ type Machine struct {
 	// win over its profile's.
 	Files []File            `json:"files,omitempty"`
 	Vars  map[string]string `json:"vars,omitempty"`
+	// RootChannel is the version of its profile's root image the machine
+	// boots, over the profile's channel: empty follows the profile;
+	// production, test or a version number to pin.
+	RootChannel string `json:"root_channel,omitempty"`
 }
 
 // File is one files: entry of a profile or machine: a file the agent
@@ -57,6 +61,8 @@ type MachinePatch struct {
 	// list or object removes them.
 	Files *[]File            `json:"files,omitempty"`
 	Vars  *map[string]string `json:"vars,omitempty"`
+	// RootChannel "" makes the machine follow its profile's channel again.
+	RootChannel *string `json:"root_channel,omitempty"`
 }
 
 // Profile is a profile on the wire. Kernel is empty when RootKernel is
@@ -119,7 +125,8 @@ type (
 
 func machineOut(m inventory.Machine) Machine {
 	out := Machine{MAC: m.MAC.String(), Name: m.Name, Profile: m.Profile, Labels: m.Labels,
-		State: string(m.State), Source: string(m.Source), MachineID: m.MachineID, Files: filesOut(m.RootFiles), Vars: m.Vars}
+		State: string(m.State), Source: string(m.Source), MachineID: m.MachineID, Files: filesOut(m.RootFiles), Vars: m.Vars,
+		RootChannel: m.Channel}
 	if m.IP != nil {
 		out.IP = m.IP.String()
 	}

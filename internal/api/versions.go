@@ -114,6 +114,9 @@ type ImageVersion struct {
 	// Profiles and Machines are what boots the version, in lists.
 	Profiles []string         `json:"profiles,omitempty"`
 	Machines []VersionMachine `json:"machines,omitempty"`
+	// ChannelMachines boot the version next by their own root channel,
+	// over their profile's.
+	ChannelMachines []string `json:"channel_machines,omitempty"`
 }
 
 // VersionMachine is a machine of the answering server reading a version.
@@ -159,7 +162,7 @@ func (s *server) listVersions(w http.ResponseWriter, r *http.Request) error {
 	out := ImageVersionList{Versions: make([]ImageVersion, 0, len(vs))}
 	for _, v := range vs {
 		o := versionOut(v.ImageVersion)
-		o.Current, o.Profiles = v.Current, v.Profiles
+		o.Current, o.Profiles, o.ChannelMachines = v.Current, v.Profiles, v.Machines
 		for _, u := range v.Users {
 			o.Machines = append(o.Machines, VersionMachine{MAC: u.MAC, Persistent: u.Persistent})
 		}

@@ -87,7 +87,7 @@ func Run(ctx context.Context, c *config.Config, log *slog.Logger) error {
 	// The fleet as this server sees it, read every few seconds, for
 	// whatever must know the other servers without a store read per request.
 	fleetView := membership.NewView(membership.ViewConfig{Store: store, Self: name, Logger: log})
-	imgs, peers, err := newImages(ctx, store, name, dl, c.NBD.MergeDepth, log)
+	imgs, peers, err := newImages(ctx, store, name, dl, c.NBD.MergeDepth, c.DefaultProfile, log)
 	if err != nil {
 		return err
 	}
@@ -106,7 +106,7 @@ func Run(ctx context.Context, c *config.Config, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
-	apiHandler, err := newAPI(c, store, inv.Changed, imgs, dl, history, ids, pw, sched, log)
+	apiHandler, err := newAPI(c, store, inv.Changed, imgs, dl, migrations{view, dl}, history, ids, pw, sched, log)
 	if err != nil {
 		return err
 	}

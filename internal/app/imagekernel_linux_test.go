@@ -33,32 +33,7 @@ func TestImageKernelBoot(t *testing.T) {
 	c.Profiles["linux"] = p
 	logs := startRun(t, c).logs
 	base := "http://" + addr
-	waitHTTP(t, base+"/api/v1/openapi.json")
-	tok, err := api.ReadToken(filepath.Join(c.Data, api.TokenFile))
-	if err != nil {
-		t.Fatal(err)
-	}
-	call := func(method, path string, body io.Reader, want int) []byte {
-		t.Helper()
-		req, err := http.NewRequest(method, base+path, body)
-		if err != nil {
-			t.Fatal(err)
-		}
-		req.Header.Set("Authorization", "Bearer "+tok)
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		b, err := io.ReadAll(resp.Body)
-		if err != nil {
-			t.Fatalf("%s %s: read the body: %v", method, path, err)
-		}
-		if resp.StatusCode != want {
-			t.Fatalf("%s %s = %d %s, want %d", method, path, resp.StatusCode, b, want)
-		}
-		return b
-	}
+	call, _ := serverAPI(t, base, c)
 	importImage := func(version string, want int) (string, []byte) {
 		t.Helper()
 		raw, vmlinuz := testutil.KernelImage(t, version, nil)

@@ -20,14 +20,14 @@ const peerSecretName = "image-peers"
 // imports and removes through it, it records what this server holds,
 // fetches what it lacks from peers (dl asks before serving an image), and
 // serves peers through the returned handler.
-func newImages(ctx context.Context, store inventory.Store, name string, dl *diskless.Service, mergeDepth int, log *slog.Logger) (*images.Service, http.Handler, error) {
+func newImages(ctx context.Context, store inventory.Store, name string, dl *diskless.Service, mergeDepth int, defaultProfile string, log *slog.Logger) (*images.Service, http.Handler, error) {
 	fresh := make([]byte, 32)
 	rand.Read(fresh)
 	secret, err := store.Secret(ctx, peerSecretName, fresh)
 	if err != nil {
 		return nil, nil, fmt.Errorf("the fleet's key for image fetches between servers: %w", err)
 	}
-	imgs, err := images.New(images.Config{Self: name, Store: store, Blobs: dl.Blobs(), Boots: dl.Disks(), Kernels: dl.KernelFiles(), Edits: dl.Disks(), MergeDepth: mergeDepth,
+	imgs, err := images.New(images.Config{Self: name, Store: store, Blobs: dl.Blobs(), Boots: dl.Disks(), Kernels: dl.KernelFiles(), Edits: dl.Disks(), MergeDepth: mergeDepth, DefaultProfile: defaultProfile,
 		Peers: &imagepeer.Client{Self: name, Secret: secret}, Logger: log})
 	if err != nil {
 		return nil, nil, err

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/bootfleet/bootfleet/internal/api"
+	"github.com/bootfleet/bootfleet/internal/config"
 	"github.com/bootfleet/bootfleet/internal/testutil"
 )
 
@@ -30,6 +31,52 @@ func needTool(t *testing.T, name string) {
 	}
 }
 
+// apiCall makes a request of the server at base with token tok and
+// returns the body, failing t unless the status is want.
+func apiCall(t *testing.T, base, tok, method, path string, body io.Reader, want int) []byte {
+	t.Helper()
+	req, err := http.NewRequest(method, base+path, body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+tok)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatalf("%s %s: read the body: %v", method, path, err)
+	}
+	if resp.StatusCode != want {
+		t.Fatalf("%s %s = %d %s, want %d", method, path, resp.StatusCode, b, want)
+	}
+	return b
+}
+
+// serverAPI waits for the API of the server at base, running c, and
+// returns a call to it with its admin token, and the token.
+func serverAPI(t *testing.T, base string, c *config.Config) (func(method, path string, body io.Reader, want int) []byte, string) {
+	t.Helper()
+	waitHTTP(t, base+"/api/v1/openapi.json")
+	tok, err := api.ReadToken(filepath.Join(c.Data, api.TokenFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return func(method, path string, body io.Reader, want int) []byte {
+		t.Helper()
+		return apiCall(t, base, tok, method, path, body, want)
+	}, tok
+}
+
+// linuxRoot gives c's profile linux image debian for root, with overlay.
+func linuxRoot(c *config.Config, overlay string) {
+	p := c.Profiles["linux"]
+	p.Root.Image, p.Root.Overlay = "debian", overlay
+	c.Profiles["linux"] = p
+}
+
 var rootArgRE = regexp.MustCompile(`bootfleet\.root=nbd:([0-9.]+):([0-9]+):(m-[0-9a-f-]+)`)
 
 // TestDisklessRootOverNBD walks the diskless path end to end on loopback:
@@ -40,37 +87,10 @@ func TestDisklessRootOverNBD(t *testing.T) {
 	needTool(t, "nbdcopy")
 	addr := testutil.FreeAddr(t)
 	c := testConfig(t, addr)
-	p := c.Profiles["linux"]
-	p.Root.Image, p.Root.Overlay = "debian", "ephemeral"
-	c.Profiles["linux"] = p
+	linuxRoot(c, "ephemeral")
 	logs := startRun(t, c).logs
 	base := "http://" + addr
-	waitHTTP(t, base+"/api/v1/openapi.json")
-	tok, err := api.ReadToken(filepath.Join(c.Data, api.TokenFile))
-	if err != nil {
-		t.Fatal(err)
-	}
-	call := func(method, path string, body io.Reader, want int) []byte {
-		t.Helper()
-		req, err := http.NewRequest(method, base+path, body)
-		if err != nil {
-			t.Fatal(err)
-		}
-		req.Header.Set("Authorization", "Bearer "+tok)
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		b, err := io.ReadAll(resp.Body)
-		if err != nil {
-			t.Fatalf("%s %s: read the body: %v", method, path, err)
-		}
-		if resp.StatusCode != want {
-			t.Fatalf("%s %s = %d %s, want %d", method, path, resp.StatusCode, b, want)
-		}
-		return b
-	}
+	call, _ := serverAPI(t, base, c)
 
 	// Before the import, the script cannot name a root.
 	call("GET", "/ipxe/52-54-00-00-00-01", nil, http.StatusInternalServerError)

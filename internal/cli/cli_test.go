@@ -20,15 +20,20 @@ const testToken = "feedfacefeedfacefeedfacefeedface"
 
 var t0 = time.Date(2026, 3, 1, 8, 30, 0, 0, time.UTC)
 
-// newServer runs the real API over a fresh SQLite store.
-func newServer(t *testing.T) (*httptest.Server, inventory.Store) {
+// newServer runs the real API over a fresh SQLite store, configured
+// further by opts.
+func newServer(t *testing.T, opts ...func(*api.Config)) (*httptest.Server, inventory.Store) {
 	t.Helper()
 	st, err := sqlite.Open(context.Background(), filepath.Join(t.TempDir(), sqlite.FileName))
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { st.Close() })
-	h, err := api.New(api.Config{Store: st, Token: testToken, Now: func() time.Time { return t0 }})
+	cfg := api.Config{Store: st, Token: testToken, Now: func() time.Time { return t0 }}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	h, err := api.New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -144,6 +149,9 @@ func TestGolden(t *testing.T) {
 		{"machine-show-json", []string{"machine", "show", "52-54-00-aa-bb-01", "-o", "json"}},
 		{"machine-list-json", []string{"machine", "list", "-o", "json", "--profile", "rescue"}},
 		{"machine-show-missing", []string{"machine", "show", "pc9"}},
+		{"machine-add-root-channel", []string{"machine", "add", "--mac", "52:54:00:12:34:58", "--name", "pc3", "--profile", "lab", "--root-channel", "test"}},
+		{"machine-set-root-channel-bad", []string{"machine", "set", "pc3", "--root-channel", "latest"}},
+		{"machine-set-root-channel", []string{"machine", "set", "pc3", "--root-channel", "2", "-o", "json"}},
 		{"lease-list", []string{"lease", "list"}},
 		{"lease-list-json", []string{"lease", "list", "-o", "json"}},
 		{"profile-rm-in-use", []string{"profile", "rm", "linux"}},

@@ -83,8 +83,8 @@ func TestImageGolden(t *testing.T) {
 		{"image-list", []string{"image", "list"}, func(t *testing.T) { holdImage(t, st, "debian") }},
 		{"image-list-json", []string{"image", "list", "-o", "json"}, nil},
 		{"image-import-test", []string{"image", "import", "debian", rebuilt, "--test"}, nil},
-		{"image-versions", []string{"image", "versions", "debian"}, nil},
-		{"image-promote", []string{"image", "promote", "debian", "2"}, nil},
+		{"image-versions", []string{"image", "versions", "debian"}, func(t *testing.T) { pinMachine(t, st, true) }},
+		{"image-promote", []string{"image", "promote", "debian", "2"}, func(t *testing.T) { pinMachine(t, st, false) }},
 		{"image-promote-current", []string{"image", "promote", "debian", "2"}, nil},
 		{"image-promote-bad-version", []string{"image", "promote", "debian", "two"}, nil},
 		{"image-retire-current", []string{"image", "retire", "debian", "2"}, nil},
@@ -224,6 +224,26 @@ func holdImage(t *testing.T, st inventory.Store, name string) {
 		}
 	}
 	if err := st.StopServer(ctx, "boot-b", started, started); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// pinMachine adds (add) or removes a profile lab-v of image debian, on
+// production, and a machine of it pinned on version 2 by its own channel,
+// so image versions lists both.
+func pinMachine(t *testing.T, st inventory.Store, add bool) {
+	t.Helper()
+	ctx := context.Background()
+	mac, _ := net.ParseMAC("52:54:00:12:34:77")
+	var err error
+	if add {
+		if _, err = st.CreateProfile(ctx, inventory.Profile{Name: "lab-v", Kernel: "/k", Root: inventory.Root{Image: "debian"}}); err == nil {
+			_, err = st.CreateMachine(ctx, inventory.Machine{MAC: mac, Name: "pc-pin", Profile: "lab-v", Channel: "2"})
+		}
+	} else if err = st.DeleteMachine(ctx, mac); err == nil {
+		err = st.DeleteProfile(ctx, "lab-v")
+	}
+	if err != nil {
 		t.Fatal(err)
 	}
 }

@@ -125,7 +125,8 @@ func imageVersionsCmd(o *clientOpts) *cobra.Command {
 }
 
 // bootedBy is the BOOTED BY column: profiles, the maintenance machine,
-// and the machines reading the version.
+// machines following it by their own channel, and the machines reading
+// the version.
 func bootedBy(v api.ImageVersion) string {
 	var who []string
 	for _, p := range v.Profiles {
@@ -133,6 +134,9 @@ func bootedBy(v api.ImageVersion) string {
 	}
 	if v.Machine != "" {
 		who = append(who, v.Machine+" (editing)")
+	}
+	for _, m := range v.ChannelMachines {
+		who = append(who, m+" (own channel)")
 	}
 	for _, m := range v.Machines {
 		if m.Persistent {

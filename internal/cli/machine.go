@@ -26,7 +26,7 @@ func machineAddCmd(o *clientOpts) *cobra.Command {
 	var labels []string
 	var ff fileFlags
 	cmd := &cobra.Command{
-		Use:   "add --mac MAC [--name NAME] [--profile PROFILE] [--label k=v]... [--var K=V]... [--file PATH[:MODE[:OWNER]]=@TEMPLATE_FILE]...",
+		Use:   "add --mac MAC [--name NAME] [--profile PROFILE] [--root-channel C] [--label k=v]... [--var K=V]... [--file PATH[:MODE[:OWNER]]=@TEMPLATE_FILE]...",
 		Short: "Add a machine; it boots its profile at its next power-on",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -52,6 +52,7 @@ func machineAddCmd(o *clientOpts) *cobra.Command {
 	f.StringVar(&m.Name, "name", "", "host name, unique")
 	f.StringVar(&m.Profile, "profile", "", "profile to boot (default: the server's default profile)")
 	f.StringVar(&m.IP, "ip", "", "reserved IPv4 address (full DHCP mode)")
+	f.StringVar(&m.RootChannel, "root-channel", "", rootChannelHelp)
 	f.StringArrayVar(&labels, "label", nil, "label key=value (repeatable)")
 	ff.register(f, false)
 	cmd.MarkFlagRequired("mac")
@@ -102,6 +103,13 @@ func machineListCmd(o *clientOpts) *cobra.Command {
 	return cmd
 }
 
+func channelOrProfile(c string) string {
+	if c == "" {
+		return "(the profile's)"
+	}
+	return c
+}
+
 func profileOrDefault(p string) string {
 	if p == "" {
 		return "(default)"
@@ -142,17 +150,19 @@ func (o *clientOpts) printMachine(cmd *cobra.Command, m api.Machine, verb string
 		{"mac", m.MAC}, {"name", orDash(m.Name)}, {"profile", profileOrDefault(m.Profile)},
 		{"state", m.State}, {"reserved ip", orDash(m.IP)}, {"last address", orDash(m.LastAddress)},
 		{"last boot", formatTime(m.LastBoot)}, {"labels", formatLabels(m.Labels)}, {"source", m.Source},
-		{"machine-id", orDash(m.MachineID)},
+		{"machine-id", orDash(m.MachineID)}, {"root channel", channelOrProfile(m.RootChannel)},
 	}
 	return keyValues(w, append(kv, fileRows(m.Files, m.Vars)...))
 }
 
+const rootChannelHelp = "which version of its profile's root image the machine boots, over the profile's channel: production, test (the newest in test or production) or a version number to pin; empty follows the profile"
+
 func machineSetCmd(o *clientOpts) *cobra.Command {
-	var name, profile, ip, state string
+	var name, profile, ip, state, channel string
 	var labels, unlabels []string
 	var ff fileFlags
 	cmd := &cobra.Command{
-		Use:   "set MAC|NAME [--profile P] [--name N] [--ip A] [--label k=v]... [--unlabel k]... [--var K=V]... [--unvar K]... [--file SPEC]... [--unfile PATH]...",
+		Use:   "set MAC|NAME [--profile P] [--root-channel C] [--name N] [--ip A] [--label k=v]... [--unlabel k]... [--var K=V]... [--unvar K]... [--file SPEC]... [--unfile PATH]...",
 		Short: "Change a machine; giving a discovered machine a profile enrolls it",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -170,6 +180,9 @@ func machineSetCmd(o *clientOpts) *cobra.Command {
 			}
 			if f.Changed("ip") {
 				p.IP = &ip
+			}
+			if f.Changed("root-channel") {
+				p.RootChannel = &channel
 			}
 			if f.Changed("state") {
 				p.State = &state
@@ -202,7 +215,7 @@ func machineSetCmd(o *clientOpts) *cobra.Command {
 				}
 				p.Files, p.Vars = &files, &vars
 			}
-			if p.Name == nil && p.Profile == nil && p.IP == nil && p.State == nil && p.Labels == nil && p.Files == nil {
+			if p.Name == nil && p.Profile == nil && p.IP == nil && p.State == nil && p.Labels == nil && p.Files == nil && p.RootChannel == nil {
 				return errNoChange
 			}
 			var m api.Machine
@@ -215,6 +228,7 @@ func machineSetCmd(o *clientOpts) *cobra.Command {
 	f := cmd.Flags()
 	f.StringVar(&profile, "profile", "", "profile to boot; empty for the server's default")
 	f.StringVar(&name, "name", "", "host name")
+	f.StringVar(&channel, "root-channel", "", rootChannelHelp)
 	f.StringVar(&ip, "ip", "", "reserved IPv4 address; empty to drop the reservation")
 	f.StringVar(&state, "state", "", "set the state by hand, e.g. ready after a failure")
 	f.StringArrayVar(&labels, "label", nil, "set label key=value (repeatable)")
@@ -245,9 +259,9 @@ func machineRmCmd(o *clientOpts) *cobra.Command {
 }
 
 func machineResetCmd(o *clientOpts) *cobra.Command {
-	var force bool
+	var force, migrate bool
 	cmd := &cobra.Command{
-		Use:   "reset MAC|NAME [--force]",
+		Use:   "reset MAC|NAME [--force] [--migrate]",
 		Short: "Discard the machine's diskless-root overlay: its next boot sees the pristine image",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -255,9 +269,16 @@ func machineResetCmd(o *clientOpts) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			path := "/machines/" + pathKey(args[0]) + "/reset"
+			q := url.Values{}
 			if force {
-				path += "?force=true"
+				q.Set("force", "true")
+			}
+			if migrate {
+				q.Set("migrate", "true")
+			}
+			path := "/machines/" + pathKey(args[0]) + "/reset"
+			if len(q) > 0 {
+				path += "?" + q.Encode()
 			}
 			var res api.ResetResult
 			if err := c.do(cmd.Context(), "POST", path, nil, &res); err != nil {
@@ -271,9 +292,13 @@ func machineResetCmd(o *clientOpts) *cobra.Command {
 				msg = "reset machine %s: overlay discarded under the running machine; power-cycle it now\n"
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), msg, res.MAC)
+			if mv := res.Migrated; mv != nil {
+				fmt.Fprintf(cmd.OutOrStdout(), "it boots version %d of image %s next (its overlay was on version %d)\n", mv.To, mv.Image, mv.From)
+			}
 			return nil
 		},
 	}
 	cmd.Flags().BoolVar(&force, "force", false, "reset even while the machine is connected (its root breaks until it reboots)")
+	cmd.Flags().BoolVar(&migrate, "migrate", false, "for a persistent machine whose overlay was made on an older image version: discard what it wrote and move it to the version it boots now")
 	return cmd
 }

@@ -193,6 +193,10 @@ type Machine struct {
 	Name    string `yaml:"name"`
 	Profile string `yaml:"profile"`
 	IP      string `yaml:"ip"`
+	// RootChannel is which version of its profile's root image the
+	// machine boots, over the profile's root.channel: production, test or
+	// a version number to pin; empty follows the profile.
+	RootChannel string `yaml:"root_channel"`
 	// Vars and Files are the machine's own: its vars win over its
 	// profile's, its files replace the profile's of the same path.
 	Vars  map[string]string `yaml:"vars"`
@@ -439,6 +443,9 @@ func (c *Config) Validate() error {
 			if _, ok := c.Profiles[m.Profile]; !ok {
 				bad(key+".profile", "no profile named %q under profiles", m.Profile)
 			}
+		}
+		if msg := inventory.CheckChannel(m.RootChannel); msg != "" {
+			bad(key+".root_channel", "%s", msg)
 		}
 		if m.IP != "" {
 			ip := parseIPv4(m.IP)

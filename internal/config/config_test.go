@@ -99,6 +99,7 @@ func TestValidationErrorsNameTheKey(t *testing.T) {
 		{"var name", "interface: br0\ndhcp: {mode: proxy}\nprofiles: {a: {kernel: k, vars: {kiosk-url: x}}}", `profiles.a.vars.kiosk-url: want a name of letters`},
 		{"unknown machine profile", "interface: br0\ndhcp: {mode: proxy}\nmachines: [{mac: '52:54:00:00:00:01', profile: p}]", "machines[0].profile"},
 		{"reservation in proxy", "interface: br0\ndhcp: {mode: proxy}\nmachines: [{mac: '52:54:00:00:00:01', ip: 10.0.0.5}]", "reservations need dhcp.mode: full"},
+		{"bad machine root channel", "interface: br0\ndhcp: {mode: proxy}\nmachines: [{mac: '52:54:00:00:00:01', root_channel: latest}]", "machines[0].root_channel: want production, test or a version number"},
 		{"dup reservation", "interface: br0\ndhcp: {range: 10.0.0.1-10.0.0.9}\nmachines: [{mac: '52:54:00:00:00:01', ip: 10.0.0.5}, {mac: '52:54:00:00:00:02', ip: 10.0.0.5}]", "10.0.0.5 is already reserved"},
 		{"bad window", "interface: br0\ndhcp: {mode: proxy}\ntftp: {max_window: 70000}", "tftp.max_window: want 1..65535"},
 		{"bad discovery", "interface: br0\ndhcp: {mode: proxy}\ndiscovery: maybe", "discovery: want boot or ignore"},

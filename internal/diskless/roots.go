@@ -61,22 +61,36 @@ func joinArgs(a, b string) string {
 // fleet view reload: at start, after API writes such as an image import,
 // and on the reloads of a shared store. It does not block.
 func (s *Service) PrepareKernels(in machineview.Input) {
-	var names []string
-	channels := map[string]string{}
-	for _, p := range in.Profiles {
-		if p.Root.Kernel == inventory.RootKernelImage && !slices.Contains(names, p.Root.Image) {
-			names = append(names, p.Root.Image)
-			channels[p.Root.Image] = p.Root.Channel
+	var roots []inventory.Root // image and channel, each once
+	add := func(r inventory.Root) {
+		r = inventory.Root{Image: r.Image, Channel: r.Channel}
+		if !slices.Contains(roots, r) {
+			roots = append(roots, r)
 		}
 	}
-	if len(names) == 0 {
+	for _, p := range in.Profiles {
+		if p.Root.Kernel == inventory.RootKernelImage {
+			add(p.Root)
+		}
+	}
+	// A machine's own channel may pick another version of its profile's.
+	for _, m := range in.Machines {
+		profile := m.Profile
+		if profile == "" {
+			profile = in.DefaultProfile
+		}
+		if p, ok := in.Profiles[profile]; ok && m.Channel != "" && p.Root.Kernel == inventory.RootKernelImage {
+			add(inventory.Root{Image: p.Root.Image, Channel: m.Channel})
+		}
+	}
+	if len(roots) == 0 {
 		return
 	}
 	go func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
-		for _, name := range names {
-			img, err := s.resolve(ctx, inventory.Root{Image: name, Channel: channels[name]})
+		for _, r := range roots {
+			img, err := s.resolve(ctx, r)
 			if err != nil {
 				continue // not imported yet: its profile's scripts say so
 			}

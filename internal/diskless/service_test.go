@@ -38,9 +38,9 @@ func (f fakeImages) PutImage(_ context.Context, img inventory.Image) (inventory.
 }
 func (f fakeImages) DeleteImage(context.Context, string) error { return nil }
 
-// TestPrepareKernels: the kernels of image content are built ahead for
-// root.kernel: image profiles. (They go with the content: package images.)
-func TestPrepareKernels(t *testing.T) {
+// newKernelService is a Service over images that builds kernels in a
+// temporary data directory, with the directory and its content store.
+func newKernelService(t *testing.T, images Images) (*Service, string, *imagestore.Store) {
 	data := t.TempDir()
 	blobs, err := imagestore.Open(data)
 	if err != nil {
@@ -58,9 +58,15 @@ func TestPrepareKernels(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer kernels.Close()
+	t.Cleanup(func() { kernels.Close() })
+	return &Service{disks: disks, kernels: kernels, images: images, log: slog.New(slog.DiscardHandler)}, data, blobs
+}
+
+// TestPrepareKernels: the kernels of image content are built ahead for
+// root.kernel: image profiles. (They go with the content: package images.)
+func TestPrepareKernels(t *testing.T) {
 	images := fakeImages{}
-	d := &Service{disks: disks, kernels: kernels, images: images, log: slog.New(slog.DiscardHandler)}
+	d, data, blobs := newKernelService(t, images)
 	res, err := blobs.ImportContext(t.Context(), strings.NewReader(strings.Repeat("root", 1024)))
 	if err != nil {
 		t.Fatal(err)

@@ -22,6 +22,7 @@ type Store interface {
 	inventory.ImageCopies
 	ListServers(ctx context.Context) ([]inventory.ServerInfo, error)
 	ListProfiles(ctx context.Context) ([]inventory.Profile, error)
+	ListMachines(ctx context.Context, f inventory.MachineFilter) ([]inventory.Machine, error)
 }
 
 // Blobs is this server's image content; *imagestore.Store implements it.
@@ -85,6 +86,10 @@ type Config struct {
 	Peers Peers  // required
 	// Kernels, if set, loses the files built from content as it goes.
 	Kernels Kernels
+	// DefaultProfile is the profile of machines that name none (config
+	// default_profile), so a machine's own root channel is listed
+	// against the image that profile boots.
+	DefaultProfile string
 	// Edits, if set, holds the writes of maintenance versions (image
 	// edit); without it, edits are refused.
 	Edits Edits

@@ -17,6 +17,9 @@ type Version struct {
 	Current bool
 	// Profiles are the profiles whose machines boot this version next.
 	Profiles []string
+	// Machines are the machines that boot this version next by their own
+	// root channel, over their profile's, named as Machine.String does.
+	Machines []string
 	// Users are the machines of this server reading it now: booted on it,
 	// or holding it with a persistent overlay made on it.
 	Users []rootdisk.Use
@@ -38,7 +41,9 @@ func (s *Service) Versions(ctx context.Context, name string) ([]Version, error) 
 		return nil, err
 	}
 	follow := map[int][]string{} // version -> profiles booting it next
+	roots := map[string]string{} // profile -> its root image
 	for _, p := range profiles {
+		roots[p.Name] = p.Root.Image
 		if p.Root.Image != name {
 			continue
 		}
@@ -46,15 +51,42 @@ func (s *Service) Versions(ctx context.Context, name string) ([]Version, error) 
 			follow[v.Version] = append(follow[v.Version], p.Name)
 		}
 	}
+	own, err := s.ownChannels(ctx, name, roots, vs, img.Version)
+	if err != nil {
+		return nil, err
+	}
 	out := make([]Version, 0, len(vs))
 	for _, v := range vs {
-		o := Version{ImageVersion: v, Current: v.Version == img.Version, Profiles: follow[v.Version]}
+		o := Version{ImageVersion: v, Current: v.Version == img.Version, Profiles: follow[v.Version], Machines: own[v.Version]}
 		if v.State != inventory.VersionRetired {
 			o.Users = s.cfg.Boots.Users(v.SHA256)
 		}
 		out = append(out, o)
 	}
 	return out, nil
+}
+
+// ownChannels maps each version of image name to the machines that boot
+// it next by their own root channel, given each profile's root image.
+func (s *Service) ownChannels(ctx context.Context, name string, roots map[string]string, vs []inventory.ImageVersion, current int) (map[int][]string, error) {
+	ms, err := s.cfg.Store.ListMachines(ctx, inventory.MachineFilter{})
+	if err != nil {
+		return nil, fmt.Errorf("reading the machines' root channels: %w", err)
+	}
+	own := map[int][]string{}
+	for _, m := range ms {
+		profile := m.Profile
+		if profile == "" {
+			profile = s.cfg.DefaultProfile
+		}
+		if m.Channel == "" || roots[profile] != name {
+			continue
+		}
+		if v, err := inventory.Resolve(vs, current, m.Channel); err == nil {
+			own[v.Version] = append(own[v.Version], m.String())
+		}
+	}
+	return own, nil
 }
 
 // Step applies op to version of image name (0 for rollback) and returns
@@ -90,6 +122,9 @@ func bootsOf(v Version) string {
 	var who []string
 	for _, p := range v.Profiles {
 		who = append(who, "profile "+p)
+	}
+	for _, m := range v.Machines {
+		who = append(who, "machine "+m+" (its own root channel; bootfleet machine set --root-channel)")
 	}
 	for _, u := range v.Users {
 		if u.Persistent {

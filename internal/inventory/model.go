@@ -73,6 +73,12 @@ type Machine struct {
 	// keeps its own in the config, not here.
 	RootFiles []RootFile
 	Vars      map[string]string
+
+	// Channel is which version of its profile's root image the machine
+	// boots, over its profile's channel: "" follows the profile;
+	// production, test or a version number (a pin) win over it. A next
+	// boot into another profile follows that profile's channel.
+	Channel string
 }
 
 // Lease is a DHCP lease in full mode: IP belongs to MAC until Expiry.
@@ -181,6 +187,9 @@ func (m *Machine) Validate() error {
 			return invalid("ip", "want an IPv4 address, got %v", m.IP)
 		}
 		m.IP = ip4
+	}
+	if msg := CheckChannel(m.Channel); msg != "" {
+		return invalid("root_channel", "%s", msg)
 	}
 	if m.LastAddress != nil {
 		if m.LastAddress.To4() == nil {

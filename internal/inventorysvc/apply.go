@@ -116,7 +116,7 @@ func upsertMachine(ctx context.Context, s inventory.Store, cm inventory.Machine)
 	case m.State == inventory.StateDiscovered:
 		m.State = inventory.StateReady // naming it in the config enrolls it
 	}
-	m.Name, m.Profile, m.IP, m.Source = cm.Name, cm.Profile, cm.IP, cm.Source
+	m.Name, m.Profile, m.IP, m.Channel, m.Source = cm.Name, cm.Profile, cm.IP, cm.Channel, cm.Source
 	if err == nil {
 		_, err = s.UpdateMachine(ctx, m)
 	} else {

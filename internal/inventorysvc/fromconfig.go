@@ -67,7 +67,7 @@ func machineFromConfig(cm config.Machine) (inventory.Machine, error) {
 			return inventory.Machine{}, inventory.Invalid("ip", "want an IPv4 address, got %q", cm.IP)
 		}
 	}
-	return inventory.Machine{MAC: hw, Name: cm.Name, Profile: cm.Profile, IP: ip, Source: inventory.SourceConfig}, nil
+	return inventory.Machine{MAC: hw, Name: cm.Name, Profile: cm.Profile, IP: ip, Channel: cm.RootChannel, Source: inventory.SourceConfig}, nil
 }
 
 // policyFromConfig is what the file says boots the machines nobody

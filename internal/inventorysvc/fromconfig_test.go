@@ -86,6 +86,8 @@ func TestMachineFromConfig(t *testing.T) {
 			want: inventory.Machine{MAC: mac("52:54:00:00:00:01"), Name: "pc1", Profile: "linux", IP: net.IPv4(10, 0, 0, 50).To4(), Source: inventory.SourceConfig}},
 		{name: "no reservation", cm: config.Machine{MAC: "52:54:00:00:00:02"},
 			want: inventory.Machine{MAC: mac("52:54:00:00:00:02"), Source: inventory.SourceConfig}},
+		{name: "own root channel", cm: config.Machine{MAC: "52:54:00:00:00:04", Profile: "lab", RootChannel: "3"},
+			want: inventory.Machine{MAC: mac("52:54:00:00:00:04"), Profile: "lab", Channel: "3", Source: inventory.SourceConfig}},
 		{name: "bad MAC", cm: config.Machine{MAC: "52:54:00"}, err: true},
 		{name: "IPv6 reservation", cm: config.Machine{MAC: "52:54:00:00:00:03", IP: "fd00::1"}, err: true},
 	}

@@ -55,7 +55,7 @@ func (s *Service) input(ctx context.Context) (machineview.Input, error) {
 	for _, m := range ms {
 		// A machine nobody named or gave a profile was only discovered.
 		in.Machines = append(in.Machines, machineview.Machine{MAC: m.MAC, Name: m.Name, Profile: m.Profile, IP: m.IP,
-			Enrolled: m.Name != "" || m.Profile != ""})
+			Channel: m.Channel, Enrolled: m.Name != "" || m.Profile != ""})
 	}
 	return in, nil
 }

@@ -15,6 +15,9 @@ type Machine struct {
 	Name    string
 	Profile string
 	IP      net.IP // reserved address, nil if none
+	// Channel, when set, is the version of its profile's root image the
+	// machine boots instead of the profile's channel.
+	Channel string
 	// Enrolled is false for a machine that was only discovered: it booted
 	// unasked and nobody has set it up yet.
 	Enrolled bool
@@ -183,6 +186,9 @@ func (v *View) Resolve(mac net.HardwareAddr) (Target, bool) {
 	p, ok := s.profiles[name]
 	if !ok {
 		return Target{Machine: m, Known: known}, false
+	}
+	if m.Channel != "" && p.Root.Image != "" {
+		p.Root.Channel = m.Channel // a copy: the profile's own stays
 	}
 	return Target{Machine: m, Known: known, Profile: name, Spec: p}, true
 }

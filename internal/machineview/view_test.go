@@ -150,3 +150,39 @@ func TestEnrolled(t *testing.T) {
 		})
 	}
 }
+
+// TestMachineChannel: a machine's own root channel (a pin or a channel)
+// wins over its profile's; without one the profile's holds; a profile
+// with no root image takes none; the profile itself is left as it was.
+func TestMachineChannel(t *testing.T) {
+	in := Input{
+		Profiles: map[string]inventory.Profile{
+			"lab":   {Name: "lab", Kernel: "/k", Root: inventory.Root{Image: "deb", Channel: inventory.ChannelTest}},
+			"plain": {Name: "plain", Kernel: "/k"},
+		},
+		Machines: []Machine{
+			{MAC: hw("52:54:00:00:00:01"), Profile: "lab", Channel: "2", Enrolled: true},
+			{MAC: hw("52:54:00:00:00:02"), Profile: "lab", Channel: inventory.ChannelProduction, Enrolled: true},
+			{MAC: hw("52:54:00:00:00:03"), Profile: "lab", Enrolled: true},
+			{MAC: hw("52:54:00:00:00:04"), Profile: "plain", Channel: "3", Enrolled: true},
+		},
+	}
+	v, err := New(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for mac, want := range map[string]string{
+		"52:54:00:00:00:01": "2",
+		"52:54:00:00:00:02": inventory.ChannelProduction,
+		"52:54:00:00:00:03": inventory.ChannelTest,
+		"52:54:00:00:00:04": "",
+	} {
+		tg, ok := v.Resolve(hw(mac))
+		if !ok || tg.Spec.Root.Channel != want {
+			t.Errorf("%s boots channel %q (ok %v), want %q", mac, tg.Spec.Root.Channel, ok, want)
+		}
+	}
+	if p, _ := v.Profile("lab"); p.Root.Channel != inventory.ChannelTest {
+		t.Errorf("profile lab's channel became %q, want test still", p.Root.Channel)
+	}
+}

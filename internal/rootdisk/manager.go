@@ -163,7 +163,7 @@ func (m *Manager) IssueBoot(mac net.HardwareAddr, img inventory.Image, overlay s
 		if old, err := os.ReadFile(filepath.Join(dir, baseFile)); err == nil && strings.TrimSpace(string(old)) != sha {
 			oldSHA := strings.TrimSpace(string(old))
 			if !m.cfg.Blobs.Has(oldSHA) {
-				return Issued{}, fmt.Errorf("rootdisk: the persistent overlay of %s was made on content %.12s of image %s, which is gone; run bootfleet machine reset %s", mac, oldSHA, img.Name, mac)
+				return Issued{}, fmt.Errorf("rootdisk: the persistent overlay of %s was made on content %.12s of image %s, which is gone; run bootfleet machine reset %s --migrate (it loses what it wrote)", mac, oldSHA, img.Name, mac)
 			}
 			m.log.Warn("machine keeps the image version its persistent overlay was made on; reset it to move to the new one",
 				"mac", mac.String(), "image", img.Name, "kept_sha256", oldSHA, "current_sha256", sha, "hint", "bootfleet machine reset "+mac.String())

@@ -1,6 +1,7 @@
 package rootdisk
 
 import (
+	"net"
 	"os"
 	"path/filepath"
 	"slices"
@@ -46,4 +47,14 @@ func (m *Manager) Users(sha string) []Use {
 	}
 	slices.SortFunc(out, func(a, b Use) int { return strings.Compare(a.MAC, b.MAC) })
 	return out
+}
+
+// PersistentBase is the content mac's persistent overlay was made on, or
+// "" when it has none.
+func (m *Manager) PersistentBase(mac net.HardwareAddr) string {
+	b, err := os.ReadFile(filepath.Join(m.OverlayDir(mac), baseFile))
+	if err != nil {
+		return ""
+	}
+	return strings.TrimSpace(string(b))
 }

@@ -2,6 +2,7 @@ package storetest
 
 import (
 	"fmt"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -93,6 +94,7 @@ func testImageVersions(t *testing.T, b Backend) {
 	}
 	pin.Root.Channel = inventory.ChannelTest
 	must[inventory.Profile](t)(s.UpdateProfile(c, pin))
+	testMachineChannel(t, s, "lab", 2)
 	must[inventory.ImageVersion](t)(s.StepImageVersion(c, "lab", 2, inventory.OpRetire, time.Time{}))
 	_, err = s.StepImageVersion(c, "lab", 2, inventory.OpPromote, time.Time{})
 	wantErr(t, err, inventory.ErrConflict, "state")
@@ -152,5 +154,40 @@ func testImageVersionsPut(t *testing.T, b Backend) {
 	vs := must[[]inventory.ImageVersion](t)(s.ListImageVersions(c, "old"))
 	if len(vs) != 3 || vs[0].State != inventory.VersionProduction || vs[2].State != inventory.VersionProduction {
 		t.Fatalf("versions = %+v, want three in production", vs)
+	}
+}
+
+// testMachineChannel checks a machine's own channel round-trips, that a
+// bad one is refused with the reason, and that a machine pinning version
+// of image, through a profile of that image, stops its retire.
+func testMachineChannel(t *testing.T, s inventory.Store, image string, version int) {
+	c := ctx(t)
+	pc := mac("52:54:00:00:00:21")
+	_, err := s.CreateMachine(c, inventory.Machine{MAC: pc, Profile: "pinned", Channel: "v2"})
+	wantErr(t, err, inventory.ErrInvalid, "root_channel")
+	if err == nil || !strings.Contains(err.Error(), "want production, test or a version number") {
+		t.Fatalf("bad machine channel: %v, want the reason", err)
+	}
+	m := must[inventory.Machine](t)(s.CreateMachine(c, inventory.Machine{MAC: pc, Profile: "pinned", Channel: strconv.Itoa(version)}))
+	if m.Channel != strconv.Itoa(version) {
+		t.Fatalf("machine channel read back %q, want %d", m.Channel, version)
+	}
+	_, err = s.StepImageVersion(c, image, version, inventory.OpRetire, time.Time{})
+	wantErr(t, err, inventory.ErrConflict, "version")
+	if err == nil || !strings.Contains(err.Error(), "machine "+pc.String()) {
+		t.Fatalf("retire of a version a machine pins: %v, want the machine named", err)
+	}
+	// production is kept as said: on a machine it is not "follow the profile".
+	m.Channel = inventory.ChannelProduction
+	m = must[inventory.Machine](t)(s.UpdateMachine(c, m))
+	if m.Channel != inventory.ChannelProduction {
+		t.Fatalf("machine channel read back %q after update, want production", m.Channel)
+	}
+	listed := must[[]inventory.Machine](t)(s.ListMachines(c, inventory.MachineFilter{Profile: "pinned"}))
+	if len(listed) != 1 || listed[0].Channel != inventory.ChannelProduction {
+		t.Fatalf("listed %+v, want the machine with channel production", listed)
+	}
+	if err := s.DeleteMachine(c, pc); err != nil {
+		t.Fatal(err)
 	}
 }

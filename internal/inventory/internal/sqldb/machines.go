@@ -13,7 +13,7 @@ import (
 	"github.com/bootfleet/bootfleet/internal/inventory"
 )
 
-const machineCols = `mac, name, profile, labels, ip, state, source, last_boot, last_address, machine_id, root_files, vars`
+const machineCols = `mac, name, profile, labels, ip, state, source, last_boot, last_address, machine_id, root_files, vars, root_channel`
 
 func scanMachine(sc interface{ Scan(...any) error }) (inventory.Machine, error) {
 	var (
@@ -23,7 +23,7 @@ func scanMachine(sc interface{ Scan(...any) error }) (inventory.Machine, error) 
 		state, source        string
 		files, vars          string
 	)
-	if err := sc.Scan(&mac, &m.Name, &profile, &labels, &ip, &state, &source, scanTime{&m.LastBoot}, &lastAdr, &m.MachineID, &files, &vars); err != nil {
+	if err := sc.Scan(&mac, &m.Name, &profile, &labels, &ip, &state, &source, scanTime{&m.LastBoot}, &lastAdr, &m.MachineID, &files, &vars, &m.Channel); err != nil {
 		return m, err
 	}
 	hw, err := net.ParseMAC(mac)
@@ -150,7 +150,7 @@ func (s *Store) machineArgs(m inventory.Machine) ([]any, error) {
 		return nil, err
 	}
 	return []any{m.Name, strArg(m.Profile), labels, ipArg(m.IP), string(m.State), string(m.Source),
-		s.d.timeArg(m.LastBoot), ipArg(m.LastAddress), m.MachineID, files, vars, m.MAC.String()}, nil
+		s.d.timeArg(m.LastBoot), ipArg(m.LastAddress), m.MachineID, files, vars, m.Channel, m.MAC.String()}, nil
 }
 
 // CreateMachine implements inventory.Machines.
@@ -174,8 +174,8 @@ func (s *Store) CreateMachine(ctx context.Context, m inventory.Machine) (invento
 		if err != nil {
 			return err
 		}
-		_, err = s.exec(ctx, tx, `INSERT INTO machines (name, profile, labels, ip, state, source, last_boot, last_address, machine_id, root_files, vars, mac)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`, args...)
+		_, err = s.exec(ctx, tx, `INSERT INTO machines (name, profile, labels, ip, state, source, last_boot, last_address, machine_id, root_files, vars, root_channel, mac)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`, args...)
 		return err
 	})
 	if err != nil {
@@ -201,7 +201,7 @@ func (s *Store) UpdateMachine(ctx context.Context, m inventory.Machine) (invento
 		// gets a new one.
 		res, err := s.exec(ctx, tx, `UPDATE machines SET name = ?, profile = ?, labels = ?, ip = ?, state = ?, source = ?,
 			last_boot = ?, last_address = ?, machine_id = COALESCE(NULLIF(?, ''), machine_id),
-			root_files = ?, vars = ? WHERE mac = ?`, args...)
+			root_files = ?, vars = ?, root_channel = ? WHERE mac = ?`, args...)
 		if err != nil {
 			return err
 		}

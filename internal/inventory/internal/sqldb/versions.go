@@ -221,10 +221,14 @@ func (s *Store) step(ctx context.Context, image string, version int, op inventor
 	return out, err
 }
 
-// refusePinned fails with ErrConflict while a profile pins the version:
-// retiring it would leave its machines nothing to boot.
+// refusePinned fails with ErrConflict while a profile, or a machine of a
+// profile of that image, pins the version: retiring it would leave them
+// nothing to boot.
 func (s *Store) refusePinned(ctx context.Context, tx *sql.Tx, image string, version int) error {
-	rows, err := s.query(ctx, tx, `SELECT name FROM profiles WHERE root_image = ? AND root_channel = ? ORDER BY name`, image, strconv.Itoa(version))
+	pin := strconv.Itoa(version)
+	rows, err := s.query(ctx, tx, `SELECT 'profile ' || name FROM profiles WHERE root_image = ? AND root_channel = ?
+		UNION ALL SELECT 'machine ' || m.mac FROM machines m JOIN profiles p ON p.name = m.profile
+		WHERE p.root_image = ? AND m.root_channel = ? ORDER BY 1`, image, pin, image, pin)
 	if err != nil {
 		return err
 	}
@@ -235,7 +239,7 @@ func (s *Store) refusePinned(ctx context.Context, tx *sql.Tx, image string, vers
 		if err := rows.Scan(&p); err != nil {
 			return s.dbErr("read profile", err)
 		}
-		pins = append(pins, "profile "+p)
+		pins = append(pins, p)
 	}
 	if err := s.rowsErr(rows); err != nil {
 		return err
