@@ -36,7 +36,7 @@ func (r *Receiver) want(first, count uint32, now time.Time) {
 			a.wanted, a.since, a.asked = true, now, now
 			ranges = appendRange(ranges, c, a.need&^a.have)
 			continue
-		case r.cfg.Cache.Has(c) || len(r.pend) >= r.cfg.MaxPending:
+		case r.cfg.Cache.Has(c) || !r.room():
 			continue
 		}
 		if a = r.start(c, now); a == nil {
@@ -58,6 +58,28 @@ func appendRange(ranges []chunkwire.Range, chunk, mask uint32) []chunkwire.Range
 		return ranges
 	}
 	return append(ranges, chunkwire.Range{First: chunk, Count: 1, Mask: mask})
+}
+
+// room makes room for one more assembly when MaxPending are held, by
+// dropping the one other agents asked for that made progress longest
+// ago; false when every one held is wanted here. r.mu is held.
+func (r *Receiver) room() bool {
+	if len(r.pend) < r.cfg.MaxPending {
+		return true
+	}
+	var stalest *assembly
+	var chunk uint32
+	for c, a := range r.pend {
+		if !a.wanted && (stalest == nil || a.progress.Before(stalest.progress)) {
+			stalest, chunk = a, c
+		}
+	}
+	if stalest == nil {
+		return false
+	}
+	r.cfg.Cache.Release(chunk)
+	delete(r.pend, chunk)
+	return true
 }
 
 // start begins assembling chunk; nil if the cache has no slot.
@@ -131,7 +153,7 @@ func (r *Receiver) take(d chunkwire.Data, now time.Time) {
 	}
 	a := r.pend[d.Chunk]
 	if a == nil {
-		if r.cfg.Cache.Has(d.Chunk) || d.Chunk >= chunkwire.Chunks(r.cfg.Size) || len(r.pend) >= r.cfg.MaxPending {
+		if r.cfg.Cache.Has(d.Chunk) || d.Chunk >= chunkwire.Chunks(r.cfg.Size) || !r.room() {
 			r.st.Duplicates++
 			return
 		}
@@ -207,7 +229,8 @@ func (r *Receiver) fail(chunk uint32, err error) {
 }
 
 // tick declares silence, asks again for stalled chunks and drops
-// assemblies nobody asked for that stopped. It runs every RepairAfter/2.
+// assemblies nobody here asked for that stopped for KeepPartial. It runs
+// every RepairAfter/2.
 //
 // A wanted chunk of which some fragments arrived and then none for
 // RepairAfter has lost the rest: it is repaired, and that counts towards
@@ -232,7 +255,7 @@ func (r *Receiver) tick(now time.Time) {
 	serverQuiet := now.Sub(r.lastHeard) >= r.cfg.RepairAfter
 	for c, a := range r.pend {
 		if !a.wanted {
-			if now.Sub(a.progress) >= 2*r.cfg.RepairAfter {
+			if now.Sub(a.progress) >= r.cfg.KeepPartial {
 				r.cfg.Cache.Release(c)
 				delete(r.pend, c)
 			}

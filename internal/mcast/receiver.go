@@ -75,6 +75,11 @@ type ReceiverConfig struct {
 	// MaxRepairs is how many times a chunk is asked for again before its
 	// waits fail with ErrLossy. Default 8.
 	MaxRepairs int
+	// KeepPartial is how long a chunk other agents asked for is kept
+	// while fragments of it are missing here, so that wanting it later
+	// asks only for what this machine lost rather than the whole chunk
+	// again. Default 30 s; MaxPending bounds what it holds.
+	KeepPartial time.Duration
 	// MaxPending bounds the chunks being assembled at once. Default 512.
 	MaxPending int
 	// MaxLoss is the share of the group's datagrams this machine may lose,
@@ -174,6 +179,7 @@ func newReceiver(cfg ReceiverConfig) (*Receiver, error) {
 	def(&cfg.Silence, 2*time.Second)
 	def(&cfg.RepairAfter, 50*time.Millisecond)
 	def(&cfg.AskAgain, time.Second)
+	def(&cfg.KeepPartial, 30*time.Second)
 	if cfg.MaxRepairs == 0 {
 		cfg.MaxRepairs = 8
 	}
@@ -186,8 +192,8 @@ func newReceiver(cfg ReceiverConfig) (*Receiver, error) {
 	if cfg.MaxLoss < 0 || cfg.MaxLoss > 1 {
 		return nil, fmt.Errorf("mcast: receiver max loss %v, want more than 0 and at most 1", cfg.MaxLoss)
 	}
-	if cfg.RepairAfter < time.Millisecond || cfg.Silence < cfg.RepairAfter || cfg.AskAgain < cfg.RepairAfter {
-		return nil, fmt.Errorf("mcast: receiver repair after %v, ask again %v, silence %v: want at least 1ms, and the others no shorter", cfg.RepairAfter, cfg.AskAgain, cfg.Silence)
+	if cfg.RepairAfter < time.Millisecond || cfg.Silence < cfg.RepairAfter || cfg.AskAgain < cfg.RepairAfter || cfg.KeepPartial < cfg.RepairAfter {
+		return nil, fmt.Errorf("mcast: receiver repair after %v, ask again %v, silence %v, keep partial %v: want at least 1ms, and the others no shorter", cfg.RepairAfter, cfg.AskAgain, cfg.Silence, cfg.KeepPartial)
 	}
 	if cfg.ID == 0 {
 		cfg.ID = rand.Uint32() | 1
