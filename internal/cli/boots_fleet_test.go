@@ -81,11 +81,9 @@ func TestBootsFleet(t *testing.T) {
 	}
 	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)
-	t.Setenv("BOOTFLEET_SERVER", "")
-	t.Setenv("BOOTFLEET_TOKEN", "")
 	now = func() time.Time { return clock }
 	t.Cleanup(func() { now = time.Now })
-	conn := []string{"--server", srv.URL, "--token", testToken, "--data", t.TempDir()}
+	conn := connArgs(t, srv)
 
 	var list []telemetry.Boot
 	if err := json.Unmarshal([]byte(run(t, append([]string{"boots", "-o", "json"}, conn...)...)), &list); err != nil {

@@ -80,11 +80,9 @@ func TestBootsGolden(t *testing.T) {
 	}
 	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)
-	t.Setenv("BOOTFLEET_SERVER", "")
-	t.Setenv("BOOTFLEET_TOKEN", "")
 	now = func() time.Time { return clock }
 	t.Cleanup(func() { now = time.Now })
-	conn := []string{"--server", srv.URL, "--token", testToken, "--data", t.TempDir()}
+	conn := connArgs(t, srv)
 	id := "525400aabb10-" + "1772353800000"
 
 	for _, tc := range []struct {

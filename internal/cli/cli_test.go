@@ -42,6 +42,15 @@ func newServer(t *testing.T, opts ...func(*api.Config)) (*httptest.Server, inven
 	return srv, st
 }
 
+// connArgs are the flags that reach srv, with the environment's server
+// and token cleared so that only the flags count.
+func connArgs(t *testing.T, srv *httptest.Server) []string {
+	t.Helper()
+	t.Setenv("BOOTFLEET_SERVER", "")
+	t.Setenv("BOOTFLEET_TOKEN", "")
+	return []string{"--server", srv.URL, "--token", testToken, "--data", t.TempDir()}
+}
+
 // run executes the CLI and returns what it printed, plus "error: ..." as
 // main would print it.
 func run(t *testing.T, args ...string) string {

@@ -14,7 +14,6 @@ import (
 // TestIdentityCommands: known-hosts, machine rekey and machine render
 // against the real API and identity service.
 func TestIdentityCommands(t *testing.T) {
-	_, st := newServer(t)
 	key, err := identitysvc.LoadKey(filepath.Join(t.TempDir(), "identity.key"), true)
 	if err != nil {
 		t.Fatal(err)
@@ -25,8 +24,9 @@ func TestIdentityCommands(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ids, _ := identitysvc.New(identitysvc.Config{Store: st, Sealer: key, Files: tmpl})
-	conn := serveIdentities(t, st, ids)
+	var ids *identitysvc.Service
+	srv, st := newServer(t, withIdentities(identitysvc.Config{Sealer: key, Files: tmpl}, &ids))
+	conn := connArgs(t, srv)
 	ctx := context.Background()
 	if _, err := st.CreateProfile(ctx, inventory.Profile{Name: "lab", Kernel: "/k"}); err != nil {
 		t.Fatal(err)

@@ -1,25 +1,21 @@
 package cli
 
 import (
-	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/bootfleet/bootfleet/internal/api"
 	"github.com/bootfleet/bootfleet/internal/identitysvc"
-	"github.com/bootfleet/bootfleet/internal/inventory"
 )
 
 // TestFileFlags sets files and vars with profile add/set and machine
 // add/set, sees them rendered by machine render, and sees a bad template
 // refused with the reason.
 func TestFileFlags(t *testing.T) {
-	_, st := newServer(t)
-	ids, _ := identitysvc.New(identitysvc.Config{Store: st})
-	conn := serveIdentities(t, st, ids)
+	srv, _ := newServer(t, withIdentities(identitysvc.Config{}, nil))
+	conn := connArgs(t, srv)
 	cli := func(args ...string) string { return run(t, append(args, conn...)...) }
 
 	motd := filepath.Join(t.TempDir(), "motd.tmpl")
@@ -76,17 +72,15 @@ func TestFileFlags(t *testing.T) {
 	}
 }
 
-// serveIdentities serves the API on st with ids and returns the flags
-// that reach it.
-func serveIdentities(t *testing.T, st inventory.Store, ids api.IdentityService) []string {
-	t.Helper()
-	h, err := api.New(api.Config{Store: st, Token: testToken, Identities: ids, Now: func() time.Time { return t0 }})
-	if err != nil {
-		t.Fatal(err)
+// withIdentities gives the API an identity service of cfg on the
+// server's store, and sets *ids to it when ids is not nil.
+func withIdentities(cfg identitysvc.Config, ids **identitysvc.Service) func(*api.Config) {
+	return func(c *api.Config) {
+		cfg.Store = c.Store
+		svc, _ := identitysvc.New(cfg)
+		if ids != nil {
+			*ids = svc
+		}
+		c.Identities = svc
 	}
-	srv := httptest.NewServer(h)
-	t.Cleanup(srv.Close)
-	t.Setenv("BOOTFLEET_SERVER", "")
-	t.Setenv("BOOTFLEET_TOKEN", "")
-	return []string{"--server", srv.URL, "--token", testToken, "--data", t.TempDir()}
 }
