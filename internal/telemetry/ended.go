@@ -10,8 +10,14 @@ func (r *Recorder) publish(b *boot) {
 	if r.ended == nil {
 		return
 	}
+	r.offer(r.snapshot(b, b.Start))
+}
+
+// offer puts rec on the Ended queue without waiting: a full queue drops
+// it and counts the drop, which the History logs.
+func (r *Recorder) offer(rec Boot) {
 	select {
-	case r.ended <- r.snapshot(b, b.Start):
+	case r.ended <- rec:
 	default:
 		r.dropped.Add(1)
 		r.m.recordsDropped.Inc()

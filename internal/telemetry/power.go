@@ -56,8 +56,7 @@ func (r *Recorder) Powered(mac net.HardwareAddr, action, cause string) {
 	r.powered[mac.String()] = p
 }
 
-// queuePower hands the power record of p to the Ended queue in a fleet,
-// without waiting, as publish does for boots.
+// queuePower offers the power record of p to the Ended queue in a fleet.
 func (r *Recorder) queuePower(key string, p PowerCause) {
 	if r.cfg.Server == "" || r.ended == nil {
 		return
@@ -65,12 +64,7 @@ func (r *Recorder) queuePower(key string, p PowerCause) {
 	rec := Boot{ID: bootIDOf(key, p.Time) + r.idTag + powerSuffix, MAC: key, Start: p.Time, State: StateComplete,
 		Server: r.cfg.Server, Partial: true, Power: &p, Path: []string{}, DHCP: []DHCPExchange{}, Transfers: []Transfer{},
 		Milestones: []Milestone{}}
-	select {
-	case r.ended <- rec:
-	default:
-		r.dropped.Add(1)
-		r.m.recordsDropped.Inc()
-	}
+	r.offer(rec)
 }
 
 // takePower returns the power command that the boot of key starting at
