@@ -35,6 +35,8 @@ type abOptions struct {
 	rounds, runtime int
 	rw, dir         string
 	variants        []variant
+	layers          int    // >0: the layered A/B of layers.go
+	report          string // the report whose A/B section the layered A/B replaces
 }
 
 // variant is one bootfleet binary and the environment it runs with.
@@ -64,18 +66,34 @@ func parseABFlags(args []string) (abOptions, error) {
 	var o abOptions
 	fs := flag.NewFlagSet("nbd ab", flag.ContinueOnError)
 	fs.Usage = func() {
-		fmt.Fprintln(fs.Output(), "usage: bench nbd ab [flags] NAME=BINARY[,VAR=VALUE...] ...\n  e.g. bench nbd ab head=/tmp/head/bootfleet new=bin/bootfleet")
+		fmt.Fprintln(fs.Output(), "usage: bench nbd ab [flags] NAME=BINARY[,VAR=VALUE...] ...\n  e.g. bench nbd ab head=/tmp/head/bootfleet new=bin/bootfleet\n"+
+			"   or: bench nbd ab -layers 3 [-report BENCHMARKS-nbd.md] [NAME=BINARY]  (a version 3 layers deep against the same bytes flat)")
 		fs.PrintDefaults()
 	}
 	fs.IntVar(&o.rounds, "rounds", 6, "rounds; each runs every server once")
 	fs.IntVar(&o.runtime, "runtime", 4, "seconds per fio run, after a 1 s ramp")
 	fs.StringVar(&o.rw, "rw", "randwrite", "fio's --rw: randwrite or randread")
 	fs.StringVar(&o.dir, "dir", "/var/tmp", "directory for the images and overlays (/var/tmp is on the disk; /dev/shm for tmpfs)")
+	fs.IntVar(&o.layers, "layers", 0, "instead of builds against nbdkit: one build's reads of a version this many layers deep against the same bytes stored flat (1 to 7; -rw is not used)")
+	fs.StringVar(&o.report, "report", "", "with -layers: also write the results as the layered A/B section of this report (BENCHMARKS-nbd.md), replacing the one there")
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}
 	if o.rounds < 1 || o.runtime < 1 {
 		return o, errors.New("-rounds and -runtime must be at least 1")
+	}
+	if o.layers < 0 {
+		return o, errors.New("-layers must be at least 1, or 0 for the A/B of builds")
+	}
+	if o.report != "" && o.layers == 0 {
+		return o, errors.New("-report writes only the layered A/B: add -layers 3")
+	}
+	if o.layers > 0 && fs.NArg() > 1 {
+		return o, fmt.Errorf("-layers compares one build with itself; got %d builds, want at most one NAME=BINARY", fs.NArg())
+	}
+	if o.layers > 0 && fs.NArg() == 0 {
+		o.variants = []variant{{name: "bootfleet", bin: "bin/bootfleet"}}
+		return o, nil
 	}
 	if fs.NArg() == 0 {
 		fs.Usage()
@@ -109,6 +127,9 @@ func abMain(ctx context.Context, log *slog.Logger, args []string) error {
 			return err
 		}
 		return reexec(ctx, abNamespace, append([]string{"nbd", "ab"}, args...))
+	}
+	if o.layers > 0 {
+		return layersMain(ctx, log, o)
 	}
 	return runAB(ctx, log, o, os.Stdout)
 }

@@ -27,7 +27,11 @@
 //
 // `bin/bench nbd ab NAME=BINARY ...` is the quick A/B of bootfleet builds
 // on fio's 4 KiB random I/O, interleaved with nbdkit, for trying a change
-// to the NBD path before running the whole bench (see ab.go).
+// to the NBD path before running the whole bench (see ab.go). With
+// `-layers 3` it instead reads an image version stored as three delta
+// layers against the same bytes stored whole, from one server (see
+// layers.go); `-report BENCHMARKS-nbd.md` writes that into the report's
+// section for it, which full runs keep.
 //
 // Needs root, bin/bootfleet (make build) and the peers and clients that
 // scripts/bench-deps.sh installs.

@@ -60,7 +60,11 @@ func run(ctx context.Context, log *slog.Logger, o options) error {
 			fmt.Fprintf(os.Stderr, "== bootfleet logged (warn and above) in %s:\n%s", f, strings.Join(lines[:min(20, len(lines))], ""))
 		}
 	}
-	if err := os.WriteFile(o.out, []byte(render(rep)), 0o644); err != nil {
+	md := render(rep)
+	if old, err := os.ReadFile(o.out); err == nil {
+		md = harness.WithSection(md, layersBegin, layersEnd, harness.Section(string(old), layersBegin, layersEnd)) // the layered A/B's figures survive a full run
+	}
+	if err := os.WriteFile(o.out, []byte(md), 0o644); err != nil {
 		return err
 	}
 	log.Info("nbd bench written", "report", o.out, "errors", len(b.res.errors))

@@ -278,26 +278,11 @@ const (
 )
 
 // abSection is md's A/B section, markers included, or "" when it has none.
-func abSection(md string) string {
-	i := strings.Index(md, abBegin)
-	j := strings.Index(md, abEnd)
-	if i < 0 || j < i {
-		return ""
-	}
-	return md[i : j+len(abEnd)]
-}
+func abSection(md string) string { return harness.Section(md, abBegin, abEnd) }
 
 // withABSection is md with its A/B section replaced by sec, or with sec
 // appended when it has none; an empty sec changes nothing.
-func withABSection(md, sec string) string {
-	if sec == "" {
-		return md
-	}
-	if old := abSection(md); old != "" {
-		return strings.Replace(md, old, sec, 1)
-	}
-	return strings.TrimRight(md, "\n") + "\n\n" + sec + "\n"
-}
+func withABSection(md, sec string) string { return harness.WithSection(md, abBegin, abEnd, sec) }
 
 // writeABReport puts the A/B output into the report at path.
 func writeABReport(path, cmd, out string) error {
