@@ -3,6 +3,9 @@ package api
 import (
 	"strings"
 	"testing"
+
+	"github.com/bootfleet/bootfleet/internal/inventory"
+	"github.com/bootfleet/bootfleet/internal/inventory/storetest"
 )
 
 // TestMachineRootChannel: a machine's own root channel goes in by POST,
@@ -11,6 +14,7 @@ import (
 // are.
 func TestMachineRootChannel(t *testing.T) {
 	e := newEnv(t, false)
+	storetest.AddVersions(t, e.store, "deb", inventory.VersionProduction, inventory.VersionTest)
 	e.mustDo(t, "POST", "/profiles", `{"name":"lab","kernel":"/vmlinuz","root_image":"deb","root_channel":"test"}`, 201, nil)
 	var m Machine
 	e.mustDo(t, "POST", "/machines", `{"mac":"52:54:00:aa:00:01","name":"pc1","profile":"lab","root_channel":"2"}`, 201, &m)

@@ -6,6 +6,7 @@ import (
 	"maps"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 
 	"github.com/bootfleet/bootfleet/internal/inventory"
@@ -244,7 +245,29 @@ func (s *server) checkMachine(r *http.Request, m *inventory.Machine) error {
 	if err := m.Validate(); err != nil {
 		return err
 	}
+	if err := s.checkMachinePin(r, *m); err != nil {
+		return err
+	}
 	return s.checkFiles(r, func(ids IdentityService) error { return ids.CheckMachine(r.Context(), *m) }, len(m.RootFiles)+len(m.Vars))
+}
+
+// checkMachinePin refuses a root_channel that pins a version its
+// profile's root image cannot boot, now rather than at the next boot.
+func (s *server) checkMachinePin(r *http.Request, m inventory.Machine) error {
+	if _, err := strconv.Atoi(m.Channel); err != nil {
+		return nil
+	}
+	p, err := s.cfg.Store.GetProfile(r.Context(), m.Profile)
+	if errors.Is(err, inventory.ErrNotFound) {
+		return nil // the store refuses the unknown profile, naming it
+	}
+	if err != nil {
+		return err
+	}
+	if p.Root.Image == "" {
+		return inventory.Invalid("root_channel", "profile %s has no root image, so there is no version %s to pin; give the profile a root image or leave root_channel empty", p.Name, m.Channel)
+	}
+	return inventory.CheckPinIn(r.Context(), s.cfg.Store, p.Root.Image, m.Channel)
 }
 
 func (s *server) updateMachine(w http.ResponseWriter, r *http.Request, m inventory.Machine) error {

@@ -52,6 +52,9 @@ func (s *server) checkProfile(r *http.Request, p *inventory.Profile) error {
 	if err := checkCmdline(*p); err != nil {
 		return err
 	}
+	if err := inventory.CheckPinIn(r.Context(), s.cfg.Store, p.Root.Image, p.Root.Channel); err != nil {
+		return err
+	}
 	return s.checkFiles(r, func(ids IdentityService) error { return ids.CheckProfile(r.Context(), *p) }, len(p.RootFiles)+len(p.Vars))
 }
 

@@ -14,6 +14,7 @@ import (
 	"github.com/bootfleet/bootfleet/internal/api"
 	"github.com/bootfleet/bootfleet/internal/inventory"
 	"github.com/bootfleet/bootfleet/internal/inventory/sqlite"
+	"github.com/bootfleet/bootfleet/internal/inventory/storetest"
 )
 
 const testToken = "feedfacefeedfacefeedfacefeedface"
@@ -119,6 +120,8 @@ func TestGolden(t *testing.T) {
 			t.Fatalf("lease %d: %v", i, err)
 		}
 	}
+	// Two versions of image debian, which machine-set-root-channel pins.
+	storetest.AddVersions(t, st, "debian", inventory.VersionProduction, inventory.VersionTest)
 	// A DHCPv6 lease of the discovered machine, and one of a client whose
 	// MAC the server could not tell.
 	for i, l := range []inventory.Lease6{

@@ -78,6 +78,11 @@ func checkCmd() *cobra.Command {
 			if err := app.CheckTemplates(c); err != nil {
 				return err
 			}
+			if checked, err := app.CheckPins(cmd.Context(), c); err != nil {
+				return fmt.Errorf("%s: %w", path, err)
+			} else if checked {
+				fmt.Fprintln(cmd.OutOrStdout(), "version pins: checked against the inventory's image versions")
+			}
 			if c.Multicast.Mode != "off" {
 				// The link speed is the interface's, so it is checked here,
 				// not in the config's own validation.

@@ -26,6 +26,9 @@ type Applied struct {
 // status and labels of config machines.
 func ApplyConfig(ctx context.Context, s inventory.Store, c *config.Config) (Applied, error) {
 	var a Applied
+	if err := CheckConfigPins(ctx, s, c); err != nil {
+		return a, err
+	}
 	for _, name := range slices.Sorted(maps.Keys(c.Profiles)) {
 		p, err := profileFromConfig(name, c.Profiles[name])
 		if err != nil {

@@ -1,6 +1,7 @@
 package storetest
 
 import (
+	"context"
 	"fmt"
 	"strconv"
 	"strings"
@@ -189,5 +190,18 @@ func testMachineChannel(t *testing.T, s inventory.Store, image string, version i
 	}
 	if err := s.DeleteMachine(c, pc); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// AddVersions records versions 1, 2, ... of image in s, one per state, each
+// over the one before: for tests of what pins and channels may name.
+func AddVersions(t testing.TB, s inventory.ImageVersions, image string, states ...inventory.VersionState) {
+	t.Helper()
+	for i, state := range states {
+		v := inventory.ImageVersion{Image: image, SHA256: strings.Repeat(string(rune('a'+i)), 64), Size: 1 << 20, Parent: i,
+			State: state, Made: time.Now(), Stored: 1 << 20}
+		if _, err := s.AddImageVersion(context.Background(), v); err != nil {
+			t.Fatalf("add version %d of image %s: %v", i+1, image, err)
+		}
 	}
 }
