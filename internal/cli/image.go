@@ -324,10 +324,16 @@ func (p *progress) end(ok bool) {
 // has no overall timeout: a large image over a slow link takes as long as
 // it takes.
 func (c *client) upload(ctx context.Context, path string, body io.Reader, size int64, out any) error {
+	return c.untimed(func() error { return c.send(ctx, http.MethodPut, path, body, size, "application/octet-stream", out) })
+}
+
+// untimed runs call without the client's overall timeout, for requests
+// whose server side reads a whole image.
+func (c *client) untimed(call func() error) error {
 	hc := *c.http
 	hc.Timeout = 0
 	saved := c.http
 	c.http = &hc
 	defer func() { c.http = saved }()
-	return c.send(ctx, http.MethodPut, path, body, size, "application/octet-stream", out)
+	return call()
 }

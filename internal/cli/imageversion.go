@@ -71,7 +71,9 @@ func imageCloseCmd(o *clientOpts, op, short string) *cobra.Command {
 				path += "?force=true"
 			}
 			var v api.ImageVersion
-			if err := c.do(cmd.Context(), "POST", path, nil, &v); err != nil {
+			// A commit compares the whole disk with its parent, which
+			// on a large image outlasts the client's usual timeout.
+			if err := c.untimed(func() error { return c.do(cmd.Context(), "POST", path, nil, &v) }); err != nil {
 				return err
 			}
 			if o.output == "json" {

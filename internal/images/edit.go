@@ -99,6 +99,11 @@ func (s *Service) Commit(ctx context.Context, name string, force bool) (inventor
 	if err != nil {
 		return m, err
 	}
+	// Storing the layer reads the whole disk and its parent, which takes
+	// a while on a large image: a client that stops waiting must not
+	// throw that work away, so it runs to the end and the version shows
+	// as test in image versions.
+	ctx = context.WithoutCancel(ctx)
 	res, err := s.cfg.Blobs.StoreLayer(ctx, disk, disk.Size(), m.SHA256)
 	disk.Close()
 	if err != nil {

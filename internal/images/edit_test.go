@@ -26,25 +26,7 @@ import (
 // open is refused naming the holder; an abandon throws the writes away.
 func TestEditCommitAbandon(t *testing.T) {
 	ctx := context.Background()
-	data := t.TempDir()
-	st, err := sqlite.Open(ctx, filepath.Join(data, sqlite.FileName))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
-	blobs, err := imagestore.Open(data)
-	if err != nil {
-		t.Fatal(err)
-	}
-	disks, err := rootdisk.New(rootdisk.Config{Data: data, Blobs: blobs})
-	if err != nil {
-		t.Fatal(err)
-	}
-	disks.SetAddr("10.0.0.1", 10809)
-	s, err := New(Config{Self: "boot-a", Store: st, Blobs: blobs, Boots: disks, Edits: disks, Peers: &imagepeer.Client{}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	s, st, blobs, disks := editService(t, func(b Blobs) Blobs { return b })
 	v1 := bytes.Repeat([]byte("lab image "), 1<<20) // 10 MiB
 	imported(t, s, "lab", v1)
 	pc1, _ := net.ParseMAC("52:54:00:00:00:01")
@@ -106,5 +88,66 @@ func TestEditCommitAbandon(t *testing.T) {
 	}
 	if _, err := s.Commit(ctx, "lab", false); !errors.Is(err, inventory.ErrConflict) || !strings.Contains(err.Error(), "no maintenance version") {
 		t.Fatalf("commit with nothing open: %v", err)
+	}
+}
+
+// editService is a service of one server whose machines edit versions,
+// its blobs wrapped by wrap.
+func editService(t *testing.T, wrap func(Blobs) Blobs) (*Service, inventory.Store, *imagestore.Store, *rootdisk.Manager) {
+	t.Helper()
+	data := t.TempDir()
+	st, err := sqlite.Open(context.Background(), filepath.Join(data, sqlite.FileName))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	blobs, err := imagestore.Open(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	disks, err := rootdisk.New(rootdisk.Config{Data: data, Blobs: blobs})
+	if err != nil {
+		t.Fatal(err)
+	}
+	disks.SetAddr("10.0.0.1", 10809)
+	s, err := New(Config{Self: "boot-a", Store: st, Blobs: wrap(blobs), Boots: disks, Edits: disks, Peers: &imagepeer.Client{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s, st, blobs, disks
+}
+
+// cancelOnStore cancels the request that commits as the layer's store
+// starts: the client has stopped waiting.
+type cancelOnStore struct {
+	Blobs
+	cancel context.CancelFunc
+}
+
+func (c cancelOnStore) StoreLayer(ctx context.Context, content io.ReaderAt, size int64, parent string) (imagestore.Imported, error) {
+	c.cancel()
+	return c.Blobs.StoreLayer(ctx, content, size, parent)
+}
+
+// TestCommitOutlivesTheRequest: a commit whose client goes away while the
+// layer is stored still ends with the version in test.
+func TestCommitOutlivesTheRequest(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	s, st, _, _ := editService(t, func(b Blobs) Blobs { return cancelOnStore{b, cancel} })
+	imported(t, s, "lab", bytes.Repeat([]byte("lab image "), 1<<16))
+	pc1, _ := net.ParseMAC("52:54:00:00:00:01")
+	if _, err := s.Edit(ctx, "lab", pc1, "alice"); err != nil {
+		t.Fatal(err)
+	}
+	v, err := s.Commit(ctx, "lab", false)
+	if err != nil || v.State != inventory.VersionTest {
+		t.Fatalf("commit whose client went away: %+v, %v; want version 2 in test", v, err)
+	}
+	if ctx.Err() == nil {
+		t.Fatal("the request was not cancelled: the test proves nothing")
+	}
+	if vs, err := st.ListImageVersions(context.Background(), "lab"); err != nil || len(vs) != 2 || vs[1].State != inventory.VersionTest {
+		t.Fatalf("versions after the commit: %+v, %v", vs, err)
 	}
 }
