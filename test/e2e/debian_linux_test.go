@@ -129,6 +129,7 @@ func needDebianTools(t *testing.T) {
 // debianBoot is one boot of a Debian root as the console showed it.
 type debianBoot struct {
 	systemd, failedUnits, marker, done string
+	pkg                                string // BOOTFLEET-PKG: what an image's report says of a package, if it does
 	shutdown                           string // the kernel's last word: "Restarting system" or "Power down"
 	kernelURL                          string // what iPXE loaded first after the script: the kernel
 	ioErrors                           []string
@@ -186,6 +187,8 @@ func debianVM(t *testing.T, ns *netns, dir, mac, tap string, boots int) ([]debia
 				cur.marker = v
 			case "BOOTFLEET-DONE-CALLED":
 				cur.done = v
+			case "BOOTFLEET-PKG":
+				cur.pkg = v
 			}
 		}
 		for _, s := range []string{"reboot: Restarting system", "reboot: Power down"} {

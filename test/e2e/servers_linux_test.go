@@ -37,6 +37,9 @@ data: {{ .Data }}
 `
 	serviceKeys = `tftp:
   listen: ":69"
+{{- with .TFTPRoot }}
+  root: {{ . }}
+{{- end }}
 http:
   listen: ":8080"
 ipxe:
