@@ -18,6 +18,8 @@ func TestAssets(t *testing.T) {
 		{"/ui/app.css", "text/css", "#timeline"},
 		{"/", "text/html", `<table id="images">`},
 		{"/ui/app.js", "javascript", `call("GET", "/images")`},
+		{"/", "text/html", `<table id="versions">`},
+		{"/ui/app.js", "javascript", `"/versions")`},
 	} {
 		t.Run(tc.path, func(t *testing.T) {
 			rec := httptest.NewRecorder()

@@ -13,7 +13,8 @@ import (
 // TestDashboardImages: the dashboard's images view, in headless
 // chromium, shows an imported image with its content hash and size, the
 // server holding it, and the machines whose profiles root them on it
-// (eph1 and pers1 of nbdRootConfig). No VM boots.
+// (eph1 and pers1 of nbdRootConfig), and its version with its state and
+// the profiles that boot it. No VM boots.
 func TestDashboardImages(t *testing.T) {
 	e := needEnv(t)
 	dir := artifactDir(t)
@@ -55,6 +56,17 @@ func TestDashboardImages(t *testing.T) {
 	for _, want := range []string{nbdImageName, img.SHA256[:12], "64.0 MiB", img.Servers[0].Name, "eph1", "pers1"} {
 		if !strings.Contains(text, want) {
 			t.Errorf("images row %q lacks %q", text, want)
+		}
+	}
+	// Its one version: production and current, booted next by both
+	// profiles, read by no machine now.
+	vrow := fmt.Sprintf(`#versions tbody tr[data-image=%q][data-version="1"]`, nbdImageName)
+	if text, err = chromedp.Run(ctx, chromedp.Text(vrow)); err != nil {
+		t.Fatalf("no versions row %s: %v", vrow, err)
+	}
+	for _, want := range []string{"production, current", "profile eph, profile pers"} {
+		if !strings.Contains(text, want) {
+			t.Errorf("versions row %q lacks %q", text, want)
 		}
 	}
 }

@@ -69,6 +69,8 @@ async function refresh() {
   try {
     const [imgs, profs] = await Promise.all([call("GET", "/images"), call("GET", "/profiles")]);
     renderImages(imgs.images || [], profs.profiles || [], machines.machines || []);
+    const lists = await Promise.all((imgs.images || []).map((i) => call("GET", "/images/" + encodeURIComponent(i.name) + "/versions")));
+    renderVersions((imgs.images || []).map((i, n) => [i.name, lists[n].versions || []]), machines.machines || []);
   } catch (e) { /* the machines still show */ }
   const list = boots.boots || [];
   renderFleet(machines.machines || [], list);
@@ -120,6 +122,33 @@ function renderImages(images, profs, machines) {
     tr.append(el("td", img.name), sha, el("td", bytes(img.size)), el("td", fmtTime(img.imported)), held,
       el("td", booting.join(", ") || "-", "booted"));
     tb.append(tr);
+  }
+}
+
+// Each image's versions: state (the current production one marked, a
+// maintenance one with its machine), what it stores, who made it, the
+// profiles and machines whose channel boots it next, and the machines
+// of the answering server reading it now (a persistent one holds it).
+function renderVersions(perImage, machines) {
+  const names = {};
+  for (const m of machines) if (m.name) names[m.mac] = m.name;
+  const who = (mac) => names[mac] ? names[mac] + " (" + mac + ")" : mac;
+  const tb = $("#versions tbody");
+  tb.replaceChildren();
+  for (const [image, versions] of perImage) {
+    for (const v of versions.slice().reverse()) { // newest first
+      const tr = el("tr");
+      tr.dataset.image = image;
+      tr.dataset.version = String(v.version);
+      let state = v.state + (v.current ? ", current" : "");
+      if (v.state === "maintenance" && v.machine) state += ": " + who(v.machine);
+      const next = [...(v.profiles || []).map((p) => "profile " + p), ...(v.channel_machines || []).map((m) => "machine " + m)];
+      const now = (v.machines || []).map((m) => who(m.mac) + (m.persistent ? " (persistent)" : ""));
+      tr.append(el("td", image), el("td", String(v.version) + (v.parent ? " (over " + v.parent + ")" : "")),
+        el("td", state, "state-" + v.state), el("td", bytes(v.stored)), el("td", (v.by || "-") + ", " + fmtTime(v.made)),
+        el("td", next.join(", ") || "-", "next"), el("td", now.join(", ") || "-", "now"));
+      tb.append(tr);
+    }
   }
 }
 
