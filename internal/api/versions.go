@@ -25,7 +25,9 @@ type VersionService interface {
 	// holder.
 	Edit(ctx context.Context, name string, mac net.HardwareAddr, by string) (inventory.ImageVersion, error)
 	// Commit and Abandon close the maintenance version; while its
-	// machine runs it they are refused naming it, unless force.
+	// machine runs it they are refused naming it, unless force. Commit
+	// returns the version still in maintenance and stores its layer in
+	// the background, shown by Versions until it ends.
 	Commit(ctx context.Context, name string, force bool) (inventory.ImageVersion, error)
 	Abandon(ctx context.Context, name string, force bool) (inventory.ImageVersion, error)
 	// StartMerge starts merging a version's layers on this server (0:
@@ -117,6 +119,31 @@ type ImageVersion struct {
 	// ChannelMachines boot the version next by their own root channel,
 	// over their profile's.
 	ChannelMachines []string `json:"channel_machines,omitempty"`
+	// Commit is the answering server's commit of a maintenance version
+	// while it stores the layer, or after it failed.
+	Commit *VersionCommit `json:"commit,omitempty"`
+}
+
+// VersionCommit is how far a commit got: it compares the whole disk with
+// its parent, then the version is test.
+type VersionCommit struct {
+	Done     int64      `json:"done"`  // bytes of the disk compared
+	Total    int64      `json:"total"` // bytes to compare
+	Started  time.Time  `json:"started"`
+	Finished *time.Time `json:"finished,omitempty"`
+	Error    string     `json:"error,omitempty"` // why it failed; the version stays in maintenance
+}
+
+func commitOut(c *images.Commit) *VersionCommit {
+	if c == nil {
+		return nil
+	}
+	out := &VersionCommit{Done: c.Done, Total: c.Total, Started: c.Started.UTC(), Error: c.Err}
+	if !c.Finished.IsZero() {
+		f := c.Finished.UTC()
+		out.Finished = &f
+	}
+	return out
 }
 
 // VersionMachine is a machine of the answering server reading a version.
@@ -162,7 +189,7 @@ func (s *server) listVersions(w http.ResponseWriter, r *http.Request) error {
 	out := ImageVersionList{Versions: make([]ImageVersion, 0, len(vs))}
 	for _, v := range vs {
 		o := versionOut(v.ImageVersion)
-		o.Current, o.Profiles, o.ChannelMachines = v.Current, v.Profiles, v.Machines
+		o.Current, o.Profiles, o.ChannelMachines, o.Commit = v.Current, v.Profiles, v.Machines, commitOut(v.Commit)
 		for _, u := range v.Users {
 			o.Machines = append(o.Machines, VersionMachine{MAC: u.MAC, Persistent: u.Persistent})
 		}
@@ -250,7 +277,11 @@ func closeEdit(op inventory.VersionOp) func(*server, http.ResponseWriter, *http.
 		}
 		setNote(r, fmt.Sprintf("%s version=%d state=%s sha256=%s forced=%v", op, v.Version, v.State, v.SHA256, force))
 		s.changed(r, "", "", "")
-		writeJSON(w, http.StatusOK, versionOut(v))
+		status := http.StatusOK
+		if op == inventory.OpCommit {
+			status = http.StatusAccepted // the layer is stored in the background; GET versions shows how far
+		}
+		writeJSON(w, status, versionOut(v))
 		return nil
 	}
 }

@@ -1,7 +1,9 @@
 package cli
 
 import (
+	"context"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -71,10 +73,13 @@ func imageCloseCmd(o *clientOpts, op, short string) *cobra.Command {
 				path += "?force=true"
 			}
 			var v api.ImageVersion
-			// A commit compares the whole disk with its parent, which
-			// on a large image outlasts the client's usual timeout.
-			if err := c.untimed(func() error { return c.do(cmd.Context(), "POST", path, nil, &v) }); err != nil {
+			if err := c.do(cmd.Context(), "POST", path, nil, &v); err != nil {
 				return err
+			}
+			if op == "commit" {
+				if v, err = c.waitCommit(cmd.Context(), v); err != nil {
+					return err
+				}
 			}
 			if o.output == "json" {
 				return printJSON(cmd.OutOrStdout(), v)
@@ -113,6 +118,11 @@ func imageVersionsCmd(o *clientOpts) *cobra.Command {
 				state := v.State
 				if v.Current {
 					state += " (current)"
+				}
+				if c := v.Commit; c != nil && c.Error != "" {
+					state += " (commit failed: " + c.Error + ")"
+				} else if c != nil && c.Total > 0 {
+					state += fmt.Sprintf(" (committing: %d%%)", c.Done*100/c.Total)
 				}
 				parent := "-"
 				if v.Parent > 0 {
@@ -241,4 +251,39 @@ func imageMergeCmd(o *clientOpts) *cobra.Command {
 	}
 	cmd.Flags().BoolVar(&noWait, "no-wait", false, "return once the merge has started")
 	return cmd
+}
+
+// commitPoll is how often image commit asks how far the commit got.
+const commitPoll = time.Second
+
+// waitCommit follows a commit the server stores in the background until
+// the version is test, and returns it as listed then.
+func (c *client) waitCommit(ctx context.Context, v api.ImageVersion) (api.ImageVersion, error) {
+	tick := time.NewTicker(commitPoll)
+	defer tick.Stop()
+	path := "/images/" + pathKey(v.Image) + "/versions"
+	for {
+		var vl api.ImageVersionList
+		if err := c.do(ctx, "GET", path, nil, &vl); err != nil {
+			return v, fmt.Errorf("the commit of image %s version %d goes on at the server, but asking how far it got failed: %w", v.Image, v.Version, err)
+		}
+		i := slices.IndexFunc(vl.Versions, func(w api.ImageVersion) bool { return w.Version == v.Version })
+		if i < 0 {
+			return v, fmt.Errorf("image %s has no version %d any more; see bootfleet image versions %s", v.Image, v.Version, v.Image)
+		}
+		w := vl.Versions[i]
+		switch {
+		case w.State != "maintenance":
+			return w, nil
+		case w.Commit == nil:
+			return w, fmt.Errorf("image %s version %d is in maintenance and the server commits nothing (did it restart?); run bootfleet image commit %s again", v.Image, v.Version, v.Image)
+		case w.Commit.Error != "":
+			return w, fmt.Errorf("the commit of image %s version %d failed: %s; the version stays in maintenance: run bootfleet image commit %s again", v.Image, v.Version, w.Commit.Error, v.Image)
+		}
+		select {
+		case <-ctx.Done():
+			return w, fmt.Errorf("stopped waiting at %d of %d bytes; the server finishes the commit, see bootfleet image versions %s: %w", w.Commit.Done, w.Commit.Total, v.Image, ctx.Err())
+		case <-tick.C:
+		}
+	}
 }

@@ -89,44 +89,12 @@ func (s *Service) maintenance(ctx context.Context, name string) (inventory.Image
 	return v, mac, err
 }
 
-// Commit closes image name's maintenance version: its content becomes
-// what the machine wrote, stored as a layer over the version it was
-// opened on, and its state test. It is refused while the machine still
-// runs it, naming the machine, unless force. A kernel built from the
-// image (root.kernel: image) comes from the new content at its boots.
-func (s *Service) Commit(ctx context.Context, name string, force bool) (inventory.ImageVersion, error) {
-	m, disk, err := s.closeEdit(ctx, name, force)
-	if err != nil {
-		return m, err
-	}
-	// Storing the layer reads the whole disk and its parent, which takes
-	// a while on a large image: a client that stops waiting must not
-	// throw that work away, so it runs to the end and the version shows
-	// as test in image versions.
-	ctx = context.WithoutCancel(ctx)
-	res, err := s.cfg.Blobs.StoreLayer(ctx, disk, disk.Size(), m.SHA256)
-	disk.Close()
-	if err != nil {
-		return m, err
-	}
-	s.mu.Lock()
-	s.arrived[res.SHA256] = s.cfg.Now()
-	s.mu.Unlock()
-	s.arrive(ctx, res.SHA256)
-	v, err := s.cfg.Store.CommitImageVersion(ctx, name, m.Version, res.SHA256, res.Allocated, s.cfg.Now())
-	if err != nil {
-		return v, err
-	}
-	if err := s.cfg.Edits.DropEdit(name, m.Version); err != nil {
-		s.log.Warn("the writes of a committed version are left on disk", "name", name, "version", m.Version, "err", err)
-	}
-	s.log.Info("image version committed", "name", name, "version", v.Version, "sha256", v.SHA256, "stored", v.Stored, "forced", force)
-	return v, nil
-}
-
 // Abandon throws image name's maintenance version away with its writes;
 // refused while the machine still runs it, unless force.
 func (s *Service) Abandon(ctx context.Context, name string, force bool) (inventory.ImageVersion, error) {
+	if err := s.commitRunning(name); err != nil {
+		return inventory.ImageVersion{}, err
+	}
 	m, disk, err := s.closeEdit(ctx, name, force)
 	if err != nil {
 		return m, err

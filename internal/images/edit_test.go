@@ -57,10 +57,7 @@ func TestEditCommitAbandon(t *testing.T) {
 		t.Fatalf("commit while the machine runs: %v, want a conflict naming it and --force", err)
 	}
 	e.(io.Closer).Close()
-	v, err := s.Commit(ctx, "lab", false)
-	if err != nil {
-		t.Fatal(err)
-	}
+	v := committed(t, s, "lab")
 	want := bytes.Clone(v1)
 	copy(want[3<<20:], wrote)
 	sum := sha256.Sum256(want)
@@ -140,14 +137,121 @@ func TestCommitOutlivesTheRequest(t *testing.T) {
 	if _, err := s.Edit(ctx, "lab", pc1, "alice"); err != nil {
 		t.Fatal(err)
 	}
-	v, err := s.Commit(ctx, "lab", false)
-	if err != nil || v.State != inventory.VersionTest {
-		t.Fatalf("commit whose client went away: %+v, %v; want version 2 in test", v, err)
+	m, err := s.Commit(ctx, "lab", false)
+	if err != nil || m.State != inventory.VersionMaintenance {
+		t.Fatalf("commit: %+v, %v; want version 2 still in maintenance while it is stored", m, err)
+	}
+	if msg := waitCommit(s, "lab"); msg != "" {
+		t.Fatalf("commit whose client went away failed: %s", msg)
 	}
 	if ctx.Err() == nil {
 		t.Fatal("the request was not cancelled: the test proves nothing")
 	}
 	if vs, err := st.ListImageVersions(context.Background(), "lab"); err != nil || len(vs) != 2 || vs[1].State != inventory.VersionTest {
 		t.Fatalf("versions after the commit: %+v, %v", vs, err)
+	}
+}
+
+// committed commits image name and returns the version once stored.
+func committed(t *testing.T, s *Service, name string) inventory.ImageVersion {
+	t.Helper()
+	m, err := s.Commit(context.Background(), name, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if msg := waitCommit(s, name); msg != "" {
+		t.Fatalf("commit of %s version %d: %s", name, m.Version, msg)
+	}
+	vs, err := s.cfg.Store.ListImageVersions(context.Background(), name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, v := range vs {
+		if v.Version == m.Version {
+			return v
+		}
+	}
+	t.Fatalf("image %s has no version %d after its commit", name, m.Version)
+	return m
+}
+
+// waitCommit waits for image name's commit to end and returns why it
+// failed, or "".
+func waitCommit(s *Service, name string) string {
+	s.mu.Lock()
+	c := s.commits[name]
+	s.mu.Unlock()
+	<-c.done
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return c.Err
+}
+
+// gatedStore holds each layer's store until release says, then fails it
+// when fail is set.
+type gatedStore struct {
+	Blobs
+	started, release chan struct{}
+	fail             *bool
+}
+
+func (g gatedStore) StoreLayer(ctx context.Context, content io.ReaderAt, size int64, parent string) (imagestore.Imported, error) {
+	g.started <- struct{}{}
+	<-g.release
+	if *g.fail {
+		return imagestore.Imported{}, errors.New("disk full")
+	}
+	return g.Blobs.StoreLayer(ctx, content, size, parent)
+}
+
+// TestCommitInBackground: a commit returns while its layer is stored;
+// meanwhile Versions shows it on the version, and a second commit or an
+// abandon is refused saying so. A failed commit leaves the version in
+// maintenance with the reason shown, and a second commit stores it.
+func TestCommitInBackground(t *testing.T) {
+	ctx := context.Background()
+	fail := true
+	g := gatedStore{started: make(chan struct{}), release: make(chan struct{}), fail: &fail}
+	s, _, _, _ := editService(t, func(b Blobs) Blobs { g.Blobs = b; return g })
+	imported(t, s, "lab", bytes.Repeat([]byte("lab image "), 1<<16))
+	pc1, _ := net.ParseMAC("52:54:00:00:00:01")
+	if _, err := s.Edit(ctx, "lab", pc1, "alice"); err != nil {
+		t.Fatal(err)
+	}
+	commitShown := func(what string) *Commit {
+		t.Helper()
+		vs, err := s.Versions(ctx, "lab")
+		if err != nil || len(vs) != 2 || vs[1].State != inventory.VersionMaintenance {
+			t.Fatalf("%s: versions %+v, %v; want version 2 in maintenance", what, vs, err)
+		}
+		return vs[1].Commit
+	}
+	for i, wantErr := range []string{"disk full", ""} {
+		m, err := s.Commit(ctx, "lab", false)
+		if err != nil || m.Version != 2 || m.State != inventory.VersionMaintenance {
+			t.Fatalf("commit %d: %+v, %v; want version 2, in maintenance while it is stored", i+1, m, err)
+		}
+		<-g.started
+		if c := commitShown("while it runs"); c == nil || !c.Finished.IsZero() || c.Total != m.Size {
+			t.Fatalf("commit %d while it runs: Versions shows %+v, want it running over %d bytes", i+1, c, m.Size)
+		}
+		for _, op := range []func(context.Context, string, bool) (inventory.ImageVersion, error){s.Commit, s.Abandon} {
+			if _, err := op(ctx, "lab", false); !errors.Is(err, inventory.ErrConflict) || !strings.Contains(err.Error(), "is being committed") {
+				t.Errorf("commit %d: a commit or abandon meanwhile: %v, want it refused", i+1, err)
+			}
+		}
+		fail = wantErr != ""
+		g.release <- struct{}{}
+		if msg := waitCommit(s, "lab"); msg != wantErr {
+			t.Fatalf("commit %d ended with %q, want %q", i+1, msg, wantErr)
+		}
+		if wantErr != "" {
+			if c := commitShown("after it failed"); c == nil || c.Err != wantErr {
+				t.Fatalf("after a failed commit Versions shows %+v, want its error", c)
+			}
+		}
+	}
+	if vs, err := s.Versions(ctx, "lab"); err != nil || vs[1].State != inventory.VersionTest || vs[1].Commit != nil {
+		t.Fatalf("after the second commit: %+v, %v; want version 2 in test, no commit shown", vs, err)
 	}
 }

@@ -144,9 +144,10 @@ type Service struct {
 	// started. Only known content is deleted when no image names it, so
 	// a server pointed at another store by mistake keeps its images.
 	known     map[string]bool
-	merges    map[string]*Merge // by image
-	recorded  bool              // this server's copies are in the store
-	storeDown bool              // a store read or write failed and was logged
+	merges    map[string]*Merge  // by image
+	commits   map[string]*Commit // by image: the last commit of each, running or ended
+	recorded  bool               // this server's copies are in the store
+	storeDown bool               // a store read or write failed and was logged
 }
 
 // New checks cfg and fills its defaults.
@@ -175,7 +176,7 @@ func New(cfg Config) (*Service, error) {
 	}
 	s := &Service{cfg: cfg, log: cfg.Logger, bg: make(chan struct{}, cfg.Fetches),
 		flights: map[string]*flight{}, arrived: map[string]time.Time{}, named: map[string]time.Time{}, failed: map[string]retry{},
-		kept: map[string]bool{}, known: map[string]bool{}, merges: map[string]*Merge{}}
+		kept: map[string]bool{}, known: map[string]bool{}, merges: map[string]*Merge{}, commits: map[string]*Commit{}}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	return s, nil
 }

@@ -23,6 +23,9 @@ type Version struct {
 	// Users are the machines of this server reading it now: booted on it,
 	// or holding it with a persistent overlay made on it.
 	Users []rootdisk.Use
+	// Commit is this server's commit of a maintenance version while it
+	// runs, or after it failed.
+	Commit *Commit
 }
 
 // Versions returns image name's versions, oldest first, with what boots
@@ -58,6 +61,9 @@ func (s *Service) Versions(ctx context.Context, name string) ([]Version, error) 
 	out := make([]Version, 0, len(vs))
 	for _, v := range vs {
 		o := Version{ImageVersion: v, Current: v.Version == img.Version, Profiles: follow[v.Version], Machines: own[v.Version]}
+		if v.State == inventory.VersionMaintenance {
+			o.Commit = s.commitOf(name, v.Version)
+		}
 		if v.State != inventory.VersionRetired {
 			o.Users = s.cfg.Boots.Users(v.SHA256)
 		}

@@ -142,6 +142,8 @@ function renderVersions(perImage, machines) {
       tr.dataset.version = String(v.version);
       let state = v.state + (v.current ? ", current" : "");
       if (v.state === "maintenance" && v.machine) state += ": " + who(v.machine);
+      if (v.commit) state += v.commit.error ? " (commit failed: " + v.commit.error + ")"
+        : " (committing: " + Math.floor(100 * v.commit.done / (v.commit.total || 1)) + "%)";
       const next = [...(v.profiles || []).map((p) => "profile " + p), ...(v.channel_machines || []).map((m) => "machine " + m)];
       const now = (v.machines || []).map((m) => who(m.mac) + (m.persistent ? " (persistent)" : ""));
       tr.append(el("td", image), el("td", String(v.version) + (v.parent ? " (over " + v.parent + ")" : "")),
