@@ -119,6 +119,7 @@ func Run(ctx context.Context, c *config.Config, log *slog.Logger) error {
 		Transfers: taps.transfers, Milestones: taps.milestones, RootIO: taps.rootIO, Roots: diskless.WithFailover(dl, spread.Root, name, log), Kernels: dl.Kernels(),
 		BaseURL: baseURL, ServerIP: serverIP.String(), Logger: log, Mirrors: spread, NextBoots: store,
 		IdentityURL: baseURL + identitysvc.Path,
+		DiskARM64:   httpboot.DiskChain{Shim: c.SecureBoot.ShimARM64, Grub: c.SecureBoot.GrubARM64Disk},
 	}
 	boot := withIdentity(withPeers(httpboot.New(hc), peers, dl.OverlayBlocksHandler()), ids, dl.Disks())
 	front := frontHandler(rec, apiHandler, boot)
@@ -268,6 +269,13 @@ func servedRoots(c *config.Config) (*safefs.Roots, error) {
 			return nil, fmt.Errorf("%s: %w (fetch Debian's signed binaries as the README's Secure Boot section says, and point %s at the file)", p.key, err, p.key)
 		}
 	}
+	// Packed into arm64 HTTP Boot disk images, never served on its own.
+	if g := c.SecureBoot.GrubARM64Disk; g != "" {
+		if st, err := os.Stat(g); err != nil || !st.Mode().IsRegular() {
+			roots.Close()
+			return nil, fmt.Errorf("secure_boot.grub_arm64_disk: %s is not a readable file (scripts/arm64.sh fetches Debian's grubaa64.efi.signed)", g)
+		}
+	}
 	return roots, nil
 }
 
@@ -299,13 +307,14 @@ func newDHCP(c *config.Config, serverIP net.IP, baseURL string, view *machinevie
 		LeaseStore: leases,
 		HoldFile:   filepath.Join(c.Data, "dhcp-declined.json"),
 		Plan: pxe.PlanConfig{
-			BIOSFile:     c.IPXE.BIOSBinary,
-			EFIx64File:   c.IPXE.EFIBinary,
-			EFIARM64File: c.IPXE.EFIARM64Binary,
-			HTTPBase:     baseURL,
-			Signed:       signed(view),
-			SignedARM64:  c.SecureBoot.ShimARM64 != "",
-			Boots:        boots(view, noBoot),
+			BIOSFile:        c.IPXE.BIOSBinary,
+			EFIx64File:      c.IPXE.EFIBinary,
+			EFIARM64File:    c.IPXE.EFIARM64Binary,
+			HTTPBase:        baseURL,
+			Signed:          signed(view),
+			SignedARM64:     c.SecureBoot.ShimARM64 != "",
+			SignedARM64Disk: c.SecureBoot.GrubARM64Disk != "",
+			Boots:           boots(view, noBoot),
 		},
 		Machines: view,
 		HostName: hostName(view),

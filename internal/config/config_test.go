@@ -109,6 +109,7 @@ func TestValidationErrorsNameTheKey(t *testing.T) {
 		{"grub loader without secure_boot", "interface: br0\ndhcp: {mode: proxy}\nprofiles: {a: {kernel: k, loader: grub}}", "profiles.a.loader: grub needs secure_boot.shim and secure_boot.grub"},
 		{"grub loader without grub", "interface: br0\ndhcp: {mode: proxy}\nsecure_boot: {shim: /s}\nprofiles: {a: {kernel: k, loader: grub}}", "profiles.a.loader: grub needs secure_boot.shim and secure_boot.grub"},
 		{"grub loader for arm64 without its chain", "interface: br0\ndhcp: {mode: proxy}\nsecure_boot: {shim: /s, grub: /g}\nprofiles: {a: {kernel: k, arm64: {kernel: ak}, loader: grub}}", "profiles.a.loader: grub with an arm64 kernel needs secure_boot.shim_arm64 and secure_boot.grub_arm64"},
+		{"arm64 disk grub without shim", "interface: br0\ndhcp: {mode: proxy}\nsecure_boot: {grub_arm64_disk: /g/grubaa64.efi.signed}", "secure_boot.grub_arm64_disk: needs secure_boot.shim_arm64"},
 		{"bad dhcp6 mode", "interface: br0\ndhcp: {mode: proxy}\ndhcp6: {mode: relay}", `dhcp6.mode: want full, proxy or off, got "relay"`},
 		{"dhcp6 range in proxy mode", "interface: br0\ndhcp: {mode: off}\ndhcp6: {mode: proxy, range: 'fd00::1-fd00::9'}", "dhcp6.range: only used with dhcp6.mode: full"},
 		{"dhcp6 range not v6", "interface: br0\ndhcp: {mode: proxy}\ndhcp6: {mode: full, range: 10.0.0.1-10.0.0.9}", "dhcp6.range: want two IPv6 addresses"},

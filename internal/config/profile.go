@@ -63,6 +63,9 @@ type Root struct {
 // its values, naming the file's keys, and against the rest of the file
 // (a grub loader needs secure_boot).
 func (c *Config) validateProfiles(bad func(key, format string, args ...any)) {
+	if c.SecureBoot.GrubARM64Disk != "" && c.SecureBoot.ShimARM64 == "" {
+		bad("secure_boot.grub_arm64_disk", "needs secure_boot.shim_arm64: the disk image boots shim, which loads this grub (scripts/arm64.sh fetches both)")
+	}
 	for _, name := range sortedKeys(c.Profiles) {
 		p := c.Profiles[name]
 		validateRootKernel("profiles."+name, p, bad)

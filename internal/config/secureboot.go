@@ -17,4 +17,10 @@ type SecureBoot struct {
 	// Default none: a grub profile then boots no arm64 machine.
 	ShimARM64 string `yaml:"shim_arm64"`
 	GrubARM64 string `yaml:"grub_arm64"`
+	// GrubARM64Disk is grubaa64.efi.signed from grub-efi-arm64-signed:arm64,
+	// the build without network file access. arm64 UEFI HTTP Boot gets a
+	// disk image holding shim, this grub, its grub.cfg, kernel and initrds,
+	// because grubnetaa64 cannot fetch files over HTTP. Default none: arm64
+	// HTTP Boot clients of grub profiles get no boot file.
+	GrubARM64Disk string `yaml:"grub_arm64_disk"`
 }

@@ -107,6 +107,13 @@ func (l *leases) get(key string, now time.Time, d time.Duration) (netip.Addr, bo
 	return stale, true
 }
 
+// expiryOf is the end of key's lease, zero when it holds none.
+func (l *leases) expiryOf(key string) time.Time {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.byKey[key].expiry
+}
+
 // elsewhere prefixes the key under which an address another server
 // leased is held: no client's DUID, and never deleted from the store.
 const elsewhere = "\x00elsewhere "

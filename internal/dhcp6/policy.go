@@ -62,17 +62,9 @@ func (s *Server) handle(m *dhcpv6.Message, peer net.IP, bsPort bool, now time.Ti
 	var out *dhcpv6.Message
 	switch m.Type() {
 	case dhcpv6.MessageTypeSolicit:
-		hold, typ := offerHold, dhcpv6.MessageTypeAdvertise
-		if m.GetOneOption(dhcpv6.OptionRapidCommit) != nil {
-			hold, typ = s.cfg.LeaseTime, dhcpv6.MessageTypeReply
-		}
-		out = s.reply(m, typ)
-		a := s.addresses(out, m, key, now, hold)
-		if typ == dhcpv6.MessageTypeReply {
-			out.AddOption(&dhcpv6.OptionGeneric{OptionCode: dhcpv6.OptionRapidCommit})
-			if err := s.grant(key, mac, a, now); err != nil {
-				return nil, err.Error()
-			}
+		var err error
+		if out, err = s.offer(m, key, mac, now); err != nil {
+			return nil, err.Error()
 		}
 	case dhcpv6.MessageTypeRequest, dhcpv6.MessageTypeRenew, dhcpv6.MessageTypeRebind:
 		if m.Type() != dhcpv6.MessageTypeRebind && m.Options.ServerID() == nil {
@@ -80,7 +72,7 @@ func (s *Server) handle(m *dhcpv6.Message, peer net.IP, bsPort bool, now time.Ti
 		}
 		out = s.reply(m, dhcpv6.MessageTypeReply)
 		a := s.addresses(out, m, key, now, s.cfg.LeaseTime)
-		if err := s.grant(key, mac, a, now); err != nil {
+		if err := s.grant(key, mac, a, now, now.Add(s.cfg.LeaseTime)); err != nil {
 			return nil, err.Error()
 		}
 	case dhcpv6.MessageTypeConfirm, dhcpv6.MessageTypeInformationRequest:
@@ -129,15 +121,55 @@ func (s *Server) reply(m *dhcpv6.Message, t dhcpv6.MessageType) *dhcpv6.Message 
 	return out
 }
 
-// grant makes the lease of a (when one was given) durable before the
-// Reply that grants it goes out. When the store fails the Reply is not
-// sent: the client retries, and no client holds an address a restarted
-// server would not know.
-func (s *Server) grant(key string, mac net.HardwareAddr, a netip.Addr, now time.Time) error {
+// offer answers a Solicit: an Advertise, or with Rapid Commit a Reply
+// whose lease is stored first. In a fleet (Config.Peers) the advertised
+// address is stored too, held for offerHold, before it goes out: the
+// shared store refuses an address another server leased since this one
+// read it (its uniqueness decides between servers that pick the same
+// address at once), and this server then picks another. Each refusal
+// is of an address another client now holds, which the reread store
+// shows, so the picks end within the range's size.
+func (s *Server) offer(m *dhcpv6.Message, key string, mac net.HardwareAddr, now time.Time) (*dhcpv6.Message, error) {
+	rapid := m.GetOneOption(dhcpv6.OptionRapidCommit) != nil
+	tries := addrDiff(s.cfg.RangeStart, s.cfg.RangeEnd) + 1
+	for try := uint64(1); ; try++ {
+		hold, typ := offerHold, dhcpv6.MessageTypeAdvertise
+		if rapid {
+			hold, typ = s.cfg.LeaseTime, dhcpv6.MessageTypeReply
+		}
+		// A client that holds its address keeps its lease's end when it
+		// asks again; a reservation must not shorten it.
+		exp := now.Add(hold)
+		if prev := s.leases.expiryOf(key); prev.After(exp) {
+			exp = prev
+		}
+		out := s.reply(m, typ)
+		a := s.addresses(out, m, key, now, hold)
+		var err error
+		if rapid {
+			out.AddOption(&dhcpv6.OptionGeneric{OptionCode: dhcpv6.OptionRapidCommit})
+			err = s.grant(key, mac, a, now, now.Add(s.cfg.LeaseTime))
+		} else if s.cfg.Peers != nil {
+			err = s.grant(key, mac, a, now, exp)
+		}
+		if err == nil {
+			return out, nil
+		}
+		if !errors.Is(err, ErrTaken) || try >= tries {
+			return nil, err
+		}
+	}
+}
+
+// grant makes the lease of a (when one was given) until exp durable
+// before the message that grants it goes out. When the store fails the
+// message is not sent: the client retries, and no client holds an
+// address a restarted server would not know.
+func (s *Server) grant(key string, mac net.HardwareAddr, a netip.Addr, now, exp time.Time) error {
 	if !a.IsValid() {
 		return nil
 	}
-	if err := s.persist(key, mac, a, now.Add(s.cfg.LeaseTime)); err != nil {
+	if err := s.persist(key, mac, a, exp); err != nil {
 		if errors.Is(err, ErrTaken) {
 			// Another server of the fleet leased it: skip the address, and
 			// reread the store, whose other leases this server's view

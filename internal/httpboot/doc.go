@@ -22,6 +22,12 @@
 // signed grub fetches over TFTP only, so GrubTFTP serves the same paths
 // to the TFTP server.
 //
+// arm64 machines that UEFI HTTP Boot get /grub/MAC/arm64/disk.img
+// instead: a FAT image (package fatimg) the firmware boots from a RAM
+// disk, holding shim, Debian's non-network grubaa64, the machine's
+// grub.cfg and its profile's arm64 kernel and initrds, assembled per
+// machine as it is sent.
+//
 // Files are served with http.ServeContent, so HEAD, Range and conditional
 // requests work, and the bytes go out with sendfile.
 package httpboot

@@ -20,6 +20,7 @@ import (
 	"github.com/bootfleet/bootfleet/internal/inventory"
 	"github.com/bootfleet/bootfleet/internal/ipxe"
 	"github.com/bootfleet/bootfleet/internal/machineview"
+	"github.com/bootfleet/bootfleet/internal/pxe"
 )
 
 // FileOpener opens a client-supplied path inside the served roots, refusing
@@ -99,7 +100,10 @@ type Config struct {
 	// a root carry it as bootfleet.identity=.
 	IdentityURL string
 	ServerIP    string
-	Logger      *slog.Logger
+	// DiskARM64 is the chain of arm64 UEFI HTTP Boot's disk images; zero
+	// serves none.
+	DiskARM64 DiskChain
+	Logger    *slog.Logger
 }
 
 type server struct {
@@ -137,6 +141,7 @@ func New(c Config) http.Handler {
 	}
 	mux.HandleFunc("GET /grub/{mac}/grub.cfg", s.grubConfig(inventory.ArchX86_64))
 	mux.HandleFunc("GET /grub/{mac}/"+inventory.ArchARM64+"/grub.cfg", s.grubConfig(inventory.ArchARM64))
+	mux.HandleFunc("GET /grub/{mac}/"+inventory.ArchARM64+"/"+pxe.ARM64DiskFile, s.armDisk)
 	mux.HandleFunc("GET /done/{mac}", s.done)
 	mux.HandleFunc("POST /done/{mac}", s.done)
 	if c.Milestones != nil {

@@ -58,6 +58,10 @@ type PlanConfig struct {
 	Signed func(mac net.HardwareAddr) bool
 	// SignedARM64 says the arm64 shim and grub are served.
 	SignedARM64 bool
+	// SignedARM64Disk says arm64 UEFI HTTP Boot clients of the signed
+	// chain are served a disk image (ARM64DiskURL): Debian's grubnetaa64
+	// cannot load files over HTTP, so they get no shim to load it.
+	SignedARM64Disk bool
 
 	// Boots reports whether mac's profile has a kernel for cpu (Arch.CPU).
 	// A machine whose profile has none gets no boot file, so it never
@@ -126,6 +130,12 @@ func PlanFor(c Client, mac net.HardwareAddr, cfg PlanConfig) (Plan, error) {
 	case c.HTTPBoot:
 		if cfg.HTTPBase == "" {
 			return Plan{}, fmt.Errorf("%w: UEFI HTTP boot client (%s) but no HTTP base URL is configured; set the HTTP listen address", ErrNoPlan, c.Arch)
+		}
+		if c.Arch.CPU() == "arm64" && cfg.Signed != nil && cfg.Signed(mac) {
+			if !cfg.SignedARM64Disk {
+				return Plan{}, fmt.Errorf("%w: the machine's profile has loader grub and the client is %s, which boots over HTTP a disk image with grub inside; set secure_boot.grub_arm64_disk to Debian's grubaa64.efi.signed (scripts/arm64.sh fetches it)", ErrNoPlan, c.Arch)
+			}
+			return Plan{Proto: ProtoHTTP, BootFile: ARM64DiskURL(cfg.HTTPBase, mac), VendorClass: VendorHTTP}, nil
 		}
 		f, err := firmwareFile(c.Arch, mac, cfg)
 		if err != nil {
@@ -198,6 +208,17 @@ func scriptURL(mac net.HardwareAddr, a Arch, cfg PlanConfig) (string, error) {
 	}
 	return u, nil
 }
+
+// ARM64DiskURL is where an arm64 UEFI HTTP Boot client of the signed
+// chain downloads its disk image: the firmware loads an
+// application/vnd.efi-img into a RAM disk and boots
+// \EFI\BOOT\BOOTAA64.EFI from it.
+func ARM64DiskURL(base string, mac net.HardwareAddr) string {
+	return strings.TrimRight(base, "/") + "/grub/" + HyphenMAC(mac) + "/arm64/" + ARM64DiskFile
+}
+
+// ARM64DiskFile is the name of that image.
+const ARM64DiskFile = "disk.img"
 
 // HyphenMAC formats a MAC as 52-54-00-12-34-56, the form used in URLs
 // (colons would need escaping in some iPXE versions and in file names).

@@ -97,6 +97,8 @@ func TestPlanFor(t *testing.T) {
 	unsigned.Signed = func(net.HardwareAddr) bool { return false }
 	signedARM := signed
 	signedARM.SignedARM64 = true
+	signedARMDisk := signedARM
+	signedARMDisk.SignedARM64Disk = true
 	// The machine's profile has an x86_64 kernel only.
 	x86Only := signedARM
 	x86Only.Boots = func(m net.HardwareAddr, cpu string) bool { return cpu == "x86_64" }
@@ -134,7 +136,10 @@ func TestPlanFor(t *testing.T) {
 		{"signed ipxe still gets its script", Client{PXE: true, IPXE: true, Arch: ArchEFIx64}, signed, Plan{ProtoHTTP, "http://10.0.0.1:8080/ipxe/52-54-00-12-34-56", ""}, false},
 		{"signed arm64 has no chain", Client{PXE: true, Arch: ArchEFIARM64}, signed, Plan{}, true},
 		{"signed arm64 gets the arm64 shim", Client{PXE: true, HasArch: true, Arch: ArchEFIARM64}, signedARM, Plan{ProtoTFTP, "shimaa64.efi", ""}, false},
-		{"signed arm64 http boot gets the arm64 shim", Client{HTTPBoot: true, HasArch: true, Arch: ArchEFIARM64HTTP}, signedARM, Plan{ProtoHTTP, "http://10.0.0.1:8080/files/shimaa64.efi", "HTTPClient"}, false},
+		{"signed arm64 http boot without a disk grub", Client{HTTPBoot: true, HasArch: true, Arch: ArchEFIARM64HTTP}, signedARM, Plan{}, true},
+		{"signed arm64 http boot gets its disk image", Client{HTTPBoot: true, HasArch: true, Arch: ArchEFIARM64HTTP}, signedARMDisk, Plan{ProtoHTTP, "http://10.0.0.1:8080/grub/52-54-00-12-34-56/arm64/disk.img", "HTTPClient"}, false},
+		{"signed arm64 pxe still gets the arm64 shim", Client{PXE: true, HasArch: true, Arch: ArchEFIARM64}, signedARMDisk, Plan{ProtoTFTP, "shimaa64.efi", ""}, false},
+		{"arm64 http boot of an ipxe profile gets ipxe", Client{HTTPBoot: true, HasArch: true, Arch: ArchEFIARM64HTTP}, full, Plan{ProtoHTTP, "http://10.0.0.1:8080/files/ipxe-arm64.efi", "HTTPClient"}, false},
 		{"arm64 on an x86_64-only profile", Client{PXE: true, HasArch: true, Arch: ArchEFIARM64}, x86Only, Plan{}, true},
 		{"arm64 http boot on an x86_64-only profile", Client{HTTPBoot: true, HasArch: true, Arch: ArchEFIARM64HTTP}, x86Only, Plan{}, true},
 		{"arm64 ipxe asks for the arm64 script", Client{IPXE: true, HasArch: true, Arch: ArchEFIARM64}, signedARM, Plan{ProtoHTTP, "http://10.0.0.1:8080/ipxe/52-54-00-12-34-56?arch=arm64", ""}, false},
