@@ -3,13 +3,18 @@
 # author would: a stock debootstrap root with systemd, systemd-networkd
 # doing DHCP on every wired NIC, and the distribution's own kernel.
 #
-#   scripts/mkdebian.sh [--fs ext4|xfs|btrfs] [--table gpt|mbr|none]
-#                       [--size 2G] [--add DIR] [--packages P,Q] OUT.raw
+#   scripts/mkdebian.sh [--arch amd64|arm64] [--fs ext4|xfs|btrfs]
+#                       [--table gpt|mbr|none] [--size 2G] [--add DIR]
+#                       [--packages P,Q] OUT.raw
 #
-# --table gpt: an EFI system partition, then the root with the x86-64 root
-#   type GUID of the Discoverable Partitions Specification (a cloud image's
-#   layout); mbr: a swap partition, then the root as type 83 (an older PC's);
-#   none: the file system alone.
+# --arch arm64: an arm64 root (linux-image-arm64) made on an amd64 machine:
+#   debootstrap runs the root's arm64 programs through qemu-aarch64-static
+#   (package qemu-user-static), which this script registers with
+#   binfmt_misc if it is not registered yet. Default: amd64.
+# --table gpt: an EFI system partition, then the root with the root type
+#   GUID of the Discoverable Partitions Specification for the architecture
+#   (a cloud image's layout); mbr: a swap partition, then the root as type
+#   83 (an older PC's); none: the file system alone.
 # --add DIR: files copied over the root before the file system is made.
 # --packages P,Q: more Debian packages in the root (openssh-server, say);
 #   the tree with them is cached apart, so images without them keep theirs.
@@ -20,9 +25,10 @@
 # fdisk (sfdisk), e2fsprogs, xfsprogs, btrfs-progs and dosfstools.
 set -euo pipefail
 
-fs=ext4 table=gpt size=2G add="" extra=""
+arch=amd64 fs=ext4 table=gpt size=2G add="" extra=""
 while [ $# -gt 1 ]; do
   case "$1" in
+  --arch) arch=$2; shift 2 ;;
   --fs) fs=$2; shift 2 ;;
   --table) table=$2; shift 2 ;;
   --size) size=$2; shift 2 ;;
@@ -31,17 +37,25 @@ while [ $# -gt 1 ]; do
   *) echo "mkdebian: unknown option $1" >&2; exit 2 ;;
   esac
 done
-[ $# -eq 1 ] || { echo "usage: $0 [--fs ext4|xfs|btrfs] [--table gpt|mbr|none] [--size 2G] [--add DIR] [--packages P,Q] OUT.raw" >&2; exit 2; }
+[ $# -eq 1 ] || { echo "usage: $0 [--arch amd64|arm64] [--fs ext4|xfs|btrfs] [--table gpt|mbr|none] [--size 2G] [--add DIR] [--packages P,Q] OUT.raw" >&2; exit 2; }
 case "$extra" in *[!a-z0-9.+,-]*) echo "mkdebian: --packages $extra: want Debian package names separated by commas" >&2; exit 2 ;; esac
 out=$1
+# The DPS root partition type for the architecture.
+case "$arch" in
+amd64) roottype=4F68BCE3-E8CD-4DB1-96E7-FBCAF984B709 ;;
+arm64) roottype=B921B045-1DF0-41C3-AF44-4C6F280D3FAE ;;
+*) echo "mkdebian: --arch $arch: want amd64 or arm64" >&2; exit 2 ;;
+esac
 case "$fs" in ext4|xfs|btrfs) ;; *) echo "mkdebian: --fs $fs: want ext4, xfs or btrfs" >&2; exit 2 ;; esac
 case "$table" in gpt|mbr|none) ;; *) echo "mkdebian: --table $table: want gpt, mbr or none" >&2; exit 2 ;; esac
 
 cache=${BOOTFLEET_CACHE:-/var/cache/bootfleet-e2e}
-packages="systemd-sysv,udev,iproute2,linux-image-amd64${extra:+,$extra}"
-# The cache key covers everything that shapes the tree.
+packages="systemd-sysv,udev,iproute2,linux-image-$arch${extra:+,$extra}"
+# The cache key covers everything that shapes the tree; amd64 keys stay
+# what they were before --arch, so existing caches stay valid.
 key=$(printf '%s\n' "$packages" "$(sed -n '/^# tree:/,/^# end tree/p' "$0")" | sha256sum | cut -c1-16)
 tarball="$cache/debian-bookworm-$key.tar"
+[ "$arch" = amd64 ] || tarball="$cache/debian-bookworm-$arch-$key.tar"
 
 # mirror prints the Debian mirror apt is configured with here.
 mirror() {
@@ -59,10 +73,26 @@ cleanup() {
 }
 trap cleanup EXIT
 
+# foreign_exec makes sure this kernel runs arm64 programs (debootstrap's
+# second stage and chroot below): qemu-aarch64-static registered with
+# binfmt_misc with the F flag, so it works inside the chroot too.
+foreign_exec() {
+  local conf=/usr/lib/binfmt.d/qemu-aarch64.conf bm=/proc/sys/fs/binfmt_misc
+  [ "$(dpkg --print-architecture)" != arm64 ] || return 0
+  [ -s "$conf" ] || { echo "mkdebian: --arch arm64 on $(dpkg --print-architecture) needs qemu-aarch64-static: install qemu-user-static (scripts/deps.sh does)" >&2; exit 1; }
+  [ -e "$bm/register" ] || mount -t binfmt_misc binfmt_misc "$bm" ||
+    { echo "mkdebian: cannot mount binfmt_misc on $bm; --arch arm64 needs it to run arm64 programs under qemu-aarch64-static" >&2; exit 1; }
+  [ -e "$bm/qemu-aarch64" ] || cat "$conf" >"$bm/register" 2>/dev/null || [ -e "$bm/qemu-aarch64" ] ||
+    { echo "mkdebian: could not register $conf with binfmt_misc; register it (systemd-binfmt or update-binfmts) and run again" >&2; exit 1; }
+  grep -qx enabled "$bm/qemu-aarch64" ||
+    { echo "mkdebian: binfmt_misc has qemu-aarch64 disabled; enable it: echo 1 >$bm/qemu-aarch64" >&2; exit 1; }
+}
+
 if [ ! -s "$tarball" ]; then
   mkdir -p "$cache"
-  echo "mkdebian: debootstrap bookworm ($packages); cached as $tarball" >&2
-  debootstrap --variant=minbase --include="$packages" bookworm "$work/tree" "$(mirror)" >"$work/debootstrap.log" 2>&1 ||
+  [ "$arch" = amd64 ] || foreign_exec
+  echo "mkdebian: debootstrap bookworm $arch ($packages); cached as $tarball" >&2
+  debootstrap --arch="$arch" --variant=minbase --include="$packages" bookworm "$work/tree" "$(mirror)" >"$work/debootstrap.log" 2>&1 ||
     { tail -30 "$work/debootstrap.log" >&2; exit 1; }
   # tree: what an image author sets up; edits here change the cache key.
   echo bootfleet-client >"$work/tree/etc/hostname"
@@ -124,7 +154,7 @@ if [ "$table" = gpt ]; then
   sfdisk -q "$out" <<EOF
 label: gpt
 start=2048, size=$((32 * 2048)), type=U, name="EFI system"
-start=$((rootstart * 2048)), size=$((rootmib * 2048)), type=4F68BCE3-E8CD-4DB1-96E7-FBCAF984B709, name="root"
+start=$((rootstart * 2048)), size=$((rootmib * 2048)), type=$roottype, name="root"
 EOF
   truncate -s 32M "$work/esp.fs"
   mkfs.fat -n ESP "$work/esp.fs" >/dev/null

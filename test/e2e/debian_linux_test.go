@@ -54,6 +54,7 @@ else
   then=reboot
 fi
 echo "$name" >/var/bf-marker && sync
+echo "BOOTFLEET-READBACK: $(cat /var/bf-marker)"
 rest=${url#http://}
 hostport=${rest%%/*}
 status=none
@@ -130,6 +131,7 @@ func needDebianTools(t *testing.T) {
 type debianBoot struct {
 	systemd, failedUnits, marker, done string
 	pkg                                string // BOOTFLEET-PKG: what an image's report says of a package, if it does
+	readback                           string // the marker as read back after the root wrote it
 	shutdown                           string // the kernel's last word: "Restarting system" or "Power down"
 	kernelURL                          string // what iPXE loaded first after the script: the kernel
 	ioErrors                           []string
@@ -158,9 +160,17 @@ func debianVM(t *testing.T, ns *netns, dir, mac, tap string, boots int) ([]debia
 	start := time.Now()
 	q := startDebianVM(t, ns, dir, mac, tap)
 	defer q.stop()
+	return followDebianBoots(t, q, start, mac, boots, time.Duration(boots)*2*bootTimeout(t))
+}
+
+// followDebianBoots reads the console of q, started at start, until it
+// has shown boots Debian boots, each ended by the root's own reboot or
+// power off, or until timeout.
+func followDebianBoots(t *testing.T, q *proc, start time.Time, mac string, boots int, timeout time.Duration) ([]debianBoot, error) {
+	t.Helper()
 	var out []debianBoot
 	cur := debianBoot{}
-	ctx, cancel := contextTimeout(time.Duration(boots) * 2 * bootTimeout(t))
+	ctx, cancel := contextTimeout(timeout)
 	defer cancel()
 	_, err := q.waitLine(ctx, func(line string) (bool, error) {
 		for _, m := range ioErrorMarks {
@@ -185,6 +195,8 @@ func debianVM(t *testing.T, ns *netns, dir, mac, tap string, boots int) ([]debia
 				cur.failedUnits = strings.TrimSpace(v)
 			case "BOOTFLEET-MARKER":
 				cur.marker = v
+			case "BOOTFLEET-READBACK":
+				cur.readback = v
 			case "BOOTFLEET-DONE-CALLED":
 				cur.done = v
 			case "BOOTFLEET-PKG":
