@@ -9,8 +9,6 @@ import (
 	"net/netip"
 	"os"
 	"os/signal"
-	"strconv"
-	"strings"
 	"syscall"
 	"time"
 
@@ -161,7 +159,8 @@ func (a *Agent) proxyMain() {
 		a.Log.Error("root proxy", "err", err)
 		return
 	}
-	a.Log.Info("root proxy serving", "size", up.Info().Size, "read_cache", p.CacheBytes(), "multicast", o.HasMulticast, "overlay_known", cfg.Base)
+	a.Log.Info("root proxy serving", "size", up.Info().Size, "read_cache", p.CacheBytes(), "multicast", o.HasMulticast, "overlay_known", cfg.Base,
+		"group_read_buffer", p.Stats().GroupReadBuffer)
 	ctx := context.Background()
 	go p.Run(ctx)
 	go a.reportRootIO(o, p)
@@ -219,9 +218,6 @@ func (a *Agent) proxyConfig(o Options, up *rootproxy.Upstream) (rootproxy.Config
 		a.Log.Info("root proxy: overlay blocks", "blocks", set.Blocks(), "block_size", 1<<shift)
 	}
 	if o.HasMulticast && cfg.Base && cfg.CacheBytes > 0 {
-		if err := raiseReceiveBuffers(groupReceiveBuffer); err != nil {
-			a.Log.Warn("root proxy: the group's receive buffer stays small; bursts may be lost", "err", err)
-		}
 		cfg.Multicast = &mcast.ReceiverConfig{Server: o.Multicast.Server, Group: o.Multicast.Group, Content: o.Multicast.Content,
 			Interface: routeInterface(o.Multicast.Server.Addr()), Logger: a.Log}
 	}
@@ -292,25 +288,4 @@ func (a *Agent) reportRootIO(o Options, p *rootproxy.Proxy) {
 		last = st
 		w.report(o.Milestones + "/" + RootIOMilestone + "?" + rootIOQuery(st))
 	}
-}
-
-// groupReceiveBuffer is the receive buffer the group's socket asks for
-// (internal/mcast): a burst at the sender's rate overruns the kernel's
-// default 208 KiB in a few milliseconds of a busy CPU, and a machine that
-// loses a fifth of the group gives it up for unicast.
-const groupReceiveBuffer = 4 << 20
-
-// raiseReceiveBuffers lifts net.core.rmem_max to n, so the group's socket
-// gets the buffer it asks for. The agent owns the machine's network until
-// the root's init starts, and the root's sysctl.d may set it again.
-func raiseReceiveBuffers(n int) error {
-	const path = "/proc/sys/net/core/rmem_max"
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return err
-	}
-	if cur, err := strconv.Atoi(strings.TrimSpace(string(b))); err == nil && cur >= n {
-		return nil
-	}
-	return os.WriteFile(path, []byte(strconv.Itoa(n)), 0o644)
 }

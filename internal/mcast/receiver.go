@@ -99,6 +99,7 @@ type ReceiverStats struct {
 	Repairs    uint64 // requests for lost fragments (FlagRepair) sent
 	Chunks     uint64 // chunks committed to the cache
 	Fallbacks  uint64 // waits that failed: reads left to unicast
+	ReadBuffer int    // bytes of the group socket's receive buffer, as the kernel granted
 	Announced  bool   // the server answered the hello
 	Silent     bool   // the group was given up with ErrSilent
 	Lossy      bool   // the group was given up with ErrLossy
@@ -153,7 +154,7 @@ func NewReceiver(cfg ReceiverConfig) (*Receiver, error) {
 	if err != nil {
 		return nil, err
 	}
-	if r.group, err = listenGroup(cfg.Group, cfg.Interface); err != nil {
+	if r.group, r.st.ReadBuffer, err = listenGroup(cfg.Group, cfg.Interface); err != nil {
 		return nil, err
 	}
 	if r.uc, err = net.ListenUDP("udp4", nil); err != nil {

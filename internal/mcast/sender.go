@@ -56,13 +56,27 @@ type SenderStats struct {
 	Chunks     uint64 // passes over a chunk
 	Datagrams  uint64 // data datagrams sent
 	Bytes      uint64 // UDP payload bytes of the data datagrams
+	Again      uint64 // of those, bytes of chunks passed over before: repairs and late askers
 	SendErrors uint64 // data datagrams the socket refused
 }
 
 // served is a content with what has been sent of it.
 type served struct {
 	Content
-	chunks, datagrams, bytes atomic.Uint64
+	chunks, datagrams, bytes, again atomic.Uint64
+	passed                          []uint64 // a bit per chunk passed over; the send loop's alone
+}
+
+// firstPass records a pass over chunk and reports whether it is the
+// first: what a storm costs beyond sending each chunk once.
+func (c *served) firstPass(chunk uint32) bool {
+	if c.passed == nil {
+		c.passed = make([]uint64, (chunkwire.Chunks(c.Size)+63)/64)
+	}
+	w, bit := chunk/64, uint64(1)<<(chunk%64)
+	first := c.passed[w]&bit == 0
+	c.passed[w] |= bit
+	return first
 }
 
 // ContentStats counts what a Sender has multicast of one content: the
@@ -71,6 +85,7 @@ type ContentStats struct {
 	Chunks    uint64 // passes over a chunk
 	Datagrams uint64 // data datagrams sent
 	Bytes     uint64 // their UDP payload bytes
+	Again     uint64 // of those, bytes of chunks passed over before
 }
 
 // ContentStats returns the counters of content id since it was added;
@@ -82,7 +97,7 @@ func (s *Sender) ContentStats(id chunkwire.ContentID) (ContentStats, bool) {
 	if !ok {
 		return ContentStats{}, false
 	}
-	return ContentStats{Chunks: c.chunks.Load(), Datagrams: c.datagrams.Load(), Bytes: c.bytes.Load()}, true
+	return ContentStats{Chunks: c.chunks.Load(), Datagrams: c.datagrams.Load(), Bytes: c.bytes.Load(), Again: c.again.Load()}, true
 }
 
 // Sender serves Requests on one socket and multicasts the chunks asked
@@ -101,7 +116,7 @@ type Sender struct {
 	nextSeq  atomic.Uint32 // seq as the request loop may read it
 
 	requests, repairs, hellos, unknown, merged, suppressed atomic.Uint64
-	chunks, datagrams, bytes, sendErrors                   atomic.Uint64
+	chunks, datagrams, bytes, again, sendErrors            atomic.Uint64
 }
 
 // NewSender checks cfg and returns a Sender on conn, which it reads
@@ -160,7 +175,7 @@ func (s *Sender) Stats() SenderStats {
 	return SenderStats{
 		Requests: s.requests.Load(), Repairs: s.repairs.Load(), Hellos: s.hellos.Load(),
 		Unknown: s.unknown.Load(), Merged: s.merged.Load(), Suppressed: s.suppressed.Load(),
-		Chunks: s.chunks.Load(), Datagrams: s.datagrams.Load(), Bytes: s.bytes.Load(),
+		Chunks: s.chunks.Load(), Datagrams: s.datagrams.Load(), Bytes: s.bytes.Load(), Again: s.again.Load(),
 		SendErrors: s.sendErrors.Load(),
 	}
 }
@@ -307,6 +322,7 @@ func (s *Sender) sendChunk(ctx context.Context, p *pacer, c *served, j job, chun
 	}
 	s.chunks.Add(1)
 	c.chunks.Add(1)
+	again := !c.firstPass(j.key.chunk)
 	to := net.UDPAddrFromAddrPort(c.Group)
 	for f := 0; f < chunkwire.FragmentsPerChunk; f++ {
 		if j.mask&(1<<f) == 0 {
@@ -338,6 +354,10 @@ func (s *Sender) sendChunk(ctx context.Context, p *pacer, c *served, j job, chun
 		s.bytes.Add(uint64(len(dgram)))
 		c.datagrams.Add(1)
 		c.bytes.Add(uint64(len(dgram)))
+		if again {
+			s.again.Add(uint64(len(dgram)))
+			c.again.Add(uint64(len(dgram)))
+		}
 	}
 	return nil
 }

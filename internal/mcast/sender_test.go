@@ -158,3 +158,33 @@ func (l *lockedWriter) Write(p []byte) (int, error) {
 	defer l.mu.Unlock()
 	return l.w.Write(p)
 }
+
+// TestSenderCountsPassesAgain: the bytes of a chunk passed over a second
+// time (a repair, a late asker) are counted apart from first passes, per
+// Sender and per content.
+func TestSenderCountsPassesAgain(t *testing.T) {
+	conn := newFakeConn(nil)
+	s, id := startSender(t, conn, 4*chunkwire.ChunkSize, nil)
+	ask := func(flags uint16, chunk, mask uint32) {
+		conn.in <- (&chunkwire.Request{Content: id, Flags: flags, Ranges: []chunkwire.Range{{First: chunk, Count: 1, Mask: mask}}}).Append(nil)
+	}
+	ask(0, 0, chunkwire.AllFragments)
+	for range chunkwire.FragmentsPerChunk {
+		conn.next(t)
+	}
+	ask(chunkwire.FlagRepair, 0, 0b101)
+	again := len(conn.next(t)) + len(conn.next(t))
+	// The send loop counts a datagram after writing it: the next one, of
+	// a chunk never sent, orders the repair's counts before the check.
+	ask(0, 1, 1)
+	first := conn.next(t)
+	if d, err := chunkwire.ParseData(first); err != nil || d.Chunk != 1 {
+		t.Fatalf("datagram after the repair: %+v, %v; want chunk 1", d, err)
+	}
+	if got := s.Stats().Again; got != uint64(again) {
+		t.Errorf("sender counted %d bytes again, want the repair's %d", got, again)
+	}
+	if cs, _ := s.ContentStats(id); cs.Again != uint64(again) || cs.Bytes < cs.Again+uint64(chunkwire.ChunkSize) {
+		t.Errorf("content stats %+v, want %d bytes again of at least %d", cs, again, again+chunkwire.ChunkSize)
+	}
+}

@@ -47,22 +47,46 @@ func ListenSender(laddr netip.AddrPort, ifi *net.Interface, ttl int) (*net.UDPCo
 const groupReadBuffer = 4 << 20
 
 // listenGroup opens a socket that receives group's datagrams, joined on
-// ifi (nil: the interface the routing table gives the group).
-func listenGroup(group netip.AddrPort, ifi *net.Interface) (*net.UDPConn, error) {
+// ifi (nil: the interface the routing table gives the group), and
+// returns it with the receive buffer the kernel granted.
+func listenGroup(group netip.AddrPort, ifi *net.Interface) (*net.UDPConn, int, error) {
 	if !group.Addr().Is4() || !group.Addr().IsMulticast() {
-		return nil, fmt.Errorf("mcast: group %v, want an IPv4 multicast address", group)
+		return nil, 0, fmt.Errorf("mcast: group %v, want an IPv4 multicast address", group)
 	}
 	c, err := net.ListenMulticastUDP("udp4", ifi, net.UDPAddrFromAddrPort(group))
 	if err != nil {
-		return nil, fmt.Errorf("mcast: join %v: %w", group, err)
+		return nil, 0, fmt.Errorf("mcast: join %v: %w", group, err)
 	}
-	// A burst at a gigabit overruns the default 208 KiB in 2 ms of a busy
-	// CPU; the kernel caps this at net.core.rmem_max, which is fine.
-	if err := c.SetReadBuffer(groupReadBuffer); err != nil {
+	got, err := growReadBuffer(c, groupReadBuffer)
+	if err != nil {
 		c.Close()
-		return nil, fmt.Errorf("mcast: receive buffer of %d bytes for %v: %w", groupReadBuffer, group, err)
+		return nil, 0, fmt.Errorf("mcast: receive buffer of %d bytes for %v: %w", groupReadBuffer, group, err)
 	}
-	return c, nil
+	return c, got, nil
+}
+
+// growReadBuffer asks for a receive buffer of n bytes past
+// net.core.rmem_max (SO_RCVBUFFORCE, which the agent may use as root):
+// Debian's 208 KiB cap holds about 90 datagrams, a few milliseconds of
+// the group for a machine whose CPU is busy starting systemd, and every
+// datagram lost there costs the whole group a repair. Without the
+// privilege it settles for the cap. It returns what the kernel granted.
+func growReadBuffer(c *net.UDPConn, n int) (int, error) {
+	raw, err := c.SyscallConn()
+	if err != nil {
+		return 0, err
+	}
+	var forced error
+	raw.Control(func(fd uintptr) { forced = unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_RCVBUFFORCE, n) })
+	if forced != nil {
+		if err := c.SetReadBuffer(n); err != nil {
+			return 0, err
+		}
+	}
+	got := 0
+	var gerr error
+	raw.Control(func(fd uintptr) { got, gerr = unix.GetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_RCVBUF) })
+	return got, gerr
 }
 
 // unreadBytes is the size of the next datagram waiting in c's receive

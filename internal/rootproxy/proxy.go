@@ -58,7 +58,12 @@ type Stats struct {
 	MissBytes      uint64 // bytes read the cache did not hold
 	WrittenBytes   uint64 // bytes read of blocks the machine wrote
 	Fallbacks      uint64 // reads that waited on the group and went to unicast
-	Multicast      string // off, on, silent (nothing arrived) or lossy
+	Lost           uint64 // the group's datagrams this machine missed
+	Repairs        uint64 // requests for lost fragments it sent
+	// GroupReadBuffer is the group socket's receive buffer as the kernel
+	// granted it: a small one loses bursts while the machine is busy.
+	GroupReadBuffer int
+	Multicast       string // off, on, silent (nothing arrived) or lossy
 }
 
 // Proxy is the export the kernel's NBD client reads the root from: the
@@ -157,7 +162,7 @@ func (p *Proxy) Stats() Stats {
 		WrittenBytes: p.written.Load(), Fallbacks: p.fallbacks.Load(), Multicast: "off"}
 	if p.rcv != nil {
 		rs := p.rcv.Stats()
-		st.MulticastBytes = rs.Bytes
+		st.MulticastBytes, st.Lost, st.Repairs, st.GroupReadBuffer = rs.Bytes, rs.Lost, rs.Repairs, rs.ReadBuffer
 		switch {
 		case rs.Silent:
 			st.Multicast = "silent"

@@ -22,6 +22,10 @@ type RootIO struct {
 	MissBytes      uint64    `json:"cache_miss_bytes"`
 	WrittenBytes   uint64    `json:"written_read_bytes"`
 	Fallbacks      uint64    `json:"fallbacks"`
+	// Lost and Repairs are the group's datagrams the machine missed and
+	// the requests for them it sent: what its losses cost the others.
+	Lost    uint64 `json:"lost_datagrams"`
+	Repairs uint64 `json:"repairs"`
 	// Group is the state of the multicast group: off (none named, or
 	// bootfleet.proxy without one), on, silent (nothing arrived: the
 	// network drops it; read by unicast) or lossy (too much lost).
@@ -42,6 +46,19 @@ func ParseRootIO(q url.Values) (RootIO, error) {
 			return r, fmt.Errorf("root-io report: %s=%q: want a count", f.key, q.Get(f.key))
 		}
 		*f.v = n
+	}
+	// Agents older than these counts do not send them.
+	for _, f := range []struct {
+		key string
+		v   *uint64
+	}{{"lost", &r.Lost}, {"repairs", &r.Repairs}} {
+		if q.Has(f.key) {
+			n, err := strconv.ParseUint(q.Get(f.key), 10, 64)
+			if err != nil {
+				return r, fmt.Errorf("root-io report: %s=%q: want a count", f.key, q.Get(f.key))
+			}
+			*f.v = n
+		}
 	}
 	switch r.Group = q.Get("group"); r.Group {
 	case "off", "on", "silent", "lossy":

@@ -24,7 +24,10 @@ func TestRootIO(t *testing.T) {
 		t.Fatal(err)
 	}
 	f.step(5 * time.Second)
-	if err := f.r.RootIO(macA, rootIOQuery(300, 20, 900, 320, 1, "on"), "10.0.0.2:1"); err != nil {
+	second := rootIOQuery(300, 20, 900, 320, 1, "on")
+	second.Set("lost", "7")
+	second.Set("repairs", "2")
+	if err := f.r.RootIO(macA, second, "10.0.0.2:1"); err != nil {
 		t.Fatal(err)
 	}
 	if err := f.r.RootIO(macB, rootIOQuery(0, 400, 0, 400, 3, "silent"), "10.0.0.3:1"); err != nil {
@@ -34,7 +37,7 @@ func TestRootIO(t *testing.T) {
 	if len(bs) != 1 || bs[0].RootIO == nil {
 		t.Fatalf("boots of A: %+v, want one with a root-io report", bs)
 	}
-	if got := *bs[0].RootIO; got.MulticastBytes != 300 || got.UnicastBytes != 20 || got.Fallbacks != 1 || got.Group != "on" || !got.Time.Equal(f.now) {
+	if got := *bs[0].RootIO; got.MulticastBytes != 300 || got.UnicastBytes != 20 || got.Fallbacks != 1 || got.Group != "on" || got.Lost != 7 || got.Repairs != 2 || !got.Time.Equal(f.now) {
 		t.Fatalf("A's root io %+v, want the last report", got)
 	}
 	m := scrape(t, f.r)
@@ -54,6 +57,7 @@ func TestRootIO(t *testing.T) {
 	for _, bad := range []url.Values{
 		rootIOQuery(1, 1, 1, 1, 1, "maybe"),
 		{"multicast": {"x"}},
+		func() url.Values { q := rootIOQuery(1, 1, 1, 1, 1, "on"); q.Set("lost", "-1"); return q }(),
 	} {
 		if err := f.r.RootIO(macA, bad, "10.0.0.2:1"); err == nil || !strings.Contains(err.Error(), "root-io report") {
 			t.Errorf("report %v: got %v, want refused", bad, err)
@@ -65,6 +69,7 @@ func TestRootIO(t *testing.T) {
 // and group survive a round trip, or is refused.
 func FuzzParseRootIO(f *testing.F) {
 	f.Add("multicast=1&unicast=2&hits=3&misses=4&written=0&fallbacks=5&group=on")
+	f.Add("multicast=1&unicast=2&hits=3&misses=4&written=0&fallbacks=5&lost=6&repairs=7&group=lossy")
 	f.Fuzz(func(t *testing.T, raw string) {
 		q, err := url.ParseQuery(raw)
 		if err != nil {
@@ -74,7 +79,10 @@ func FuzzParseRootIO(f *testing.F) {
 		if err != nil {
 			return
 		}
-		back, err := ParseRootIO(rootIOQuery(r.MulticastBytes, r.UnicastBytes, r.HitBytes, r.MissBytes, r.Fallbacks, r.Group))
+		q2 := rootIOQuery(r.MulticastBytes, r.UnicastBytes, r.HitBytes, r.MissBytes, r.Fallbacks, r.Group)
+		q2.Set("lost", strconv.FormatUint(r.Lost, 10))
+		q2.Set("repairs", strconv.FormatUint(r.Repairs, 10))
+		back, err := ParseRootIO(q2)
 		back.WrittenBytes = r.WrittenBytes
 		if err != nil || back != r {
 			t.Fatalf("%q: %+v does not survive a round trip: %+v, %v", raw, r, back, err)

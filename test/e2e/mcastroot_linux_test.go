@@ -22,12 +22,13 @@ import (
 // /metrics, and its bridge's transmit counter.
 type serverCounters struct {
 	nbdRead, mcastSent, files float64 // payload bytes: NBD reads, multicast, TFTP and HTTP files
+	mcastAgain                float64 // of mcastSent, chunks sent before: repairs and late askers
 	nbdSessions               float64 // finished NBD sessions
 	txBytes                   float64 // br0's tx_bytes: everything the server put on the LAN
 }
 
 func (c serverCounters) minus(o serverCounters) serverCounters {
-	return serverCounters{c.nbdRead - o.nbdRead, c.mcastSent - o.mcastSent, c.files - o.files, c.nbdSessions - o.nbdSessions, c.txBytes - o.txBytes}
+	return serverCounters{c.nbdRead - o.nbdRead, c.mcastSent - o.mcastSent, c.mcastAgain - o.mcastAgain, c.files - o.files, c.nbdSessions - o.nbdSessions, c.txBytes - o.txBytes}
 }
 
 // counters reads them inside the LAN.
@@ -72,6 +73,7 @@ func (d *debianServer) counters(t *testing.T) serverCounters {
 	return serverCounters{
 		nbdRead:     sum("bootfleet_nbd_bytes_total", "direction", "read"),
 		mcastSent:   sum("bootfleet_multicast_sent_bytes_total"),
+		mcastAgain:  sum("bootfleet_multicast_again_bytes_total"),
 		files:       sum("bootfleet_transfer_bytes_total"),
 		nbdSessions: sum("bootfleet_nbd_sessions_total"),
 		txBytes:     tx,
@@ -250,8 +252,14 @@ func TestMulticastRootDebian(t *testing.T) {
 	d.bootTogether(t, "multicast", macs, taps, map[string]ending{pers: {"present mc4", "Power down"}})
 	four := d.settled(t, before, len(macs))
 	root := four.nbdRead + four.mcastSent
-	report := fmt.Sprintf("four machines: NBD %.1f MiB + multicast %.1f MiB = %.1f MiB, %.2f x one boot's %.1f MiB; files %.1f MiB; br0 sent %.1f MiB",
-		four.nbdRead/(1<<20), four.mcastSent/(1<<20), root/(1<<20), root/one.nbdRead, one.nbdRead/(1<<20), four.files/(1<<20), four.txBytes/(1<<20))
+	report := fmt.Sprintf("four machines: NBD %.1f MiB + multicast %.1f MiB (%.1f MiB of it chunks sent before) = %.1f MiB, %.2f x one boot's %.1f MiB; files %.1f MiB; br0 sent %.1f MiB",
+		four.nbdRead/(1<<20), four.mcastSent/(1<<20), four.mcastAgain/(1<<20), root/(1<<20), root/one.nbdRead, one.nbdRead/(1<<20), four.files/(1<<20), four.txBytes/(1<<20))
+	for _, mac := range macs {
+		if r := d.rootIO(t, mac).RootIO; r != nil {
+			report += fmt.Sprintf("\n%s: multicast %.1f MiB, unicast %.1f MiB, lost %d datagrams, %d repairs, %d fallbacks, group %s",
+				mac, float64(r.MulticastBytes)/(1<<20), float64(r.UnicastBytes)/(1<<20), r.Lost, r.Repairs, r.Fallbacks, r.Group)
+		}
+	}
 	t.Log(report)
 	os.WriteFile(filepath.Join(d.dir, "bytes.txt"), []byte(report+"\n"), 0o644)
 	if root > 1.5*one.nbdRead {
