@@ -26,24 +26,31 @@ func (r *Receiver) want(first, count uint32, now time.Time) {
 	}
 	total := chunkwire.Chunks(r.cfg.Size)
 	var ranges []chunkwire.Range
+	backlog := -1 // unknown until a chunk is to be asked for
 	for c := first; c-first < count && c < total; c++ {
 		a := r.pend[c]
 		switch {
 		case a != nil && a.wanted:
 			continue
 		case a != nil:
-			// Arriving because another agent asked: ask for what is missing.
-			a.wanted, a.since, a.asked = true, now, now
-			ranges = appendRange(ranges, c, a.need&^a.have)
-			continue
+			// Arriving because another agent asked: what is missing.
 		case r.cfg.Cache.Has(c) || !r.room():
 			continue
-		}
-		if a = r.start(c, now); a == nil {
-			continue
+		default:
+			if a = r.start(c, now); a == nil {
+				continue
+			}
 		}
 		a.wanted, a.since, a.asked = true, now, now
-		ranges = appendRange(ranges, c, a.need)
+		if backlog < 0 {
+			backlog = min(r.queued(), 1)
+		}
+		if backlog > 0 {
+			// What waits unread in the socket may be this chunk.
+			r.deferAsk(a, now)
+			continue
+		}
+		ranges = appendRange(ranges, c, a.need&^a.have)
 	}
 	if len(ranges) > 0 {
 		r.send(0, ranges)
@@ -179,6 +186,7 @@ func (r *Receiver) take(d chunkwire.Data, now time.Time) {
 	if a.have == a.need {
 		r.cfg.Cache.Commit(d.Chunk, int(min(chunkwire.ChunkSize, r.cfg.Size-int64(d.Chunk)*chunkwire.ChunkSize)))
 		r.st.Chunks++
+		r.undefer(a)
 		delete(r.pend, d.Chunk)
 		close(a.done)
 		return
@@ -210,6 +218,7 @@ func (r *Receiver) repair(flags uint16, chunks []uint32, counted bool, now time.
 			r.fail(c, fmt.Errorf("%w: chunk %d asked for %d times, %d of %d fragments arrived", ErrLossy, c, a.repairs, bits.OnesCount32(a.have), bits.OnesCount32(a.need)))
 			continue
 		}
+		r.undefer(a)
 		a.asked = now
 		ranges = appendRange(ranges, c, a.need&^a.have)
 	}
@@ -222,6 +231,7 @@ func (r *Receiver) repair(flags uint16, chunks []uint32, counted bool, now time.
 // fail ends chunk's assembly with err. r.mu is held.
 func (r *Receiver) fail(chunk uint32, err error) {
 	a := r.pend[chunk]
+	r.undefer(a)
 	delete(r.pend, chunk)
 	r.cfg.Cache.Release(chunk)
 	a.err = err
@@ -252,7 +262,9 @@ func (r *Receiver) tick(now time.Time) {
 	r.lastTick = now
 	var lost, quiet, busy []uint32
 	waitingSince := time.Time{}
-	serverQuiet := now.Sub(r.lastHeard) >= r.cfg.RepairAfter
+	// Whether something arrived is judged up to what has been read.
+	read := r.caughtUp(now)
+	serverQuiet := read.Sub(r.lastHeard) >= r.cfg.RepairAfter
 	for c, a := range r.pend {
 		if !a.wanted {
 			if now.Sub(a.progress) >= r.cfg.KeepPartial {
@@ -264,13 +276,16 @@ func (r *Receiver) tick(now time.Time) {
 		if waitingSince.IsZero() || a.since.Before(waitingSince) {
 			waitingSince = a.since
 		}
-		idle := now.Sub(latest(a.asked, a.progress)) >= r.cfg.RepairAfter
+		if a.deferred {
+			continue
+		}
+		idle := read.Sub(latest(a.asked, a.progress)) >= r.cfg.RepairAfter
 		switch {
 		case a.have != 0 && idle:
 			lost = append(lost, c)
 		case a.have == 0 && idle && serverQuiet:
 			quiet = append(quiet, c)
-		case a.have == 0 && now.Sub(a.asked) >= r.cfg.AskAgain:
+		case a.have == 0 && read.Sub(a.asked) >= r.cfg.AskAgain:
 			busy = append(busy, c)
 		}
 	}
@@ -283,6 +298,7 @@ func (r *Receiver) tick(now time.Time) {
 	r.repair(chunkwire.FlagRepair, lost, true, now)
 	r.repair(0, quiet, false, now)
 	r.repair(0, busy, true, now)
+	r.askDeferred(read, now)
 }
 
 // giveUp stops this receiver's use of the group: every wanted chunk and

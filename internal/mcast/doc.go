@@ -22,6 +22,12 @@
 //     send one content to one group), and asks again for what is missing
 //     as soon as that sender has moved past a chunk (FlagEnd, or a
 //     datagram of another chunk), or RepairAfter after the last progress;
+//   - a receiver that reads its socket late (a busy machine) judges what
+//     did not arrive on the clock of what it has read, by the kernel's
+//     arrival stamps, and holds the requests of chunks wanted while
+//     datagrams wait unread until it has read them: else it would ask for
+//     what waits in its own socket, and the server would send it again to
+//     every machine;
 //   - a chunk asked for more than MaxRepairs times fails with ErrLossy; a
 //     receiver that loses more than MaxLoss of the group, or has had no
 //     datagram within Silence of wanting one (ErrSilent), gives the group
@@ -31,7 +37,8 @@
 //
 // Files: sender.go (request loop, paced send), queue.go (merging and
 // suppression), receiver.go (sockets, requests), assembly.go (chunks,
-// repair, silence), stream.go (per-sender sequence, loss), cache.go (MemCache, preallocated chunk
-// slots), pacer.go (token bucket), socket.go (sockets with their
-// multicast options).
+// repair, silence), backlog.go (requests held while datagrams wait
+// unread), stream.go (per-sender sequence, loss), cache.go (MemCache,
+// preallocated chunk slots), pacer.go (token bucket), socket.go (sockets
+// with their multicast options and arrival stamps).
 package mcast

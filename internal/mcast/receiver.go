@@ -118,19 +118,27 @@ type Receiver struct {
 	uc    *net.UDPConn  // requests out, announces in
 	out   requestWriter // uc, or a test's stand-in
 
-	mu         sync.Mutex
-	pend       map[uint32]*assembly
-	lastHeard  time.Time
-	lastTick   time.Time  // when tick last ran
-	resumed    time.Time  // the last tick that came after a stall
-	queued     func() int // bytes waiting unread in the group's socket
-	streams    [maxStreams]stream
-	winTaken   uint32 // datagrams taken in the loss window
-	winLost    uint32 // datagrams lost in the loss window
-	gaveUp     error  // ErrSilent or ErrLossy once the group is given up
-	st         ReceiverStats
-	reqBuf     []byte
-	repairList []chunkwire.Range
+	mu        sync.Mutex
+	pend      map[uint32]*assembly
+	lastHeard time.Time
+	// lastArrival is when the newest datagram read from the group
+	// arrived: everything that arrived before it has been read.
+	lastArrival time.Time
+	// deferred counts wanted chunks not asked for yet because datagrams
+	// waited unread when they were wanted; oldestDeferred is the first
+	// such want.
+	deferred       int
+	oldestDeferred time.Time
+	lastTick       time.Time  // when tick last ran
+	resumed        time.Time  // the last tick that came after a stall
+	queued         func() int // bytes waiting unread in the group's socket
+	streams        [maxStreams]stream
+	winTaken       uint32 // datagrams taken in the loss window
+	winLost        uint32 // datagrams lost in the loss window
+	gaveUp         error  // ErrSilent or ErrLossy once the group is given up
+	st             ReceiverStats
+	reqBuf         []byte
+	repairList     []chunkwire.Range
 }
 
 // assembly is a chunk being received.
@@ -143,6 +151,7 @@ type assembly struct {
 	asked    time.Time // last request for it
 	progress time.Time // last fragment
 	repairs  int
+	deferred bool          // wanted while datagrams waited unread: not asked for yet
 	done     chan struct{} // closed when committed or failed
 	err      error
 }
@@ -261,25 +270,32 @@ func (r *Receiver) readServer() {
 
 func (r *Receiver) readGroup() {
 	buf := make([]byte, 2048)
+	oob := make([]byte, stampSpace)
 	for {
-		n, _, err := r.group.ReadFrom(buf)
+		n, arrived, err := readStamped(r.group, buf, oob)
 		if err != nil {
 			return
 		}
-		r.datagram(buf[:n], time.Now())
+		r.datagram(buf[:n], arrived)
 	}
 }
 
-// datagram takes one datagram from the group: anyone on the segment can
-// send one, so what is not a sound Data of this content is dropped.
-func (r *Receiver) datagram(b []byte, now time.Time) {
+// datagram takes one datagram from the group, which arrived at arrived:
+// anyone on the segment can send one, so what is not a sound Data of
+// this content is dropped.
+func (r *Receiver) datagram(b []byte, arrived time.Time) {
 	d, err := chunkwire.ParseData(b)
-	if err != nil || d.Content != r.cfg.Content {
-		return
-	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.take(d, now)
+	if arrived.After(r.lastArrival) {
+		r.lastArrival = arrived
+	}
+	if err == nil && d.Content == r.cfg.Content {
+		r.take(d, arrived)
+	}
+	// The socket is read in order: everything that arrived before this
+	// datagram has been read, so what was wanted before it may be asked.
+	r.askDeferred(arrived, arrived)
 }
 
 // send sends a request with ranges (a hello when there are none) and

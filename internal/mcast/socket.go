@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"time"
+	"unsafe"
 
 	"golang.org/x/net/ipv4"
 	"golang.org/x/sys/unix"
@@ -62,8 +64,62 @@ func listenGroup(group netip.AddrPort, ifi *net.Interface) (*net.UDPConn, int, e
 		c.Close()
 		return nil, 0, fmt.Errorf("mcast: receive buffer of %d bytes for %v: %w", groupReadBuffer, group, err)
 	}
+	if err := stampArrivals(c); err != nil {
+		c.Close()
+		return nil, 0, fmt.Errorf("mcast: arrival timestamps on the socket of %v: %w", group, err)
+	}
 	return c, got, nil
 }
+
+// stampArrivals has the kernel note when each datagram arrived
+// (SO_TIMESTAMPNS), so a receiver that falls behind its socket can tell
+// what arrived before it asked from what is still on its way.
+func stampArrivals(c *net.UDPConn) error {
+	raw, err := c.SyscallConn()
+	if err != nil {
+		return err
+	}
+	var serr error
+	if err := raw.Control(func(fd uintptr) { serr = unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_TIMESTAMPNS, 1) }); err != nil {
+		return err
+	}
+	return serr
+}
+
+// maxBacklog bounds how old a datagram's arrival may be taken to be: a
+// wall-clock step between arrival and read must not make it look hours
+// old.
+const maxBacklog = 10 * time.Second
+
+// readStamped reads one datagram from c into b and returns its length and
+// when it arrived, on the monotonic clock of now; now itself when the
+// kernel gave no timestamp. It allocates nothing.
+func readStamped(c *net.UDPConn, b, oob []byte) (int, time.Time, error) {
+	n, oobn, _, _, err := c.ReadMsgUDPAddrPort(b, oob)
+	now := time.Now()
+	if err != nil {
+		return n, now, err
+	}
+	for rest := oob[:oobn]; len(rest) > 0; {
+		h, data, more, err := unix.ParseOneSocketControlMessage(rest)
+		if err != nil {
+			break
+		}
+		rest = more
+		if h.Level != unix.SOL_SOCKET || h.Type != unix.SCM_TIMESTAMPNS || len(data) < int(unsafe.Sizeof(unix.Timespec{})) {
+			continue
+		}
+		ts := (*unix.Timespec)(unsafe.Pointer(&data[0]))
+		// The kernel's stamp is wall-clock time; its age, taken against
+		// the wall clock now, moves it onto the monotonic clock.
+		age := min(max(now.Sub(time.Unix(ts.Unix())), 0), maxBacklog)
+		return n, now.Add(-age), nil
+	}
+	return n, now, nil
+}
+
+// stampSpace is the control-message room readStamped needs.
+var stampSpace = unix.CmsgSpace(int(unsafe.Sizeof(unix.Timespec{})))
 
 // growReadBuffer asks for a receive buffer of n bytes past
 // net.core.rmem_max (SO_RCVBUFFORCE, which the agent may use as root):
