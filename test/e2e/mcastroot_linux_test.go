@@ -28,7 +28,8 @@ type serverCounters struct {
 }
 
 func (c serverCounters) minus(o serverCounters) serverCounters {
-	return serverCounters{c.nbdRead - o.nbdRead, c.mcastSent - o.mcastSent, c.mcastAgain - o.mcastAgain, c.files - o.files, c.nbdSessions - o.nbdSessions, c.txBytes - o.txBytes}
+	return serverCounters{nbdRead: c.nbdRead - o.nbdRead, mcastSent: c.mcastSent - o.mcastSent, mcastAgain: c.mcastAgain - o.mcastAgain,
+		files: c.files - o.files, nbdSessions: c.nbdSessions - o.nbdSessions, txBytes: c.txBytes - o.txBytes}
 }
 
 // counters reads them inside the LAN.
