@@ -88,7 +88,7 @@ func TestParseCmdline(t *testing.T) {
 }
 
 func TestRootIOQuery(t *testing.T) {
-	got := rootIOQuery(rootproxy.Stats{MulticastBytes: 1, UnicastBytes: 2, HitBytes: 3, MissBytes: 4, WrittenBytes: 5, Fallbacks: 6, Lost: 7, Repairs: 8, Multicast: "silent"})
+	got := RootIOQuery(rootproxy.Stats{MulticastBytes: 1, UnicastBytes: 2, HitBytes: 3, MissBytes: 4, WrittenBytes: 5, Fallbacks: 6, Lost: 7, Repairs: 8, Multicast: "silent"})
 	if want := "fallbacks=6&group=silent&hits=3&lost=7&misses=4&multicast=1&repairs=8&unicast=2&written=5"; got != want {
 		t.Fatalf("got %q, want %q", got, want)
 	}

@@ -286,6 +286,6 @@ func (a *Agent) reportRootIO(o Options, p *rootproxy.Proxy) {
 			continue
 		}
 		last = st
-		w.report(o.Milestones + "/" + RootIOMilestone + "?" + rootIOQuery(st))
+		w.report(o.Milestones + "/" + RootIOMilestone + "?" + RootIOQuery(st))
 	}
 }

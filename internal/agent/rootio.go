@@ -14,11 +14,11 @@ import (
 // the boot.
 const RootIOMilestone = "root-io"
 
-// rootIOQuery is a report's query: bytes by multicast and by unicast,
+// RootIOQuery is a report's query: bytes by multicast and by unicast,
 // cache hit and miss bytes, reads of written blocks, fallbacks, the
 // group's datagrams lost and the repairs asked, and the state of the
 // group (off, on, silent, lossy).
-func rootIOQuery(st rootproxy.Stats) string {
+func RootIOQuery(st rootproxy.Stats) string {
 	u := func(v uint64) []string { return []string{strconv.FormatUint(v, 10)} }
 	return url.Values{"multicast": u(st.MulticastBytes), "unicast": u(st.UnicastBytes), "hits": u(st.HitBytes),
 		"misses": u(st.MissBytes), "written": u(st.WrittenBytes), "fallbacks": u(st.Fallbacks),

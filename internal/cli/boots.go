@@ -52,9 +52,9 @@ func bootsCmd() *cobra.Command {
 				s := b.Summary
 				rows = append(rows, []string{b.ID, machineLabel(names, b.MAC), formatTime(&b.Start), b.State,
 					seconds(s.DHCPSeconds), seconds(s.DownloadSeconds), humanBytes(s.DownloadBytes),
-					mbpsCol(s.DownloadMBps, s.DownloadBytes), totalCol(b)})
+					mbpsCol(s.DownloadMBps, s.DownloadBytes), totalCol(b), rootCol(b.RootIO)})
 			}
-			return table(cmd.OutOrStdout(), []string{"ID", "MACHINE", "START", "STATE", "DHCP", "DOWNLOAD", "BYTES", "MB/S", "TOTAL"}, rows)
+			return table(cmd.OutOrStdout(), []string{"ID", "MACHINE", "START", "STATE", "DHCP", "DOWNLOAD", "BYTES", "MB/S", "TOTAL", "ROOT"}, rows)
 		},
 	}
 	o.register(cmd)
@@ -90,9 +90,7 @@ func bootsCmd() *cobra.Command {
 				kv = append(kv, [2]string{"servers", strings.Join(b.Servers, ", ")})
 			}
 			if r := b.RootIO; r != nil { // the agent's root proxy reported
-				kv = append(kv, [2]string{"root", fmt.Sprintf("%s by multicast, %s by unicast (group %s); cache %s hit, %s missed; %d fallbacks",
-					humanBytes(int64(r.MulticastBytes)), humanBytes(int64(r.UnicastBytes)), r.Group,
-					humanBytes(int64(r.HitBytes)), humanBytes(int64(r.MissBytes)), r.Fallbacks)})
+				kv = append(kv, [2]string{"root", rootLine(*r)})
 			}
 			if err := keyValues(w, kv); err != nil {
 				return err
@@ -149,6 +147,35 @@ func machineLabel(names map[string]string, mac string) string {
 		return n + " (" + mac + ")"
 	}
 	return mac
+}
+
+// rootLine is a root-io report in full. Lost datagrams and repairs only
+// mean something where the machine joined a group.
+func rootLine(r telemetry.RootIO) string {
+	s := fmt.Sprintf("%s by multicast, %s by unicast (group %s); cache %s hit, %s missed; %d fallbacks",
+		humanBytes(int64(r.MulticastBytes)), humanBytes(int64(r.UnicastBytes)), r.Group,
+		humanBytes(int64(r.HitBytes)), humanBytes(int64(r.MissBytes)), r.Fallbacks)
+	if r.Group != "off" {
+		s += fmt.Sprintf("; %d datagrams lost, %d repairs asked", r.Lost, r.Repairs)
+	}
+	return s
+}
+
+// rootCol is a root-io report in a list's cell: the group's state, the
+// share of the root that came by multicast, and what the group cost.
+func rootCol(r *telemetry.RootIO) string {
+	if r == nil {
+		return "-"
+	}
+	share := "-"
+	if n := r.MulticastBytes + r.UnicastBytes; n > 0 {
+		share = fmt.Sprintf("%.0f%%", 100*float64(r.MulticastBytes)/float64(n))
+	}
+	s := fmt.Sprintf("group %s, %s multicast", r.Group, share)
+	if r.Group != "off" {
+		s += fmt.Sprintf(", %d lost, %d repairs", r.Lost, r.Repairs)
+	}
+	return s + fmt.Sprintf(", %d fallbacks", r.Fallbacks)
 }
 
 func seconds(s float64) string { return fmt.Sprintf("%.2fs", s) }

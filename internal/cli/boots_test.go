@@ -4,6 +4,7 @@ import (
 	"context"
 	"net"
 	"net/http/httptest"
+	"net/url"
 	"path/filepath"
 	"testing"
 	"time"
@@ -20,7 +21,8 @@ import (
 )
 
 // recordedBoots is a recorder holding a UEFI boot of machine "web1" that
-// completed, and an iPXE boot of an unnamed machine still in progress.
+// completed, its group lossy, and an iPXE boot of an unnamed machine
+// still in progress, reading its root by unicast alone.
 func recordedBoots(clock *time.Time) *telemetry.Recorder {
 	r := telemetry.New(telemetry.Config{Now: func() time.Time { return *clock },
 		LookupIP: func(ip net.IP) net.HardwareAddr { // the neighbour table
@@ -55,12 +57,25 @@ func recordedBoots(clock *time.Time) *telemetry.Recorder {
 	get(web1, "/srv/initrd.img", 30_000_000, 6*time.Second)
 	step(12 * time.Second)
 	r.Milestone(web1, "kernel-up", "10.0.0.10:3002")
+	rootIO(r, web1, "multicast=52428800&unicast=20971520&hits=62914560&misses=10485760&written=0&fallbacks=7&lost=130&repairs=41&group=lossy")
 	step(3 * time.Second)
 	r.Complete(web1)
 	step(time.Minute)
 	dora(other, ipxe)
 	step(2 * time.Second)
+	rootIO(r, other, "multicast=0&unicast=4194304&hits=0&misses=4194304&written=0&fallbacks=0&group=off")
 	return r
+}
+
+// rootIO records a root-io report as the agent sends it (agent.RootIOQuery).
+func rootIO(r *telemetry.Recorder, mac net.HardwareAddr, query string) {
+	q, err := url.ParseQuery(query)
+	if err == nil {
+		err = r.RootIO(mac, q, "10.0.0.10:3003")
+	}
+	if err != nil {
+		panic(err)
+	}
 }
 
 func TestBootsGolden(t *testing.T) {

@@ -33,7 +33,7 @@ type RootIO struct {
 	Server string `json:"server,omitempty"` // the server the report reached
 }
 
-// ParseRootIO reads a root-io report's query (agent.rootIOQuery).
+// ParseRootIO reads a root-io report's query (agent.RootIOQuery).
 func ParseRootIO(q url.Values) (RootIO, error) {
 	var r RootIO
 	for _, f := range []struct {

@@ -20,6 +20,10 @@ func TestAssets(t *testing.T) {
 		{"/ui/app.js", "javascript", `call("GET", "/images")`},
 		{"/", "text/html", `<table id="versions">`},
 		{"/ui/app.js", "javascript", `"/versions")`},
+		{"/", "text/html", `<table id="storm-machines"`},
+		{"/", "text/html", `<script src="/ui/storm.js"></script>
+<script src="/ui/app.js"></script>`}, // app.js's first poll renders the storm view
+		{"/ui/storm.js", "javascript", "function renderRootIO("},
 	} {
 		t.Run(tc.path, func(t *testing.T) {
 			rec := httptest.NewRecorder()

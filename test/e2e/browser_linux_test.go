@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -44,6 +45,20 @@ func startBrowser(t *testing.T, timeout time.Duration) context.Context {
 		cancelAlloc()
 	})
 	return ctx
+}
+
+// openDashboard loads the dashboard at web with the API token in the
+// browser's storage, as an admin who pasted it, and runs wait, e.g. a
+// WaitVisible for what the test reads.
+func openDashboard(ctx context.Context, web, token string, wait ...chromedp.Action[chromedp.Void]) error {
+	err := chromedp.Do(ctx, chromedp.Navigate(web+"/"))
+	if err == nil {
+		_, err = chromedp.Run(ctx, chromedp.Evaluate[bool](fmt.Sprintf(`localStorage.setItem("bootfleet-token", %q), true`, token)))
+	}
+	if err == nil {
+		err = chromedp.Do(ctx, append([]chromedp.Action[chromedp.Void]{chromedp.Reload()}, wait...)...)
+	}
+	return err
 }
 
 // screenshot saves the page as dir/name, for post-mortems.

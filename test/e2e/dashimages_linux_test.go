@@ -38,13 +38,7 @@ func TestDashboardImages(t *testing.T) {
 
 	ctx := startBrowser(t, 90*time.Second)
 	row := fmt.Sprintf(`#images tbody tr[data-image=%q]`, nbdImageName)
-	err := chromedp.Do(ctx, chromedp.Navigate(web+"/"))
-	if err == nil {
-		_, err = chromedp.Run(ctx, chromedp.Evaluate[bool](fmt.Sprintf(`localStorage.setItem("bootfleet-token", %q), true`, token)))
-	}
-	if err == nil {
-		err = chromedp.Do(ctx, chromedp.Reload(), chromedp.WaitVisible(row))
-	}
+	err := openDashboard(ctx, web, token, chromedp.WaitVisible(row))
 	screenshot(ctx, dir, "dashboard-images.png")
 	if err != nil {
 		t.Fatalf("dashboard at %s: no row %s: %v", web, row, err)

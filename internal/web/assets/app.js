@@ -75,7 +75,7 @@ async function refresh() {
   const list = boots.boots || [];
   renderFleet(machines.machines || [], list);
   renderBoots(list);
-  renderStorm(list);
+  renderStorm(list, machines.machines || []);
   if (selected) {
     const b = list.find((x) => x.id === selected);
     if (b) renderTimeline(b);
@@ -257,59 +257,6 @@ function renderTimeline(b) {
     row.append(el("div", info, "info"));
     box.append(row);
   }
-}
-
-// The storm view: completed boots over time, and bytes served per second
-// (each transfer's bytes spread evenly over its duration).
-function renderStorm(boots) {
-  const done = boots.filter((b) => b.state === "complete" && b.end).map((b) => Date.parse(b.end)).sort((a, b) => a - b);
-  const machines = new Set(boots.map((b) => b.mac));
-  const count = $("#storm-count");
-  count.textContent = `${done.length} of ${boots.length} boots complete, ${machines.size} machines`;
-  count.dataset.complete = String(done.length);
-  count.dataset.machines = String(machines.size);
-  const starts = boots.map((b) => Date.parse(b.start));
-  const t0 = Math.min(...starts, ...done);
-  const booted = done.map((t, i) => [(t - t0) / 1000, i + 1]);
-  if (booted.length) booted.unshift([0, 0]);
-  const buckets = new Map();
-  for (const b of boots) {
-    for (const t of b.transfers) {
-      const s = (Date.parse(t.start) - t0) / 1000, e = Math.max((Date.parse(t.end) - t0) / 1000, s + 0.001);
-      const rate = t.bytes / (e - s);
-      for (let sec = Math.floor(s); sec < e; sec++) {
-        const overlap = Math.min(e, sec + 1) - Math.max(s, sec);
-        buckets.set(sec, (buckets.get(sec) || 0) + rate * overlap);
-      }
-    }
-  }
-  const secsList = [...buckets.keys()].sort((a, b) => a - b);
-  const tp = [];
-  if (secsList.length) {
-    for (let sec = secsList[0]; sec <= secsList[secsList.length - 1] + 1; sec++) tp.push([sec, (buckets.get(sec) || 0) / 1e6]);
-  }
-  plot($("#booted"), booted, "s", "machines", true);
-  plot($("#throughput"), tp, "s", "MB/s", false);
-}
-
-function plot(cv, pts, xunit, yunit, steps) {
-  const g = cv.getContext("2d"), W = cv.width, H = cv.height, L = 44, B = 22;
-  g.clearRect(0, 0, W, H);
-  g.fillStyle = "#556"; g.font = "11px system-ui";
-  if (!pts.length) { g.fillText("no data yet", W / 2 - 30, H / 2); return; }
-  const xmax = Math.max(...pts.map((p) => p[0]), 1), ymax = Math.max(...pts.map((p) => p[1]), 1) * 1.1;
-  const X = (x) => L + (W - L - 8) * x / xmax, Y = (y) => H - B - (H - B - 8) * y / ymax;
-  g.strokeStyle = "#ccd"; g.beginPath(); g.moveTo(L, 4); g.lineTo(L, H - B); g.lineTo(W - 4, H - B); g.stroke();
-  g.fillText(ymax.toFixed(ymax < 10 ? 1 : 0) + " " + yunit, 2, 12);
-  g.fillText("0", L - 10, H - B);
-  g.fillText(xmax.toFixed(0) + " " + xunit, W - 40, H - 6);
-  g.strokeStyle = "#1d6fb8"; g.lineWidth = 2; g.beginPath();
-  pts.forEach((p, i) => {
-    if (i === 0) { g.moveTo(X(p[0]), Y(p[1])); return; }
-    if (steps) g.lineTo(X(p[0]), Y(pts[i - 1][1]));
-    g.lineTo(X(p[0]), Y(p[1]));
-  });
-  g.stroke();
 }
 
 $("#tokenform").onsubmit = (ev) => {
