@@ -93,7 +93,21 @@ func (ns *netns) addPeer(t testing.TB, addr string) *netns {
 	ns.must(t, "link", "set", link, "up")
 	peer.must(t, "addr", "add", addr, "dev", "eth0")
 	peer.must(t, "link", "set", "eth0", "up")
-	return peer
+	// A new veth drops what it is given until the kernel's link watch
+	// attaches its queue, up to a second later, and a UDP send is lost
+	// without an error: wait until both ends say so.
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		a := strings.TrimSpace(ns.out(t, "cat", "/sys/class/net/"+link+"/operstate"))
+		b := strings.TrimSpace(peer.out(t, "cat", "/sys/class/net/eth0/operstate"))
+		if a == "up" && b == "up" {
+			return peer
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("veth %s and its peer's eth0 are %s and %s after 10 s, want both up", link, a, b)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 }
 
 // command returns cmd to run inside the namespace.
