@@ -185,7 +185,7 @@ func (a *Agent) proxyConfig(o Options, up *rootproxy.Upstream) (rootproxy.Config
 	if err != nil && !o.ReadCacheSet {
 		return rootproxy.Config{}, err
 	}
-	cfg, err := ProxyConfig(o, up, mem, a.Log)
+	cfg, err := ProxyConfig(o, up, mem, nil, a.Log)
 	if cfg.Multicast != nil {
 		cfg.Multicast.Interface = routeInterface(o.Multicast.Server.Addr())
 	}

@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"log/slog"
@@ -18,10 +19,13 @@ import (
 // unless bootfleet.readcache= says otherwise, and the export's unwritten
 // blocks taken as the base always for a read-only base (client-ram,
 // client-disk), and for a server-side overlay once the server said which
-// blocks it holds. The group's Interface is left to the caller. bootfleet
+// blocks it holds, asked with hc (nil: a client of its own), whose
+// connections must leave from the machine's address: the server gives an
+// overlay's blocks only to the machine it serves. The group's Interface
+// is left to the caller. bootfleet
 // storm builds its emulated machines' proxies with it too, so a storm
 // sizes and fills their caches as real machines do.
-func ProxyConfig(o Options, up *rootproxy.Upstream, memTotal int64, log *slog.Logger) (rootproxy.Config, error) {
+func ProxyConfig(o Options, up *rootproxy.Upstream, memTotal int64, hc *http.Client, log *slog.Logger) (rootproxy.Config, error) {
 	cfg := rootproxy.Config{Upstream: up, Logger: log}
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
@@ -46,7 +50,7 @@ func ProxyConfig(o Options, up *rootproxy.Upstream, memTotal int64, log *slog.Lo
 	case o.Cache.Mode != CacheNone || up.Info().Flags&nbd.FlagReadOnly != 0:
 		cfg.Base = true
 	case o.OverlayBlocks != "":
-		set, shift, err := FetchOverlayBlocks(o.OverlayBlocks, o.Root.Export)
+		set, shift, err := FetchOverlayBlocks(hc, o.OverlayBlocks, o.Root.Export)
 		if err != nil {
 			log.Warn("root proxy: the server did not say which blocks the overlay holds; reading everything from it", "err", err)
 			break
@@ -61,15 +65,20 @@ func ProxyConfig(o Options, up *rootproxy.Upstream, memTotal int64, log *slog.Lo
 }
 
 // FetchOverlayBlocks GETs the blocks the machine's server-side overlay
-// holds; the export name, the boot's secret, is the credential.
-func FetchOverlayBlocks(url, export string) (*blockset.Set, uint8, error) {
+// holds with hc (nil: a client of its own); the export name, the boot's
+// secret, is the credential.
+func FetchOverlayBlocks(hc *http.Client, url, export string) (*blockset.Set, uint8, error) {
 	req, err := http.NewRequest(http.MethodGet, url, nil)
 	if err != nil {
 		return nil, 0, err
 	}
 	req.Header.Set("Authorization", "Bearer "+export)
-	c := http.Client{Timeout: 10 * time.Second}
-	resp, err := c.Do(req)
+	if hc == nil {
+		hc = &http.Client{Timeout: 10 * time.Second}
+	}
+	ctx, cancel := context.WithTimeout(req.Context(), 10*time.Second)
+	defer cancel()
+	resp, err := hc.Do(req.WithContext(ctx))
 	if err != nil {
 		return nil, 0, err
 	}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"net/http"
 	"net/netip"
 	"sync"
 	"sync/atomic"
@@ -26,6 +27,7 @@ import (
 type proxyRoot struct {
 	local netip.Addr     // the machine's address, the source of its unicast
 	ifi   *net.Interface // where the group is joined
+	http  *http.Client   // the machine's, leaving from its address
 	ram   int64
 	depth int
 	log   *slog.Logger
@@ -58,7 +60,7 @@ func (pr proxyRoot) replay(ctx context.Context, o agent.Options, trace *Trace, m
 		return 0, nil, err
 	}
 	defer up.Close()
-	cfg, err := agent.ProxyConfig(o, up, pr.ram, pr.log)
+	cfg, err := agent.ProxyConfig(o, up, pr.ram, pr.http, pr.log)
 	if err != nil {
 		return 0, nil, err
 	}
