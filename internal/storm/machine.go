@@ -137,7 +137,7 @@ func (m *machine) phases(ctx context.Context) error {
 		p := m.begin(&ph.NBD)
 		var n int64
 		if ao.Proxy {
-			pr := proxyRoot{local: l.addr.Addr(), http: f.client, ifi: m.cfg.ifi, ram: m.cfg.RAM, depth: m.cfg.NBDDepth, log: m.cfg.Log}
+			pr := proxyRoot{local: l.addr.Addr(), http: f.client, hubs: m.cfg.hubs, ram: m.cfg.RAM, depth: m.cfg.NBDDepth, log: m.cfg.Log}
 			n, m.rep.Root, err = pr.replay(ctx, ao, m.cfg.Trace, m.moved)
 		} else {
 			n, err = nbdReplay(ctx, l.addr.Addr(), root, m.cfg.Trace, m.cfg.NBDDepth, m.moved)

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/bootfleet/bootfleet/internal/agent"
+	"github.com/bootfleet/bootfleet/internal/mcast"
 	"github.com/bootfleet/bootfleet/internal/nbd"
 	"github.com/bootfleet/bootfleet/internal/rootproxy"
 )
@@ -20,14 +21,15 @@ import (
 // proxyRoot is a machine's root read as the agent reads it when its
 // command line turns the root proxy on (bootfleet.mcast=, bootfleet.proxy=):
 // through rootproxy's Proxy, with its read cache sized from the emulated
-// RAM by agent.ProxyConfig and its mcast.Receiver joined to the content's
-// group on the storm's interface. Only the kernel's NBD socket between the
+// RAM by agent.ProxyConfig and its mcast.Receiver fed by the storm's one
+// socket on the content's group (mcast.Hub), as two CPUs cannot read a
+// socket per machine at the group's rate. Only the kernel's NBD socket between the
 // page cache and the Proxy is left out: the trace's reads call the Proxy's
 // export methods as the nbd server would for each request.
 type proxyRoot struct {
-	local netip.Addr     // the machine's address, the source of its unicast
-	ifi   *net.Interface // where the group is joined
-	http  *http.Client   // the machine's, leaving from its address
+	local netip.Addr   // the machine's address, the source of its unicast
+	hubs  *hubs        // the storm's group sockets
+	http  *http.Client // the machine's, leaving from its address
 	ram   int64
 	depth int
 	log   *slog.Logger
@@ -65,7 +67,11 @@ func (pr proxyRoot) replay(ctx context.Context, o agent.Options, trace *Trace, m
 		return 0, nil, err
 	}
 	if cfg.Multicast != nil {
-		cfg.Multicast.Interface = pr.ifi
+		hub, err := pr.hubs.get(cfg.Multicast.Group)
+		if err != nil {
+			return 0, nil, err
+		}
+		cfg.Multicast.Interface, cfg.Multicast.Hub = pr.hubs.ifi, hub
 	}
 	p, err := rootproxy.New(cfg)
 	if err != nil {
@@ -136,4 +142,45 @@ func replayExport(ctx context.Context, e readExport, trace *Trace, depth int, mo
 		return got.Load(), err
 	}
 	return got.Load(), ctx.Err()
+}
+
+// hubReadBuffer is the receive buffer of a group's one socket in the
+// storm: it holds the datagrams that arrive while the Hub hands earlier
+// ones to every machine, about 1 s of a 500 Mbit/s group.
+const hubReadBuffer = 64 << 20
+
+// hubs holds the storm's one socket per group (mcast.Hub), which its
+// machines' Receivers share; the rest of each Receiver is its own.
+type hubs struct {
+	mu  sync.Mutex
+	ifi *net.Interface
+	m   map[netip.AddrPort]*mcast.Hub
+}
+
+// get returns group's Hub, joining the group on first use.
+func (h *hubs) get(group netip.AddrPort) (*mcast.Hub, error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if hub, ok := h.m[group]; ok {
+		return hub, nil
+	}
+	hub, err := mcast.ListenHub(group, h.ifi, hubReadBuffer)
+	if err != nil {
+		return nil, err
+	}
+	if h.m == nil {
+		h.m = map[netip.AddrPort]*mcast.Hub{}
+	}
+	h.m[group] = hub
+	go hub.Run()
+	return hub, nil
+}
+
+func (h *hubs) close() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for _, hub := range h.m {
+		hub.Close()
+	}
+	h.m = nil
 }

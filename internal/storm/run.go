@@ -43,8 +43,9 @@ type Config struct {
 	// cache of the root's base when the root proxy is on (10% of it by
 	// default, as on a real machine). Default 2 GiB.
 	RAM int64
-	// ifi is Interface, where a machine's root proxy joins the group.
-	ifi *net.Interface
+	// hubs are the groups' sockets the machines' root proxies share,
+	// joined on Interface.
+	hubs *hubs
 	// DoneParam is the kernel command line parameter holding the DoneURL.
 	// Default "done", as in bootfleet's example profiles.
 	DoneParam string
@@ -177,7 +178,8 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	if err != nil {
 		return nil, fmt.Errorf("interface %s: %w", cfg.Interface, err)
 	}
-	cfg.ifi = ifi
+	cfg.hubs = &hubs{ifi: ifi}
+	defer cfg.hubs.close()
 	conn, err := openDHCPConn(cfg.Interface)
 	if err != nil {
 		return nil, err
