@@ -34,6 +34,10 @@ type Pair struct {
 	// the bottleneck under study, and its clients stand for many
 	// machines, each with a link of its own.
 	ServerOnly bool
+	// Classes shapes the server's end with HTBArgs rather than tbf: the
+	// same rate and queue, with packets whose priority is PaceClass in a
+	// class of their own.
+	Classes bool
 }
 
 // Net is a built topology: where one server and its clients run.
@@ -84,6 +88,40 @@ func TBFArgs(ns, dev, rate string, rateBps float64) []string {
 		"burst", fmt.Sprint(burst), "latency", "10ms", "overhead", fmt.Sprint(TBFOverhead)}
 }
 
+// PaceClass is the htb class (handle 1:10) that packets marked with
+// this priority (SO_PRIORITY, or nft "meta priority set 1:10") go to
+// under HTBArgs: a paced flow, such as a multicast, that a real NIC's
+// fair queueing (Debian's default fq_codel) or a switch keeps apart from
+// the bulk TCP beside it. In one FIFO, as under tbf, hundreds of TCP
+// flows filling the queue drop the paced flow's packets first.
+const PaceClass = "1:10"
+
+// HTBArgs are the tc commands that shape one veth end to rate with two
+// classes, each with the queue TBFArgs allows (10 ms of line rate): 1:10
+// for packets whose priority is PaceClass, guaranteed half the rate, and
+// 1:20 for everything else, guaranteed the other half; either borrows
+// what the other leaves, up to rate. overhead charges Ethernet's costs as
+// for tbf; quantum and burst are set so that htb neither warns nor lets
+// one class run ahead by more than a few frames.
+func HTBArgs(ns, dev, rate string, rateBps float64) [][]string {
+	limit := fmt.Sprint(max(64*1024, int(rateBps/8*0.01)))
+	half := fmt.Sprintf("%dbit", int64(rateBps/2))
+	over := fmt.Sprint(TBFOverhead)
+	cls := func(parent, id, r, prio string) []string {
+		return []string{"-n", ns, "class", "add", "dev", dev, "parent", parent, "classid", id, "htb", "rate", r, "ceil", rate,
+			"burst", "64k", "cburst", "64k", "quantum", "30000", "prio", prio, "overhead", over}
+	}
+	return [][]string{
+		{"-n", ns, "qdisc", "replace", "dev", dev, "root", "handle", "1:", "htb", "default", "20"},
+		{"-n", ns, "class", "add", "dev", dev, "parent", "1:", "classid", "1:1", "htb", "rate", rate, "ceil", rate,
+			"burst", "64k", "cburst", "64k", "overhead", over},
+		cls("1:1", PaceClass, half, "0"),
+		cls("1:1", "1:20", half, "1"),
+		{"-n", ns, "qdisc", "add", "dev", dev, "parent", PaceClass, "bfifo", "limit", limit},
+		{"-n", ns, "qdisc", "add", "dev", dev, "parent", "1:20", "bfifo", "limit", limit},
+	}
+}
+
 // NewPair builds p's namespaces and veth pair, shaped when p.Rate is set.
 // Namespaces of the same names left by a killed run are deleted first.
 func NewPair(ctx context.Context, p Pair) (*Net, error) {
@@ -115,7 +153,13 @@ func NewPair(ctx context.Context, p Pair) (*Net, error) {
 			return nil, err
 		}
 		n.Name, n.RateBps = "shaped", bps
-		steps = append(steps, append([]string{"tc"}, TBFArgs(p.ServerNS, p.ServerDev, p.Rate, bps)...))
+		if p.Classes {
+			for _, a := range HTBArgs(p.ServerNS, p.ServerDev, p.Rate, bps) {
+				steps = append(steps, append([]string{"tc"}, a...))
+			}
+		} else {
+			steps = append(steps, append([]string{"tc"}, TBFArgs(p.ServerNS, p.ServerDev, p.Rate, bps)...))
+		}
 		if !p.ServerOnly {
 			steps = append(steps, append([]string{"tc"}, TBFArgs(p.ClientNS, p.ClientDev, p.Rate, bps)...))
 		}

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/bootfleet/bootfleet/bench/harness"
+	"github.com/bootfleet/bootfleet/internal/chunkwire"
+	"github.com/bootfleet/bootfleet/internal/mcast"
 )
 
 // Wire cost of payload on Ethernet: a TFTP block of 1468 bytes (OVMF's
@@ -39,8 +41,8 @@ func (r *report) perMachine(fw string) (tftp, tcp int64) {
 	return tftp, r.Files["vmlinuz"] + r.Files["initrd.img"] + r.Files["trace reads"]
 }
 
-// limit is the physical limit for n machines: the time their bytes take on
-// the server's link at its rate.
+// limit is the physical limit for n machines by unicast: the time their
+// bytes take on the server's link at its rate.
 func (r *report) limit(fw string, n int) float64 {
 	tftp, tcp := r.perMachine(fw)
 	bps, err := harness.ParseRate(r.Opts.rate)
@@ -48,6 +50,36 @@ func (r *report) limit(fw string, n int) float64 {
 		return math.NaN()
 	}
 	return float64(n) * (float64(tftp)*tftpWire + float64(tcp)*tcpWire) * 8 / bps
+}
+
+// mcastWire is the wire cost of the multicast's payload: a fragment of
+// chunkwire.FragmentSize bytes carries its Data header and
+// mcast.WireOverhead (UDP, IP, Ethernet, preamble and gap).
+const mcastWire = float64(chunkwire.FragmentSize+chunkwire.DataHeaderLen+mcast.WireOverhead) / chunkwire.FragmentSize
+
+// mcastLimit is the physical limit for n machines when the root's working
+// set W crosses the link once by multicast: (N × U + W) / link, U being
+// what each machine still fetches by unicast (ipxe.efi, kernel, initrd;
+// the trace replays no writes).
+func (r *report) mcastLimit(fw string, n int) float64 {
+	tftp, tcp := r.perMachine(fw)
+	bps, err := harness.ParseRate(r.Opts.rate)
+	if err != nil || bps <= 0 {
+		return math.NaN()
+	}
+	w := r.Files["trace reads"]
+	u := float64(tftp)*tftpWire + float64(tcp-w)*tcpWire
+	return (float64(n)*u + float64(w)*mcastWire) * 8 / bps
+}
+
+// limitFor is the limit a stack's storm is held to: the multicast one for
+// the multicast stack, the unicast one for the others (the dropped
+// multicast must fall back to it).
+func (r *report) limitFor(stack, fw string, n int) float64 {
+	if stack == stackMulticast {
+		return r.mcastLimit(fw, n)
+	}
+	return r.limit(fw, n)
 }
 
 func wallOf(r run) float64 {
@@ -148,7 +180,23 @@ func (r *report) render() string {
 	p("for the root. It serves one static script and **one read-only export to every machine: no per-machine overlay**, ")
 	p("where bootfleet gives each machine its own copy-on-write overlay (ephemeral, as a lab runs).\n\n")
 
+	p("**bootfleet-multicast** is bootfleet with its multicast of the root's base on (multicast mode auto, its default): ")
+	p("each emulated machine runs the agent's own root proxy (internal/rootproxy, with its mcast.Receiver and a read cache ")
+	p("of 10%% of an emulated 2 GiB of RAM), which joins the content's group and asks the server for the chunks its reads miss. ")
+	p("Its limit is **(N × U + W) / link**: U = %s, what each machine still fetches by unicast (ipxe.efi, kernel, initrd; ",
+		harness.MiB(tftp+tcp-r.Files["trace reads"]))
+	p("the trace replays no writes), W = %s, the trace's working set, sent once (multicast framing included). ", harness.MiB(r.Files["trace reads"]))
+	p("**bootfleet-multicast-dropped** is the same with every datagram to 239.0.0.0/8 dropped by nft on the server, as a ")
+	p("network that drops the group would: the agents must notice the silence and read by unicast, so it is held to the ")
+	p("unicast limit. The unicast **bootfleet** stack runs with multicast off.\n\n")
+	p("The server's link is shaped with htb rather than one tbf FIFO: the groups' datagrams (marked by nft with ")
+	p("`meta priority set %s`) have a class of their own beside the rest, each guaranteed half the rate and borrowing what ", harness.PaceClass)
+	p("the other leaves. In a single FIFO the TCP of hundreds of kernel and initrd downloads fills the queue and the paced ")
+	p("multicast loses its datagrams there; a real server's NIC queue (Debian's default fq_codel) or a switch does not ")
+	p("starve a paced flow like that. The unicast stacks run on the same link, where the class is idle.\n\n")
+
 	r.renderTargets(p)
+	r.renderMulticastTargets(p)
 	r.renderShares(p)
 	for _, pl := range []struct{ file, alt string }{
 		{r.Plots.booted, fmt.Sprintf("machines booted against time, N = %d", o.clients[len(o.clients)-1])},
@@ -163,12 +211,12 @@ func (r *report) render() string {
 		p("| N | limit | stack | wall | × limit | booted | failed | boot p50 | boot p99 | p99/p50 | server CPU | simulator CPU | server peak RSS |\n")
 		p("|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
 		for _, n := range o.clients {
-			lim := r.limit(fw, n)
 			for _, st := range o.stacks {
 				x := r.row(st, fw, n)
 				if x == nil {
 					continue
 				}
+				lim := r.limitFor(st, fw, n)
 				p("| %d | %s | %s | %s | %s | %d | %d | %s | %s | %s | %s | %s | %s |\n", n, secs(lim), st,
 					secs(x.wall), times(x.wall, lim), x.booted, x.failed, secs(x.p50), secs(x.p99), ratio(x.p99, x.p50),
 					secs(x.serverCPU), secs(x.clientCP), mb(x.rss))
@@ -176,18 +224,24 @@ func (r *report) render() string {
 		}
 		p("\n")
 	}
+	r.renderRoots(p)
 	r.renderFailures(p)
 	p("## Where the time goes\n\n")
 	p("The machine has %d CPUs for the server, the simulator playing all N machines, and the kernel's packet work on both ", r.Host.CPUs)
 	p("sides of the link. A storm whose server CPU plus simulator CPU approaches %d × its wall time was bound by the CPUs, ", r.Host.CPUs)
 	p("not by the server's link; its × limit then measures this machine, not the server. Server CPU is the server's cgroup ")
 	p("(every process of the stack), simulator CPU the simulator's own rusage.\n\n")
-	p("## Commands\n\n```sh\n# as root, from the repository root:\nmake bench-storm ARGS='-clients %s -firmware %s -runs %d -initrd-mib %d'\n\n",
-		joinInts(o.clients), strings.Join(o.firmwares, ","), o.runs, r.Files["initrd.img"]>>20)
+	p("## Commands\n\n```sh\n# as root, from the repository root:\nmake bench-storm ARGS='-clients %s -firmware %s -stacks %s -runs %d -initrd-mib %d -trace %s'\n\n",
+		joinInts(o.clients), strings.Join(o.firmwares, ","), strings.Join(o.stacks, ","), o.runs, r.Files["initrd.img"]>>20, o.trace)
 	p("# link\n%s\n\n# simulator, in %s, for each firmware F and N:\n", strings.Join(r.Shaping, "\n"), nsClient)
 	p("bin/bootfleet storm -i %s -n N --firmware F --trace %s --timeout %s -o json\n```\n\n", devClient, o.trace, o.timeout)
-	p("bootfleet's config (DIR is fresh per storm):\n\n```yaml\n%s```\n\n", strings.ReplaceAll(
-		(&bench{o: o}).bootfleetConfig("DIR"), o.work, "$WORK"))
+	p("bootfleet's config for bootfleet-multicast (DIR is fresh per storm; the unicast stack has `multicast: {mode: off}`):\n\n```yaml\n%s```\n\n", strings.ReplaceAll(
+		(&bench{o: o}).bootfleetConfig(stackMulticast, "DIR"), o.work, "$WORK"))
+	var drop []string
+	for _, a := range nftTable(nftDrop, "drop") {
+		drop = append(drop, harness.ShellJoin(a))
+	}
+	p("bootfleet-multicast-dropped adds, for its storms only:\n\n```sh\n%s\n```\n\n", strings.Join(drop, "\n"))
 	p("The peer: `%s`, nginx with sendfile serving $WORK/www, `nbdkit --foreground --readonly --ipaddr %s --port 10809 file $WORK/root.img`, and this script:\n\n```\n%s```\n\n",
 		strings.ReplaceAll(harness.ShellJoin((&bench{o: o}).peerDnsmasq("DIR")), o.work, "$WORK"), serverIP, peerScript())
 	p("Versions: %s.\n", strings.Join(r.Versions, "; "))

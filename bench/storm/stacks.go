@@ -14,20 +14,82 @@ import (
 
 // start runs stack fresh in dir and returns once every server answers.
 func (b *bench) start(ctx context.Context, stack, dir string) ([]*harness.Proc, error) {
-	if stack == "bootfleet" {
-		p, err := b.startBootfleet(ctx, dir)
-		if err != nil {
+	if stack == "peer" {
+		return b.startPeer(ctx, dir)
+	}
+	if stack == stackDropped {
+		if err := dropGroups(ctx, true); err != nil {
 			return nil, err
 		}
-		return []*harness.Proc{p}, nil
 	}
-	return b.startPeer(ctx, dir)
+	p, err := b.startBootfleet(ctx, stack, dir)
+	if err != nil {
+		return nil, err
+	}
+	return []*harness.Proc{p}, nil
+}
+
+// The stacks: bootfleet with the root by unicast NBD, bootfleet with its
+// multicast on (the default, mode auto), the same with every datagram to
+// a group dropped on the server as a network without an IGMP querier
+// would, and the peer.
+const (
+	stackUnicast   = "bootfleet"
+	stackMulticast = "bootfleet-multicast"
+	stackDropped   = "bootfleet-multicast-dropped"
+	stackPeer      = "peer"
+)
+
+var stackNames = []string{stackUnicast, stackMulticast, stackDropped, stackPeer}
+
+func multicastStack(stack string) bool { return stack == stackMulticast || stack == stackDropped }
+
+// nft tables in the server's namespace: one marks the groups' datagrams
+// for the link's paced class (harness.PaceClass) for every stack, as a
+// real NIC's fair queue keeps a paced flow apart; the other drops them.
+const (
+	nftMark = "bfstorm-mark"
+	nftDrop = "bfstorm-drop"
+)
+
+// markArgs are the nft commands that put the groups' datagrams in the
+// paced class.
+func markArgs() [][]string {
+	return nftTable(nftMark, "meta priority set "+harness.PaceClass)
+}
+
+func nftTable(table, verdict string) [][]string {
+	ns := []string{"ip", "netns", "exec", nsServer, "nft"}
+	return [][]string{
+		append(ns, "add", "table", "ip", table),
+		append(ns, "add", "chain", "ip", table, "out", "{ type filter hook output priority 0; }"),
+		append(ns, "add", "rule", "ip", table, "out", "ip", "daddr", "239.0.0.0/8", verdict),
+	}
+}
+
+// dropGroups adds (on) or deletes the table that drops every datagram to
+// a group on the server.
+func dropGroups(ctx context.Context, on bool) error {
+	if !on {
+		return harness.Sh(ctx, "ip", "netns", "exec", nsServer, "nft", "delete", "table", "ip", nftDrop)
+	}
+	for _, a := range nftTable(nftDrop, "drop") {
+		if err := harness.Sh(ctx, a[0], a[1:]...); err != nil {
+			return fmt.Errorf("drop the groups: %w", err)
+		}
+	}
+	return nil
 }
 
 // bootfleetConfig is the server's whole config: full DHCP, one profile
 // with the kernel, the initrd and a diskless root on the image, ephemeral
-// overlays as a lab runs them.
-func (b *bench) bootfleetConfig(dir string) string {
+// overlays as a lab runs them; multicast of the root's base off for the
+// unicast stack, on (its default) for the others.
+func (b *bench) bootfleetConfig(stack, dir string) string {
+	mode := "off"
+	if multicastStack(stack) {
+		mode = "auto"
+	}
 	return fmt.Sprintf(`interface: %s
 server_ip: %s
 data: %s
@@ -36,6 +98,7 @@ tftp: {listen: ":69"}
 http: {listen: ":8080"}
 ipxe: {dir: %s}
 log: {level: warn}
+multicast: {mode: %s}
 default_profile: lab
 profiles:
   lab:
@@ -43,13 +106,13 @@ profiles:
     initrd: [%s]
     cmdline: "quiet done={{ .DoneURL }}"
     root: {image: %s, overlay: ephemeral}
-`, devServer, serverIP, filepath.Join(dir, "data"), rangeFirst, rangeLast, b.o.ipxeDir,
+`, devServer, serverIP, filepath.Join(dir, "data"), rangeFirst, rangeLast, b.o.ipxeDir, mode,
 		filepath.Join(b.o.work, "www", "vmlinuz"), filepath.Join(b.o.work, "www", "initrd.img"), imageName)
 }
 
-func (b *bench) startBootfleet(ctx context.Context, dir string) (*harness.Proc, error) {
+func (b *bench) startBootfleet(ctx context.Context, stack, dir string) (*harness.Proc, error) {
 	cfg := filepath.Join(dir, "bootfleet.yaml")
-	if err := os.WriteFile(cfg, []byte(b.bootfleetConfig(dir)), 0o644); err != nil {
+	if err := os.WriteFile(cfg, []byte(b.bootfleetConfig(stack, dir)), 0o644); err != nil {
 		return nil, err
 	}
 	p, err := harness.Start("storm-bootfleet", nsServer, filepath.Join(dir, "bootfleet.log"), nil,

@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -121,7 +122,7 @@ func parseFlags(args []string) (*options, error) {
 	fs := flag.NewFlagSet("storm", flag.ContinueOnError)
 	clients := fs.String("clients", "1,2,5,10,20,40,100,200", "machines per storm, comma separated")
 	firmwares := fs.String("firmware", "uefi,ipxe", "firmware the machines play: uefi, bios, ipxe")
-	stacks := fs.String("stacks", "bootfleet,peer", "bootfleet, and peer: dnsmasq + nginx + nbdkit")
+	stacks := fs.String("stacks", strings.Join(stackNames, ","), "bootfleet (unicast root), bootfleet-multicast, bootfleet-multicast-dropped (the groups dropped on the server), and peer: dnsmasq + nginx + nbdkit")
 	fs.IntVar(&o.runs, "runs", 1, "storms per stack, firmware and N")
 	fs.StringVar(&o.rate, "rate", "1gbit", "tbf rate of the server's link")
 	initrdMiB := fs.Int("initrd-mib", 40, "initrd size in MiB")
@@ -154,8 +155,8 @@ func parseFlags(args []string) (*options, error) {
 		o.firmwares = append(o.firmwares, strings.TrimSpace(f))
 	}
 	for _, s := range strings.Split(*stacks, ",") {
-		if s = strings.TrimSpace(s); s != "bootfleet" && s != "peer" {
-			return nil, fmt.Errorf("-stacks: want bootfleet and/or peer, got %q", s)
+		if s = strings.TrimSpace(s); !slices.Contains(stackNames, s) {
+			return nil, fmt.Errorf("-stacks: want some of %s, got %q", strings.Join(stackNames, ", "), s)
 		}
 		o.stacks = append(o.stacks, s)
 	}
@@ -225,9 +226,16 @@ func setup(ctx context.Context, o *options) (*bench, error) {
 		return nil, err
 	}
 	b.net, err = harness.NewPair(ctx, harness.Pair{ServerNS: nsServer, ClientNS: nsClient, ServerDev: devServer,
-		ClientDev: devClient, ServerAddr: serverIP, ClientAddr: clientIP, PrefixLen: 16, Rate: o.rate, ServerOnly: true})
+		ClientDev: devClient, ServerAddr: serverIP, ClientAddr: clientIP, PrefixLen: 16, Rate: o.rate, ServerOnly: true, Classes: true})
 	if err != nil {
 		return nil, err
+	}
+	for _, a := range markArgs() {
+		if err := harness.Sh(ctx, a[0], a[1:]...); err != nil {
+			b.close()
+			return nil, fmt.Errorf("mark the groups for the paced class: %w", err)
+		}
+		b.net.Shaping = append(b.net.Shaping, harness.ShellJoin(a))
 	}
 	return b, nil
 }
@@ -270,6 +278,9 @@ func (b *bench) storm(ctx context.Context, stack, fw string, n int) run {
 	defer func() {
 		for _, p := range procs {
 			p.Stop()
+		}
+		if stack == stackDropped {
+			dropGroups(context.Background(), false)
 		}
 	}()
 	if err != nil {

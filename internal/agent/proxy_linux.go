@@ -3,9 +3,7 @@ package agent
 import (
 	"context"
 	"fmt"
-	"io"
 	"net"
-	"net/http"
 	"net/netip"
 	"os"
 	"os/signal"
@@ -14,8 +12,6 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/bootfleet/bootfleet/internal/blockset"
-	"github.com/bootfleet/bootfleet/internal/mcast"
 	"github.com/bootfleet/bootfleet/internal/nbd"
 	"github.com/bootfleet/bootfleet/internal/rootarg"
 	"github.com/bootfleet/bootfleet/internal/rootproxy"
@@ -182,46 +178,18 @@ func serverByAddr(servers []rootarg.Server, addr string) (rootarg.Server, bool) 
 	return rootarg.Server{}, false
 }
 
-// proxyConfig sizes the read cache and says whether the export's
-// unwritten blocks are the base: always for a read-only base (client-ram,
-// client-disk), and for a server-side overlay once the server said which
-// blocks it holds.
+// proxyConfig is ProxyConfig for this machine: its RAM, and the group
+// joined on the interface that reaches the server.
 func (a *Agent) proxyConfig(o Options, up *rootproxy.Upstream) (rootproxy.Config, error) {
-	cfg := rootproxy.Config{Upstream: up, Logger: a.Log}
-	size := int64(up.Info().Size)
-	switch {
-	case o.ReadCacheSet && o.ReadCacheBytes == 0 && o.ReadCachePercent == 0:
-	case o.ReadCacheBytes > 0:
-		cfg.CacheBytes = o.ReadCacheBytes
-	default:
-		pct := o.ReadCachePercent
-		if pct == 0 {
-			pct = DefaultReadCachePercent
-		}
-		mem, err := memTotal()
-		if err != nil {
-			return cfg, err
-		}
-		cfg.CacheBytes = mem / 100 * int64(pct)
+	mem, err := memTotal()
+	if err != nil && !o.ReadCacheSet {
+		return rootproxy.Config{}, err
 	}
-	cfg.CacheBytes = min(cfg.CacheBytes, size)
-	switch {
-	case o.Cache.Mode != CacheNone || up.Info().Flags&nbd.FlagReadOnly != 0:
-		cfg.Base = true
-	case o.OverlayBlocks != "":
-		set, shift, err := fetchOverlayBlocks(o.OverlayBlocks, o.Root.Export)
-		if err != nil {
-			a.Log.Warn("root proxy: the server did not say which blocks the overlay holds; reading everything from it", "err", err)
-			break
-		}
-		cfg.Base, cfg.Overlay, cfg.OverlayShift = true, set, shift
-		a.Log.Info("root proxy: overlay blocks", "blocks", set.Blocks(), "block_size", 1<<shift)
+	cfg, err := ProxyConfig(o, up, mem, nil, a.Log)
+	if cfg.Multicast != nil {
+		cfg.Multicast.Interface = routeInterface(o.Multicast.Server.Addr())
 	}
-	if o.HasMulticast && cfg.Base && cfg.CacheBytes > 0 {
-		cfg.Multicast = &mcast.ReceiverConfig{Server: o.Multicast.Server, Group: o.Multicast.Group, Content: o.Multicast.Content,
-			Interface: routeInterface(o.Multicast.Server.Addr()), Logger: a.Log}
-	}
-	return cfg, nil
+	return cfg, err
 }
 
 // routeInterface is the interface whose address is on the server's
@@ -238,30 +206,6 @@ func routeInterface(server netip.Addr) *net.Interface {
 		}
 	}
 	return nil
-}
-
-// fetchOverlayBlocks GETs the blocks the machine's server-side overlay
-// holds; the export name, the boot's secret, is the credential.
-func fetchOverlayBlocks(url, export string) (*blockset.Set, uint8, error) {
-	req, err := http.NewRequest(http.MethodGet, url, nil)
-	if err != nil {
-		return nil, 0, err
-	}
-	req.Header.Set("Authorization", "Bearer "+export)
-	c := http.Client{Timeout: 10 * time.Second}
-	resp, err := c.Do(req)
-	if err != nil {
-		return nil, 0, err
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return nil, 0, fmt.Errorf("GET overlay blocks: %s", resp.Status)
-	}
-	b, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
-	if err != nil {
-		return nil, 0, err
-	}
-	return blockset.Parse(b)
 }
 
 // Root I/O reports: first after rootIOFirst, then at doubling intervals

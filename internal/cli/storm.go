@@ -131,6 +131,7 @@ commands) and no --interface.`,
 	f.DurationVar(&cfg.DHCP.OfferWait, "offer-wait", 2*time.Second, "how long to wait for a ProxyDHCP offer after an address offer without a boot file")
 	f.StringVar(&traceFile, "trace", "", "NBD read trace to replay for a diskless root (default: the committed Debian 12 boot)")
 	f.IntVar(&cfg.NBDDepth, "nbd-depth", 8, "NBD reads in flight per machine")
+	f.Int64Var(&cfg.RAM, "ram", storm.DefaultRAM, "each machine's emulated RAM in bytes; the agent's root proxy caches 10% of it")
 	f.StringVar(&cfg.DoneParam, "done-param", "done", "kernel command line parameter that holds the DoneURL")
 	f.StringVar(&realProfile, "real", "", "power on the real machines of this profile through their drivers instead of emulating any")
 	f.StringVar(&wave, "wave", "", "with --real: N/T, N machines every T (default: all at once)")

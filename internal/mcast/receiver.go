@@ -82,6 +82,9 @@ type ReceiverConfig struct {
 	KeepPartial time.Duration
 	// MaxPending bounds the chunks being assembled at once. Default 512.
 	MaxPending int
+	// Hub, when set, is the group's socket, shared with the other
+	// Receivers of this process (bootfleet storm); nil: a socket of its own.
+	Hub *Hub
 	// MaxLoss is the share of the group's datagrams this machine may lose,
 	// judged over every 512, before it gives the group up with ErrLossy.
 	// Default 0.2; 0 < MaxLoss <= 1.
@@ -163,15 +166,20 @@ func NewReceiver(cfg ReceiverConfig) (*Receiver, error) {
 	if err != nil {
 		return nil, err
 	}
-	if r.group, r.st.ReadBuffer, err = listenGroup(cfg.Group, cfg.Interface); err != nil {
-		return nil, err
+	if h := cfg.Hub; h != nil {
+		r.st.ReadBuffer = h.got
+		r.queued = func() int { return unreadBytes(h.conn) }
+	} else {
+		if r.group, r.st.ReadBuffer, err = listenGroup(cfg.Group, cfg.Interface); err != nil {
+			return nil, err
+		}
+		r.queued = func() int { return unreadBytes(r.group) }
 	}
 	if r.uc, err = net.ListenUDP("udp4", nil); err != nil {
-		r.group.Close()
+		r.Close()
 		return nil, fmt.Errorf("mcast: open request socket: %w", err)
 	}
 	r.out = r.uc
-	r.queued = func() int { return unreadBytes(r.group) }
 	return r, nil
 }
 
@@ -217,7 +225,16 @@ func newReceiver(cfg ReceiverConfig) (*Receiver, error) {
 
 // Close leaves the group and closes the sockets; Run returns.
 func (r *Receiver) Close() error {
-	return errors.Join(r.group.Close(), r.uc.Close())
+	var errs []error
+	if r.cfg.Hub != nil {
+		r.cfg.Hub.remove(r)
+	} else if r.group != nil {
+		errs = append(errs, r.group.Close())
+	}
+	if r.uc != nil {
+		errs = append(errs, r.uc.Close())
+	}
+	return errors.Join(errs...)
 }
 
 // Stats returns the counters.
@@ -237,7 +254,12 @@ func (r *Receiver) Run(ctx context.Context) error {
 	r.mu.Unlock()
 	var wg sync.WaitGroup
 	wg.Add(2)
-	go func() { defer wg.Done(); r.readGroup() }()
+	if r.cfg.Hub != nil {
+		r.cfg.Hub.add(r)
+		wg.Done()
+	} else {
+		go func() { defer wg.Done(); r.readGroup() }()
+	}
 	go func() { defer wg.Done(); r.readServer() }()
 	t := time.NewTicker(r.cfg.RepairAfter / 2)
 	defer t.Stop()

@@ -52,6 +52,11 @@ const groupReadBuffer = 4 << 20
 // ifi (nil: the interface the routing table gives the group), and
 // returns it with the receive buffer the kernel granted.
 func listenGroup(group netip.AddrPort, ifi *net.Interface) (*net.UDPConn, int, error) {
+	return listenGroupBuffer(group, ifi, groupReadBuffer)
+}
+
+// listenGroupBuffer is listenGroup with a receive buffer of n bytes.
+func listenGroupBuffer(group netip.AddrPort, ifi *net.Interface, n int) (*net.UDPConn, int, error) {
 	if !group.Addr().Is4() || !group.Addr().IsMulticast() {
 		return nil, 0, fmt.Errorf("mcast: group %v, want an IPv4 multicast address", group)
 	}
@@ -59,10 +64,10 @@ func listenGroup(group netip.AddrPort, ifi *net.Interface) (*net.UDPConn, int, e
 	if err != nil {
 		return nil, 0, fmt.Errorf("mcast: join %v: %w", group, err)
 	}
-	got, err := growReadBuffer(c, groupReadBuffer)
+	got, err := growReadBuffer(c, n)
 	if err != nil {
 		c.Close()
-		return nil, 0, fmt.Errorf("mcast: receive buffer of %d bytes for %v: %w", groupReadBuffer, group, err)
+		return nil, 0, fmt.Errorf("mcast: receive buffer of %d bytes for %v: %w", n, group, err)
 	}
 	if err := stampArrivals(c); err != nil {
 		c.Close()

@@ -11,6 +11,15 @@
 // a replay of a recorded NBD read trace when the kernel command line names a
 // diskless root, and finally a GET of its DoneURL.
 //
+// When the command line turns the agent's root proxy on (the server names
+// a multicast group: bootfleet.mcast=), the trace is read as a real agent
+// reads it: through internal/rootproxy's Proxy, built by agent.ProxyConfig
+// from the same command line, its read cache 10% of an emulated RAM
+// (Config.RAM) and its mcast.Receiver asking the server for the chunks
+// its reads miss (proxy.go). The machines share one socket per group
+// (mcast.Hub), which hands each datagram to every Receiver; the rest of
+// each Receiver, its requests, repairs and fallback, is its own.
+//
 // The package has three layers:
 //
 //   - pure codecs and parsers (script.go, trace.go, udp4.go, tcpstream.go,
@@ -19,7 +28,7 @@
 //   - protocol clients (dhcp.go over dhcpconn_linux.go, fetch.go, nbd.go,
 //     addr_linux.go, and tftp.Get beside bootfleet's TFTP server): one
 //     exchange each, bounded by a context and timeouts;
-//   - orchestration (machine.go, run.go, progress.go, summary.go): power-on
+//   - orchestration (machine.go, run.go, proxy.go, progress.go, summary.go): power-on
 //     ramp, per-machine phases, progress on stderr and the final report.
 //
 // Record (record_linux.go) goes the other way: it follows, on the server's

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/bootfleet/bootfleet/internal/agent"
 	"github.com/bootfleet/bootfleet/internal/rootarg"
 	"github.com/bootfleet/bootfleet/internal/tftp"
 )
@@ -121,6 +122,10 @@ func (m *machine) phases(ctx context.Context) error {
 	}
 
 	root, err := rootarg.FromCmdline(kernel.Args)
+	var ao agent.Options
+	if err == nil {
+		ao, err = agent.ParseCmdline(kernel.Args)
+	}
 	switch {
 	case errors.Is(err, rootarg.ErrNoRoot):
 	case err != nil:
@@ -130,7 +135,13 @@ func (m *machine) phases(ctx context.Context) error {
 	default:
 		m.enter("nbd")
 		p := m.begin(&ph.NBD)
-		n, err := nbdReplay(ctx, l.addr.Addr(), root, m.cfg.Trace, m.cfg.NBDDepth, m.moved)
+		var n int64
+		if ao.Proxy {
+			pr := proxyRoot{local: l.addr.Addr(), http: f.client, hubs: m.cfg.hubs, ram: m.cfg.RAM, depth: m.cfg.NBDDepth, log: m.cfg.Log}
+			n, m.rep.Root, err = pr.replay(ctx, ao, m.cfg.Trace, m.moved)
+		} else {
+			n, err = nbdReplay(ctx, l.addr.Addr(), root, m.cfg.Trace, m.cfg.NBDDepth, m.moved)
+		}
 		m.end(p, 0) // moved has counted the bytes as they came
 		p.Bytes = n
 		if err != nil {

@@ -1,5 +1,7 @@
 package storm
 
+import "github.com/bootfleet/bootfleet/internal/rootproxy"
+
 // Report is the outcome of a run, and the form `bootfleet storm -o json`
 // prints. Times are seconds as floating point; starts are seconds since
 // the run began, so machines can be laid on one time axis.
@@ -25,6 +27,10 @@ type Machine struct {
 	// Boot is power-on to the DoneURL answered (or to the failure).
 	Boot   float64 `json:"boot"`
 	Phases Phases  `json:"phases"`
+	// Root is what the agent's root proxy did, when the command line
+	// turned it on (a multicast group): bytes by multicast and unicast,
+	// cache hits and misses, fallbacks.
+	Root *rootproxy.Stats `json:"root,omitempty"`
 }
 
 // Phases holds the phases a machine went through; a phase it never
@@ -70,6 +76,36 @@ type Summary struct {
 	Phases map[string]Stats `json:"phases"`
 	// Failures counts failed machines by result.
 	Failures map[string]int `json:"failures,omitempty"`
+	// Root sums the root proxies' counters; nil when no machine ran one.
+	Root *RootSummary `json:"root,omitempty"`
+}
+
+// RootSummary is what the machines' root proxies did, summed.
+type RootSummary struct {
+	Machines       int            `json:"machines"`
+	MulticastBytes uint64         `json:"multicast_bytes"` // received from the group, all machines
+	UnicastBytes   uint64         `json:"unicast_bytes"`   // read from the servers, all machines
+	HitBytes       uint64         `json:"hit_bytes"`
+	MissBytes      uint64         `json:"miss_bytes"`
+	Fallbacks      uint64         `json:"fallbacks"`
+	Lost           uint64         `json:"lost"`
+	Repairs        uint64         `json:"repairs"`
+	Multicast      map[string]int `json:"multicast"` // machines by the group's state at the end: on, silent, lossy, off
+}
+
+func (r *RootSummary) add(st *rootproxy.Stats) {
+	r.Machines++
+	r.MulticastBytes += st.MulticastBytes
+	r.UnicastBytes += st.UnicastBytes
+	r.HitBytes += st.HitBytes
+	r.MissBytes += st.MissBytes
+	r.Fallbacks += st.Fallbacks
+	r.Lost += st.Lost
+	r.Repairs += st.Repairs
+	if r.Multicast == nil {
+		r.Multicast = map[string]int{}
+	}
+	r.Multicast[st.Multicast]++
 }
 
 // Stats is a distribution of durations, in seconds.

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"strings"
 	"sync"
 	"time"
@@ -38,6 +39,13 @@ type Config struct {
 	Trace *Trace
 	// NBDDepth is how many reads are in flight at once. Default 8.
 	NBDDepth int
+	// RAM is each machine's emulated memory, which sizes the agent's read
+	// cache of the root's base when the root proxy is on (10% of it by
+	// default, as on a real machine). Default 2 GiB.
+	RAM int64
+	// hubs are the groups' sockets the machines' root proxies share,
+	// joined on Interface.
+	hubs *hubs
 	// DoneParam is the kernel command line parameter holding the DoneURL.
 	// Default "done", as in bootfleet's example profiles.
 	DoneParam string
@@ -77,6 +85,10 @@ func DefaultTFTP(fw Firmware) tftp.ClientOptions {
 	}
 	return tftp.ClientOptions{BlockSize: 1432, Timeout: 4 * time.Second, Tries: 6}
 }
+
+// DefaultRAM is an emulated machine's memory: a small lab PC's 2 GiB,
+// whose 10% read cache (205 MiB) holds a Debian boot's working set.
+const DefaultRAM = 2 << 30
 
 //go:embed testdata/debian12.trace
 var defaultTrace string
@@ -133,6 +145,10 @@ func (c *Config) setDefaults() error {
 		c.Trace = DefaultTrace()
 	}
 	c.NBDDepth = orDefault(c.NBDDepth, 8)
+	c.RAM = orDefault(c.RAM, DefaultRAM)
+	if c.RAM < 64<<20 {
+		return fmt.Errorf("ram %d bytes: want at least 64 MiB", c.RAM)
+	}
 	if c.DoneParam == "" {
 		c.DoneParam = "done"
 	}
@@ -158,6 +174,12 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	if err := cfg.setDefaults(); err != nil {
 		return nil, err
 	}
+	ifi, err := net.InterfaceByName(cfg.Interface)
+	if err != nil {
+		return nil, fmt.Errorf("interface %s: %w", cfg.Interface, err)
+	}
+	cfg.hubs = &hubs{ifi: ifi}
+	defer cfg.hubs.close()
 	conn, err := openDHCPConn(cfg.Interface)
 	if err != nil {
 		return nil, err

@@ -30,6 +30,12 @@ func summarize(ms []Machine, linkBps int64) Summary {
 			}
 			s.Failures[m.Result]++
 		}
+		if m.Root != nil {
+			if s.Root == nil {
+				s.Root = &RootSummary{}
+			}
+			s.Root.add(m.Root)
+		}
 		if m.Boot > 0 || m.Result == "ok" {
 			first = min(first, m.PowerOn)
 			last = max(last, m.PowerOn+m.Boot)
