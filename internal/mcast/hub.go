@@ -4,7 +4,6 @@ import (
 	"net"
 	"net/netip"
 	"sync"
-	"time"
 )
 
 // Hub is one socket joined to a group whose datagrams it hands to every
@@ -41,16 +40,15 @@ func ListenHub(group netip.AddrPort, ifi *net.Interface, readBuffer int) (*Hub, 
 
 // Run reads the group until Close.
 func (h *Hub) Run() {
-	buf := make([]byte, 2048)
+	buf, oob := make([]byte, 2048), make([]byte, stampSpace)
 	for {
-		n, _, err := h.conn.ReadFrom(buf)
+		n, arrived, err := readStamped(h.conn, buf, oob)
 		if err != nil {
 			return
 		}
-		now := time.Now()
 		h.mu.RLock()
 		for r := range h.rcvs {
-			r.datagram(buf[:n], now)
+			r.datagram(buf[:n], arrived)
 		}
 		h.mu.RUnlock()
 	}
