@@ -25,6 +25,7 @@ import (
 // Paths inside the initramfs that internal/initramfs writes.
 const (
 	ModulesList   = "/etc/modules"       // module names, one a line, load order
+	NICModules    = "/etc/nic-modules"   // the NIC drivers among them, one a line
 	ModulesDir    = "/lib/modules"       // NAME.ko, uncompressed
 	BusyboxPath   = "/bin/busybox"       // static busybox
 	UdhcpcScript  = "/etc/udhcpc/script" // configures the lease
@@ -208,13 +209,26 @@ func mountEarly() error {
 var moduleParams = map[string]string{"nbd": "max_part=16"}
 
 // loadModules insmods /etc/modules in order. A module the kernel already
-// has (built in, or loaded) is fine.
+// has (built in, or loaded) is fine. Every NIC driver is loaded, not only
+// the one whose PCI IDs match the machine's NIC: a driver without its
+// hardware only registers itself, the kernel binds the driver that
+// matches, and no alias table has to be carried and matched here. A NIC
+// driver that fails to load is logged and passed over, since the
+// machine's NIC may well be another one's; if it was this one's,
+// networkUp says no NIC came up.
 func (a *Agent) loadModules() error {
+	start := time.Now()
 	f, err := os.Open(ModulesList)
 	if err != nil {
 		return fmt.Errorf("open %s (was this initramfs made by `bootfleet initramfs build`?): %w", ModulesList, err)
 	}
 	defer f.Close()
+	nics := map[string]bool{}
+	if b, err := os.ReadFile(NICModules); err == nil {
+		for _, n := range strings.Fields(string(b)) {
+			nics[n] = true
+		}
+	}
 	var loaded []string
 	sc := bufio.NewScanner(f)
 	for sc.Scan() {
@@ -239,12 +253,16 @@ func (a *Agent) loadModules() error {
 			a.Log.Warn("module not for this machine; skipped", "module", name, "err", err)
 			continue
 		}
+		if err != nil && !errors.Is(err, unix.EEXIST) && nics[name] {
+			a.Log.Warn("NIC driver failed to load; skipped", "module", name, "err", err)
+			continue
+		}
 		if err != nil && !errors.Is(err, unix.EEXIST) {
 			return fmt.Errorf("load module %s: %w (modules must come from the same kernel package as the kernel)", name, err)
 		}
 		loaded = append(loaded, name)
 	}
-	a.Log.Info("modules loaded", "modules", strings.Join(loaded, ","))
+	a.Log.Info("modules loaded", "modules", strings.Join(loaded, ","), "elapsed", time.Since(start).Round(time.Millisecond))
 	return sc.Err()
 }
 

@@ -7,7 +7,9 @@
 //  1. mount /proc, /sys, /dev (devtmpfs) and /run (tmpfs);
 //  2. load the modules listed in /etc/modules, in that order (the builder
 //     wrote them dependencies first; see internal/initramfs); nbd gets
-//     max_part=16, so whole-disk images show their partitions;
+//     max_part=16, so whole-disk images show their partitions; all the
+//     NIC drivers listed in /etc/nic-modules are among them, and one that
+//     fails to load is only logged (see loadModules);
 //  3. read bootfleet.root=nbd:HOST:PORT:EXPORT from the kernel command line
 //     (or nbd:HOST:PORT,HOST:PORT,...:EXPORT: every server that serves the
 //     export, in order; HOST may be [IPV6]; internal/rootarg parses it) and

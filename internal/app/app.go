@@ -61,7 +61,8 @@ func Run(ctx context.Context, c *config.Config, log *slog.Logger) error {
 		return err
 	}
 	dl, err := diskless.New(diskless.Config{Data: c.Data, Listen: c.NBD.Listen, ServerIP: serverIP, Agent: c.NBD.Agent,
-		Images: store, Leases: leases, BaseKey: baseKey, Multicast: mc, Logger: log})
+		NICDrivers: c.NBD.NICDrivers,
+		Images:     store, Leases: leases, BaseKey: baseKey, Multicast: mc, Logger: log})
 	if err != nil {
 		return err
 	}

@@ -27,16 +27,26 @@ func initramfsCmd() *cobra.Command {
 func initramfsBuildCmd() *cobra.Command {
 	var o initramfs.Options
 	var out, kernelOut, image string
-	var extra []string
+	var extra, nics []string
 	co := &clientOpts{output: "table"}
 	cmd := &cobra.Command{
 		Use:   "build --kernel-deb FILE | --modules-dir DIR | --image NAME --out FILE",
 		Short: "Build an initramfs that mounts the root file system from bootfleet over NBD",
-		Long: `Build a gzip'd cpio initramfs for diskless clients: the static bootfleet-agent
-as /init, static busybox, and the kernel modules it needs (virtio NIC, nbd,
-ext4 and their dependencies) from a stock Debian kernel package, with those
-of client-side write caches (dm_snapshot, brd, virtio_blk, nvme) where the
-kernel has them; a SATA cache disk needs --modules ahci,sd_mod.
+		Long: `Build an xz'd cpio initramfs for diskless clients: the static bootfleet-agent
+as /init, static busybox, and the kernel modules it needs (nbd, ext4, the
+NIC drivers and their dependencies) from a stock Debian kernel package, with
+those of client-side write caches (dm_snapshot, brd, virtio_blk, nvme) where
+the kernel has them; a SATA cache disk needs --modules ahci,sd_mod. Nothing
+else: the root's other modules come from its own /lib/modules.
+
+--nic-drivers chooses the NIC drivers; the agent loads them all before DHCP.
+The default is the common wired and virtual NICs:
+  ` + strings.Join(initramfs.DefaultNICDrivers, ",") + `
+"default,ice,mlx5_core" adds to them, "e1000e,igb" replaces them (a smaller
+initramfs, for a fleet whose NICs you know), and "none" includes none, for
+a kernel with its NIC driver built in. A driver the kernel lacks is left
+out with a warning. The server's nbd.nic_drivers is the same list for the
+initramfs it builds for root.kernel: image.
 
 The agent takes DHCP on the first Ethernet NIC, attaches /dev/nbd0 to the
 export named by bootfleet.root=nbd:HOST:PORT:EXPORT on the kernel command
@@ -80,6 +90,10 @@ binary; build it with: CGO_ENABLED=0 go build -o bootfleet-agent ./cmd/bootfleet
 				}
 				o.Agent = filepath.Join(filepath.Dir(self), "bootfleet-agent")
 			}
+			var err error
+			if o.NICDrivers, err = initramfs.ParseNICDrivers(nics); err != nil {
+				return fmt.Errorf("--nic-drivers: %w", err)
+			}
 			if len(extra) > 0 {
 				o.Modules = append(append([]string(nil), initramfs.DefaultModules...), extra...)
 			}
@@ -122,7 +136,9 @@ binary; build it with: CGO_ENABLED=0 go build -o bootfleet-agent ./cmd/bootfleet
 	f.StringVar(&kernelOut, "kernel-out", "", "also write the package's vmlinuz here (with --kernel-deb)")
 	f.StringVar(&o.Agent, "agent", "", "static bootfleet-agent binary (default: bootfleet-agent next to this binary)")
 	f.StringVar(&o.Busybox, "busybox", "/bin/busybox", "static busybox (Debian package busybox-static)")
-	f.StringSliceVar(&extra, "modules", nil, "extra modules to load, e.g. e1000e,igb,r8169 for real NICs (virtio_net, nbd and ext4 are always in)")
+	f.StringSliceVar(&extra, "modules", nil, "extra modules to load, e.g. ahci,sd_mod for a SATA cache disk (nbd and ext4 are always in)")
+	f.StringSliceVar(&nics, "nic-drivers", nil, "NIC drivers to include: NAME,..., default (the common ones), default,NAME,... or none")
+	f.StringVar(&o.Compression, "compression", "", "xz (default; gzip where xz is missing) or gzip")
 	return cmd
 }
 

@@ -10,6 +10,8 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+
+	"github.com/bootfleet/bootfleet/internal/initramfs"
 	"time"
 
 	"gopkg.in/yaml.v3"
@@ -156,6 +158,10 @@ type NBD struct {
 	// initramfs bootfleet builds for profiles with root.kernel: image.
 	// Default: the bootfleet-agent file next to the bootfleet binary.
 	Agent string `yaml:"agent"`
+	// NICDrivers are the NIC drivers of that initramfs, as `bootfleet
+	// initramfs build --nic-drivers` takes them: names, "default" for
+	// initramfs.DefaultNICDrivers, or "none". Default: the default list.
+	NICDrivers []string `yaml:"nic_drivers"`
 	// MergeDepth is how many layers deep an image version may be stored
 	// (each update stores only its differences, over the version it came
 	// from) before the server merges it into a whole file in the
@@ -378,6 +384,9 @@ func (c *Config) Validate() error {
 	}
 	if c.NBD.MergeDepth < -1 || c.NBD.MergeDepth > 32 {
 		bad("nbd.merge_depth", "want -1 (never), 0 (default 5) or 1..32 layers, got %d", c.NBD.MergeDepth)
+	}
+	if _, err := initramfs.ParseNICDrivers(c.NBD.NICDrivers); err != nil {
+		bad("nbd.nic_drivers", "%v", err)
 	}
 	if c.TFTP.CacheMB < -1 {
 		bad("tftp.cache_mb", "want -1 (off) or a size in MiB, got %d", c.TFTP.CacheMB)

@@ -118,6 +118,8 @@ func TestValidationErrorsNameTheKey(t *testing.T) {
 		{"dhcp6 without ra", "interface: br0\ndhcp: {mode: proxy}\nipv6_ra: off\ndhcp6: {mode: full, range: 'fd00::1-fd00::9'}", "ipv6_ra: dhcp6.mode full needs router advertisements"},
 		{"v6 server_ip with dhcp", "interface: br0\ndhcp: {mode: proxy}\nserver_ip: 'fd00::1'", "an IPv6 server_ip needs dhcp.mode: off"},
 		{"link-local server_ip", "interface: br0\ndhcp: {mode: off}\nserver_ip: 'fe80::1'", "is link-local"},
+		{"nic drivers none and more", "interface: br0\ndhcp: {mode: proxy}\nnbd: {nic_drivers: [none, igb]}", "nbd.nic_drivers: NIC drivers \"none,igb\": none cannot go with driver names"},
+		{"nic driver name", "interface: br0\ndhcp: {mode: proxy}\nnbd: {nic_drivers: [e1000e, ../x]}", `nbd.nic_drivers: NIC driver "../x": want a kernel module name`},
 		{"bad log format", "interface: br0\ndhcp: {mode: proxy}\nlog: {format: xml}", "log.format"},
 	}
 	for _, tt := range tests {

@@ -31,6 +31,8 @@ type Config struct {
 	// Agent is nbd.agent, the bootfleet-agent binary that kernels built
 	// from images get in their initramfs.
 	Agent string
+	// NICDrivers is nbd.nic_drivers, for those initramfs images.
+	NICDrivers []string
 	// Images maps image names to content; required.
 	Images Images
 	// Leases, if set, ties each export to the address DHCP leased its
@@ -77,7 +79,7 @@ func New(cfg Config) (*Service, error) {
 		return nil, err
 	}
 	s.kernels, err = imagekernel.New(imagekernel.Config{Dir: filepath.Join(cfg.Data, "kernels"), Blobs: blobs,
-		Agent: cfg.Agent, Logger: cfg.Logger})
+		Agent: cfg.Agent, NICDrivers: cfg.NICDrivers, Logger: cfg.Logger})
 	if err != nil {
 		return nil, err
 	}

@@ -54,7 +54,11 @@ type Config struct {
 	Agent string
 	// Busybox is a static busybox binary. Default /bin/busybox.
 	Busybox string
-	Logger  *slog.Logger // default: discard
+	// NICDrivers is the admin's list of NIC drivers (config
+	// nbd.nic_drivers), read by initramfs.ParseNICDrivers. Default: its
+	// default list.
+	NICDrivers []string
+	Logger     *slog.Logger // default: discard
 }
 
 // Builder builds and finds the boot files of image content. Safe for
@@ -104,7 +108,11 @@ func New(cfg Config) (*Builder, error) {
 }
 
 func (b *Builder) initramfsBuild(w io.Writer, image string) (initramfs.Result, error) {
-	return initramfs.Build(w, initramfs.Options{Image: image, Agent: b.cfg.Agent, Busybox: b.cfg.Busybox, Log: b.log})
+	nics, err := initramfs.ParseNICDrivers(b.cfg.NICDrivers)
+	if err != nil {
+		return initramfs.Result{}, fmt.Errorf("nbd.nic_drivers: %w", err)
+	}
+	return initramfs.Build(w, initramfs.Options{Image: image, Agent: b.cfg.Agent, Busybox: b.cfg.Busybox, NICDrivers: nics, Log: b.log})
 }
 
 // sweep removes temporary directories and the files of content gone from

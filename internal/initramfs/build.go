@@ -2,7 +2,6 @@ package initramfs
 
 import (
 	"bytes"
-	"compress/gzip"
 	"debug/elf"
 	_ "embed"
 	"errors"
@@ -34,6 +33,14 @@ type Options struct {
 	Image string
 	// Modules to load; default DefaultModules. Their dependencies are added.
 	Modules []string
+	// NICDrivers are the NIC driver modules to include, after Modules
+	// (see ParseNICDrivers): nil means DefaultNICDrivers, an empty list
+	// none. The agent loads them all before DHCP; one the kernel lacks,
+	// or whose dependencies it lacks, is left out with a warning.
+	NICDrivers []string
+	// Compression is CompressXZ or CompressGzip; default xz, or gzip
+	// where the xz tool is missing.
+	Compression string
 	// Busybox is a static busybox binary; default /bin/busybox (Debian's
 	// busybox-static package).
 	Busybox string
@@ -47,6 +54,8 @@ type Options struct {
 type Result struct {
 	KernelVersion string
 	Modules       []string // load order
+	NICDrivers    []string // the drivers of Options.NICDrivers the kernel has
+	Compression   string   // CompressXZ or CompressGzip
 	Vmlinuz       []byte   // the kernel image, when built from a .deb
 }
 
@@ -59,7 +68,13 @@ var applets = []string{"sh", "ip", "udhcpc", "switch_root", "mount", "umount", "
 //go:embed udhcpc.script
 var udhcpcScript []byte
 
-// Build writes the gzip'd cpio to out.
+// NICModulesList names, one a line, the NIC drivers of /etc/modules: the
+// agent loads them all (a driver without its hardware only registers),
+// and one that fails to load is not worth stopping a boot whose NIC
+// another driver runs.
+const NICModulesList = "etc/nic-modules"
+
+// Build writes the compressed cpio to out.
 func Build(out io.Writer, o Options) (Result, error) {
 	log := o.Log
 	if log == nil {
@@ -129,24 +144,39 @@ func Build(out io.Writer, o Options) (Result, error) {
 	if err != nil {
 		return Result{}, err
 	}
-	for _, m := range CacheModules {
-		if slices.Contains(o.Modules, m) {
-			continue
+	add := func(extra []string, warn string) []string {
+		var added []string
+		for _, m := range extra {
+			if slices.Contains(o.Modules, m) {
+				added = append(added, m)
+				continue
+			}
+			more, err := tree.Resolve(append(slices.Clip(o.Modules), m))
+			if err != nil {
+				log.Warn(warn, "module", m, "err", err)
+				continue
+			}
+			o.Modules, mods = append(slices.Clip(o.Modules), m), more
+			added = append(added, m)
 		}
-		more, err := tree.Resolve(append(slices.Clip(o.Modules), m))
-		if err != nil {
-			log.Warn("module for client-side write caches left out; client-ram and client-disk boots of this kernel will fail", "module", m, "err", err)
-			continue
-		}
-		o.Modules, mods = append(slices.Clip(o.Modules), m), more
+		return added
+	}
+	add(CacheModules, "module for client-side write caches left out; client-ram and client-disk boots of this kernel will fail")
+	nics := o.NICDrivers
+	if nics == nil {
+		nics = DefaultNICDrivers
+	}
+	res.NICDrivers = add(nics, "NIC driver left out: the kernel lacks it or what it needs; machines with that NIC cannot boot this initramfs")
+	if len(res.NICDrivers) == 0 && len(nics) > 0 {
+		log.Warn("none of the NIC drivers asked for is in this kernel; only a NIC whose driver is built in can boot", "asked", strings.Join(nics, ","))
 	}
 	for _, m := range mods {
 		res.Modules = append(res.Modules, m.Name)
 	}
 	log.Info("modules resolved", "kernel", res.KernelVersion, "order", strings.Join(res.Modules, " "))
 
-	gz, _ := gzip.NewWriterLevel(out, gzip.DefaultCompression) // no name, zero time: reproducible
-	w := NewCPIOWriter(gz)
+	var archive bytes.Buffer
+	w := NewCPIOWriter(&archive)
 	var werr error
 	try := func(err error) {
 		if werr == nil {
@@ -167,6 +197,7 @@ func Build(out io.Writer, o Options) (Result, error) {
 	}
 	try(w.File("etc/udhcpc/script", 0o755, udhcpcScript))
 	try(w.File("etc/modules", 0o644, []byte(strings.Join(res.Modules, "\n")+"\n")))
+	try(w.File(NICModulesList, 0o644, []byte(strings.Join(append(res.NICDrivers, ""), "\n"))))
 	try(w.File("etc/bootfleet-initramfs", 0o644, []byte("kernel="+res.KernelVersion+"\n")))
 	for i, m := range mods {
 		data, err := ReadModule(m.Path)
@@ -183,10 +214,13 @@ func Build(out io.Writer, o Options) (Result, error) {
 		try(w.File("lib/modules/"+m.Name+".ko", 0o644, data))
 	}
 	try(w.Close())
-	try(gz.Close())
 	if werr != nil {
 		return Result{}, fmt.Errorf("write initramfs: %w", werr)
 	}
+	if res.Compression, err = compress(out, archive.Bytes(), o.Compression, log); err != nil {
+		return Result{}, err
+	}
+	log.Info("initramfs written", "nic_drivers", strings.Join(res.NICDrivers, ","), "cpio_bytes", archive.Len(), "compression", res.Compression)
 	return res, nil
 }
 

@@ -2,7 +2,6 @@ package initramfs
 
 import (
 	"bytes"
-	"compress/gzip"
 	"io"
 	"os"
 	"os/exec"
@@ -53,17 +52,13 @@ func TestBuildFromTree(t *testing.T) {
 	if res.KernelVersion != filepath.Base(dir) {
 		t.Errorf("KernelVersion = %q, want %q", res.KernelVersion, filepath.Base(dir))
 	}
-	zr, err := gzip.NewReader(bytes.NewReader(out.Bytes()))
-	if err != nil {
-		t.Fatal(err)
-	}
 	cmd := exec.Command("cpio", "-it", "--quiet")
-	cmd.Stdin = zr
+	cmd.Stdin = bytes.NewReader(decompress(t, res.Compression, out.Bytes()))
 	list, err := cmd.CombinedOutput()
 	if err != nil {
 		t.Fatalf("cpio -it: %v\n%s", err, list)
 	}
-	for _, want := range []string{"init", "bin/busybox", "bin/udhcpc", "bin/switch_root", "dev/console", "etc/modules", "etc/udhcpc/script", "lib/modules/nbd.ko", "lib/modules/ext4.ko", "newroot"} {
+	for _, want := range []string{"init", "bin/busybox", "bin/udhcpc", "bin/switch_root", "dev/console", "etc/modules", "etc/udhcpc/script", "lib/modules/nbd.ko", "lib/modules/ext4.ko", "lib/modules/virtio_net.ko", "etc/nic-modules", "newroot"} {
 		if !strings.Contains("\n"+string(list), "\n"+want+"\n") {
 			t.Errorf("initramfs lacks %s; has:\n%s", want, list)
 		}

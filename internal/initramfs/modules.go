@@ -13,10 +13,11 @@ import (
 	"strings"
 )
 
-// DefaultModules are what the agent needs on a QEMU/KVM guest: the virtio
-// NIC, the NBD client and ext4. Real hardware adds its NIC driver (e1000e,
-// igb, r8169, ...) with Options.ExtraModules.
-var DefaultModules = []string{"virtio_pci", "virtio_net", "nbd", "ext4"}
+// DefaultModules are what the agent needs to reach any root: the NBD
+// client, ext4, and virtio_pci, the bus of virtio_net and virtio_blk. The
+// NIC drivers come from Options.NICDrivers; the rest of the kernel's
+// modules from the root's own /lib/modules once it is mounted.
+var DefaultModules = []string{"virtio_pci", "nbd", "ext4"}
 
 // CacheModules are what client-side write caches need: device-mapper
 // snapshots, the RAM disk (brd) and the local disks a client-disk cache

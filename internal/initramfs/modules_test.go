@@ -4,6 +4,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -54,7 +55,7 @@ func TestResolveDebianKernel(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	mods, err := tree.Resolve(append(DefaultModules, CacheModules...))
+	mods, err := tree.Resolve(slices.Concat(DefaultModules, CacheModules, []string{"virtio_net", "igb", "r8169"}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -68,7 +69,7 @@ func TestResolveDebianKernel(t *testing.T) {
 	for _, pair := range [][2]string{
 		{"virtio", "virtio_net"}, {"virtio_ring", "virtio_pci"}, {"jbd2", "ext4"}, {"mbcache", "ext4"},
 		{"crc32c_generic", "jbd2"}, // softdep pre: crypto-crc32c, generic over crc32c_intel
-		{"dm_mod", "dm_snapshot"}, {"dm_bufio", "dm_snapshot"}, {"nvme_core", "nvme"},
+		{"dm_mod", "dm_snapshot"}, {"dca", "igb"}, {"libphy", "r8169"}, {"dm_bufio", "dm_snapshot"}, {"nvme_core", "nvme"},
 	} {
 		before, after := pair[0], pair[1]
 		pb, okb := pos[before]

@@ -323,6 +323,11 @@ func TestDebianDiskless(t *testing.T) {
 		// "wrote FILE: kernel VERSION, modules ..."
 		f := strings.Fields(out[strings.Index(out, "kernel "):])
 		kernels[d.name] = strings.TrimSuffix(f[1], ",")
+		if ki, err := os.Stat(vmlinuz); err == nil {
+			if ii, err := os.Stat(initrd); err == nil {
+				t.Logf("%s: unicast per boot: kernel %d + initramfs %d = %d bytes", d.name, ki.Size(), ii.Size(), ki.Size()+ii.Size())
+			}
+		}
 		if !strings.Contains(out, " "+d.fs) {
 			t.Errorf("initramfs for %s (%s root): modules lack %s: %s", d.name, d.fs, d.fs, out)
 		}

@@ -188,6 +188,11 @@ func (c *bootfleetCLI) tryRun(args ...string) ([]byte, error) {
 	}
 	args = append(args, "--server", server, "--data", c.data)
 	timeout := 30 * time.Second
+	if args[0] == "initramfs" {
+		// It xz's some 20 MB, which takes tens of seconds on a busy
+		// 2-core machine.
+		timeout = 3 * time.Minute
+	}
 	if c.timeout > 0 {
 		timeout = c.timeout
 	}
