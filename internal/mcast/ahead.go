@@ -1,0 +1,46 @@
+package mcast
+
+import (
+	"time"
+
+	"github.com/bootfleet/bootfleet/internal/chunkwire"
+)
+
+// WantAhead asks for chunks as read-ahead (chunkwire.FlagReadAhead), in
+// the order given, and returns how many it asked for: those neither in
+// the cache nor on their way. The Sender sends them behind every chunk an
+// agent waits on. They are not waited on and not repaired; a lost one is
+// asked for again, as a read, when the machine reads it. While datagrams
+// wait unread in the group's socket it asks for nothing, since they may
+// hold these chunks, and read-ahead is never worth a chunk sent twice.
+func (r *Receiver) WantAhead(chunks []uint32) int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.gaveUp != nil || len(chunks) == 0 || r.queued() > 0 {
+		return 0
+	}
+	now := time.Now()
+	total := chunkwire.Chunks(r.cfg.Size)
+	ranges := r.aheadRanges[:0]
+	for _, c := range chunks {
+		if c >= total || r.pend[c] != nil || r.cfg.Cache.Has(c) || !r.room() {
+			continue
+		}
+		a := r.start(c, now)
+		if a == nil {
+			break // the cache is full: so is read-ahead
+		}
+		ranges = appendRange(ranges, c, a.need)
+		r.st.AheadChunks++
+	}
+	r.aheadRanges = ranges
+	if len(ranges) == 0 {
+		return 0
+	}
+	n := 0
+	for _, g := range ranges {
+		n += int(g.Count)
+	}
+	r.send(chunkwire.FlagReadAhead, ranges)
+	return n
+}
