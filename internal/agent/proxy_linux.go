@@ -17,6 +17,7 @@ import (
 	"github.com/bootfleet/bootfleet/internal/blockset"
 	"github.com/bootfleet/bootfleet/internal/mcast"
 	"github.com/bootfleet/bootfleet/internal/nbd"
+	"github.com/bootfleet/bootfleet/internal/readorder"
 	"github.com/bootfleet/bootfleet/internal/rootarg"
 	"github.com/bootfleet/bootfleet/internal/rootproxy"
 )
@@ -220,8 +221,35 @@ func (a *Agent) proxyConfig(o Options, up *rootproxy.Upstream) (rootproxy.Config
 	if o.HasMulticast && cfg.Base && cfg.CacheBytes > 0 {
 		cfg.Multicast = &mcast.ReceiverConfig{Server: o.Multicast.Server, Group: o.Multicast.Group, Content: o.Multicast.Content,
 			Interface: routeInterface(o.Multicast.Server.Addr()), Logger: a.Log}
+		if o.ReadOrder != "" && o.ReadAhead > 0 {
+			order, err := fetchReadOrder(o.ReadOrder)
+			if err != nil {
+				a.Log.Info("root proxy: no read order; reading no further ahead than the kernel", "err", err)
+			} else {
+				cfg.Order, cfg.ReadAhead = order, o.ReadAhead
+				a.Log.Info("root proxy: read order", "chunks", len(order), "read_ahead", o.ReadAhead)
+			}
+		}
 	}
 	return cfg, nil
+}
+
+// fetchReadOrder GETs the order in which earlier boots read the content.
+func fetchReadOrder(url string) ([]uint32, error) {
+	c := http.Client{Timeout: 10 * time.Second}
+	resp, err := c.Get(url)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("GET read order: %s", resp.Status)
+	}
+	b, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
+	if err != nil {
+		return nil, fmt.Errorf("GET read order: %w", err)
+	}
+	return readorder.Decode(b)
 }
 
 // routeInterface is the interface whose address is on the server's
