@@ -263,8 +263,8 @@ func (s *Sender) handle(req chunkwire.Request) (chunkwire.Announce, bool) {
 	total := chunkwire.Chunks(c.Size)
 	queued := false
 	for _, g := range req.Ranges {
-		if !repair && !ahead && s.cfg.OnRead != nil && g.First < total {
-			s.cfg.OnRead(c.ID, g.First, min(g.Last(), total-1))
+		if !repair && !ahead && s.cfg.OnRead != nil && g.First < total && budget > 0 {
+			s.cfg.OnRead(c.ID, g.First, min(g.Last(), total-1, g.First+uint32(budget)-1))
 		}
 		for i := uint32(0); i < g.Count && g.First+i < total && budget > 0; i++ {
 			budget--

@@ -6,9 +6,10 @@ import (
 	"fmt"
 )
 
-// MaxChunks bounds an order: 1<<22 chunks of 32 KiB is 128 GiB of
-// content read, more than any boot reads. The file stays below ~20 MiB.
-const MaxChunks = 1 << 22
+// MaxChunks bounds an order: 1<<20 chunks of 32 KiB is 32 GiB of
+// content read, more than any boot reads. The file stays below 5 MiB,
+// and the server's memory of it below a few tens of MiB.
+const MaxChunks = 1 << 20
 
 // magic opens every order file; its last byte is the format version.
 const magic = "BFRO\x01"
