@@ -81,7 +81,7 @@ type Options struct {
 // unless bootfleet.mcast.ahead= says otherwise: far enough ahead that the
 // group fills the next reads while the machine works, near enough that a
 // boot leaving the learned order wastes little of every machine's link.
-const DefaultReadAhead = 16
+const DefaultReadAhead = 8
 
 // DefaultReadCachePercent is the share of RAM the proxy's read cache of
 // the base takes unless bootfleet.readcache= says otherwise: the boot's
