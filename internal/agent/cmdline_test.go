@@ -63,6 +63,12 @@ func TestParseCmdline(t *testing.T) {
 		{name: "overlay blocks", in: "bootfleet.root=nbd:a:1:x bootfleet.overlay.blocks=http://10.0.0.1:8080/nbd/overlay-blocks", check: func(o Options) bool {
 			return o.OverlayBlocks == "http://10.0.0.1:8080/nbd/overlay-blocks"
 		}},
+		{name: "read order", in: "bootfleet.root=nbd:a:1:x bootfleet.mcast.order=http://10.0.0.1:8080/nbd/read-order/ab bootfleet.mcast.ahead=8", check: func(o Options) bool {
+			return o.ReadOrder == "http://10.0.0.1:8080/nbd/read-order/ab" && o.ReadAhead == 8
+		}},
+		{name: "read-ahead default", in: "bootfleet.root=nbd:a:1:x", check: func(o Options) bool { return o.ReadAhead == DefaultReadAhead && o.ReadOrder == "" }},
+		{name: "bad read-ahead", in: "bootfleet.root=nbd:a:1:x bootfleet.mcast.ahead=65", wantErr: "bootfleet.mcast.ahead"},
+		{name: "bad read order", in: "bootfleet.root=nbd:a:1:x bootfleet.mcast.order=/x", wantErr: "bootfleet.mcast.order"},
 		{name: "bad proxy", in: "bootfleet.root=nbd:a:1:x bootfleet.proxy=yes", wantErr: "bootfleet.proxy"},
 		{name: "bad read cache", in: "bootfleet.root=nbd:a:1:x bootfleet.readcache=1K", wantErr: "bootfleet.readcache"},
 		{name: "bad multicast", in: "bootfleet.root=nbd:a:1:x bootfleet.mcast=239.1.2.3", wantErr: "bootfleet.mcast"},
@@ -88,8 +94,8 @@ func TestParseCmdline(t *testing.T) {
 }
 
 func TestRootIOQuery(t *testing.T) {
-	got := RootIOQuery(rootproxy.Stats{MulticastBytes: 1, UnicastBytes: 2, HitBytes: 3, MissBytes: 4, WrittenBytes: 5, Fallbacks: 6, Lost: 7, Repairs: 8, Multicast: "silent"})
-	if want := "fallbacks=6&group=silent&hits=3&lost=7&misses=4&multicast=1&repairs=8&unicast=2&written=5"; got != want {
+	got := RootIOQuery(rootproxy.Stats{MulticastBytes: 1, UnicastBytes: 2, HitBytes: 3, MissBytes: 4, WrittenBytes: 5, Fallbacks: 6, Lost: 7, Repairs: 8, AheadChunks: 9, AheadUsed: 10, Multicast: "silent"})
+	if want := "ahead=9&ahead_used=10&fallbacks=6&group=silent&hits=3&lost=7&misses=4&multicast=1&repairs=8&unicast=2&written=5"; got != want {
 		t.Fatalf("got %q, want %q", got, want)
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/bootfleet/bootfleet/internal/blockset"
 	"github.com/bootfleet/bootfleet/internal/mcast"
 	"github.com/bootfleet/bootfleet/internal/nbd"
+	"github.com/bootfleet/bootfleet/internal/readorder"
 	"github.com/bootfleet/bootfleet/internal/rootproxy"
 )
 
@@ -91,4 +92,22 @@ func FetchOverlayBlocks(hc *http.Client, url, export string) (*blockset.Set, uin
 		return nil, 0, err
 	}
 	return blockset.Parse(b)
+}
+
+// fetchReadOrder GETs the order in which earlier boots read the content.
+func fetchReadOrder(url string) ([]uint32, error) {
+	c := http.Client{Timeout: 10 * time.Second}
+	resp, err := c.Get(url)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("GET read order: %s", resp.Status)
+	}
+	b, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
+	if err != nil {
+		return nil, fmt.Errorf("GET read order: %w", err)
+	}
+	return readorder.Decode(b)
 }

@@ -81,6 +81,7 @@ func Run(ctx context.Context, c *config.Config, log *slog.Logger) error {
 	defer httpLn.Close() // for the error returns before it is served
 	baseURL := "http://" + net.JoinHostPort(serverIP.String(), portOf(httpLn.Addr()))
 	dl.SetBlocksURL(baseURL + diskless.OverlayBlocksPath)
+	dl.SetOrderURL(baseURL + diskless.ReadOrderPath)
 	name, err := serverName(c)
 	if err != nil {
 		return err
@@ -122,7 +123,7 @@ func Run(ctx context.Context, c *config.Config, log *slog.Logger) error {
 		IdentityURL: baseURL + identitysvc.Path,
 		DiskARM64:   httpboot.DiskChain{Shim: c.SecureBoot.ShimARM64, Grub: c.SecureBoot.GrubARM64Disk},
 	}
-	boot := withIdentity(withPeers(httpboot.New(hc), peers, dl.OverlayBlocksHandler()), ids, dl.Disks())
+	boot := withIdentity(withPeers(httpboot.New(hc), peers, dl.OverlayBlocksHandler(), dl.ReadOrderHandler()), ids, dl.Disks())
 	front := frontHandler(rec, apiHandler, boot)
 	plain, mgmt, err := splitManagement(c, serverIP, front, boot, rec.Handler(), log)
 	if err != nil {

@@ -37,13 +37,15 @@ func newImages(ctx context.Context, store inventory.Store, name string, dl *disk
 }
 
 // withPeers serves the peer paths (imagepeer.Prefix) with peers, the
-// agents' overlay blocks with blocks, and the rest with boot: all go to
+// agents' overlay blocks with blocks, contents' read orders with order,
+// and the rest with boot: all go to
 // every listener firmware reaches, which is where peers find each other
 // (their registered http:// address) and agents their server.
-func withPeers(boot, peers, blocks http.Handler) http.Handler {
+func withPeers(boot, peers, blocks, order http.Handler) http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle(imagepeer.Prefix, peers)
 	mux.Handle("GET "+diskless.OverlayBlocksPath, blocks)
+	mux.Handle("GET "+diskless.ReadOrderPath, order)
 	mux.Handle("/", boot)
 	return mux
 }

@@ -96,11 +96,12 @@ func seedDatagrams() map[string]map[string][]byte {
 	hello := (&Request{Content: testID, Receiver: 0xdeadbeef}).Append(nil)
 	repair := (&Request{Content: testID, Receiver: 7, Flags: FlagRepair, Ranges: []Range{{First: 5, Count: 1, Mask: 0x00010008}}}).Append(nil)
 	readAhead := (&Request{Content: testID, Receiver: 7, Ranges: []Range{{First: 0, Count: 4, Mask: AllFragments}, {First: 90, Count: 32, Mask: AllFragments}}}).Append(nil)
+	flagged := (&Request{Content: testID, Receiver: 7, Flags: FlagReadAhead, Ranges: []Range{{First: 33, Count: 1, Mask: AllFragments}, {First: 8, Count: 2, Mask: AllFragments}}}).Append(nil)
 	v4 := (&Announce{Content: testID, Size: 2 << 30, Sender: 0x5eed, NextSeq: 1000, Group: netip.MustParseAddrPort("239.77.1.9:10810")}).Append(nil)
 	v6 := (&Announce{Content: testID, Size: 123457, Group: netip.MustParseAddrPort("[ff15::1:bf]:10810")}).Append(nil)
 	return map[string]map[string][]byte{
 		"FuzzParseData":     {"full-fragment-end": data, "one-byte": short, "bad-crc": badCRC, "request-not-data": hello},
-		"FuzzParseRequest":  {"hello": hello, "repair": repair, "read-ahead": readAhead, "truncated": readAhead[:len(readAhead)-3]},
+		"FuzzParseRequest":  {"hello": hello, "repair": repair, "read-ahead": readAhead, "flagged-read-ahead": flagged, "truncated": readAhead[:len(readAhead)-3]},
 		"FuzzParseAnnounce": {"ipv4": v4, "ipv6": v6, "data-not-announce": short},
 	}
 }

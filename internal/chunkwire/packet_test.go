@@ -92,6 +92,7 @@ func TestRequestRoundTrip(t *testing.T) {
 		{Content: testID, Receiver: 42},
 		{Content: testID, Receiver: 1, Flags: FlagRepair, Ranges: []Range{{First: 9, Count: 1, Mask: 1<<3 | 1<<17}}},
 		{Content: testID, Receiver: 2, Ranges: []Range{{First: 1<<32 - 1, Count: 1, Mask: 1}}},
+		{Content: testID, Receiver: 4, Flags: FlagReadAhead, Ranges: []Range{{First: 70, Count: 1, Mask: AllFragments}, {First: 12, Count: 3, Mask: AllFragments}}},
 		{Content: testID, Receiver: 3, Ranges: full},
 	} {
 		b := r.Append(nil)
@@ -127,6 +128,7 @@ func TestParseRequestRefuses(t *testing.T) {
 		{"type", func(b []byte) []byte { b[3] = byte(TypeData); return Seal(b) }, ErrType},
 		{"corrupt", func(b []byte) []byte { b[30] ^= 4; return b }, ErrChecksum},
 		{"flags", func(b []byte) []byte { b[20] = 0x80; return Seal(b) }, ErrMalformed},
+		{"unknown flag", func(b []byte) []byte { b[21] = 1 << 2; return Seal(b) }, ErrMalformed},
 		{"too many ranges", func(b []byte) []byte {
 			binary.BigEndian.PutUint16(b[22:], MaxRanges+1)
 			return Seal(append(b, make([]byte, MaxRanges*RangeLen)...))

@@ -12,6 +12,14 @@ const (
 	// the agent lost. The server sends them even if it sent them a moment
 	// ago, which it otherwise skips because they are still in flight.
 	FlagRepair uint16 = 1 << 0
+	// FlagReadAhead says the agent has not read the chunks yet and only
+	// expects to: the server sends them behind every chunk an agent is
+	// waiting on, and does not learn the content's read order from them.
+	// A sender older than the flag refuses the request, which costs only
+	// the read-ahead.
+	FlagReadAhead uint16 = 1 << 1
+
+	knownFlags = FlagRepair | FlagReadAhead
 )
 
 // Range asks for Count chunks from First, and of each the fragments whose
@@ -51,7 +59,7 @@ func (r Range) Last() uint32 { return r.First + r.Count - 1 }
 type Request struct {
 	Content  ContentID
 	Receiver uint32
-	Flags    uint16 // FlagRepair or 0
+	Flags    uint16 // FlagRepair, FlagReadAhead or 0
 	Ranges   []Range
 }
 
@@ -90,8 +98,8 @@ func ParseRequest(b []byte, ranges []Range) (Request, error) {
 	}
 	n := int(binary.BigEndian.Uint16(b[22:24]))
 	switch {
-	case r.Flags&^FlagRepair != 0:
-		return Request{}, fmt.Errorf("%w: request flags %#04x, known %#04x", ErrMalformed, r.Flags, FlagRepair)
+	case r.Flags&^knownFlags != 0:
+		return Request{}, fmt.Errorf("%w: request flags %#04x, known %#04x", ErrMalformed, r.Flags, knownFlags)
 	case n > MaxRanges:
 		return Request{}, fmt.Errorf("%w: %d ranges, want at most %d", ErrMalformed, n, MaxRanges)
 	case len(b) != RequestHeaderLen+n*RangeLen:

@@ -82,5 +82,9 @@ func (e fetchingExports) Lookup(name string, remote net.Addr) (nbd.Export, error
 			e.s.log.Warn("nbd export's image is not on this server and fetching it failed", "remote", remote.String(), "sha256", sha, "err", err)
 		}
 	}
-	return e.s.disks.Lookup(name, remote)
+	x, err := e.s.disks.Lookup(name, remote)
+	if err != nil {
+		return nil, err
+	}
+	return e.s.learning(name, x), nil
 }

@@ -22,6 +22,7 @@ import (
 	"github.com/bootfleet/bootfleet/internal/mcast"
 	"github.com/bootfleet/bootfleet/internal/mcastgroup"
 	"github.com/bootfleet/bootfleet/internal/nbd"
+	"github.com/bootfleet/bootfleet/internal/readorder"
 	"github.com/bootfleet/bootfleet/internal/rootarg"
 )
 
@@ -36,6 +37,9 @@ type Multicast struct {
 	// BlocksURL is where agents of server-side overlays fetch the blocks
 	// their overlay holds (OverlayBlocksPath on this server's HTTP).
 	BlocksURL string
+	// OrderURL is where agents read a content's read order, the sha256
+	// appended (ReadOrderPath on this server's HTTP).
+	OrderURL string
 }
 
 // OverlayBlocksPath is the HTTP route where an agent reads which blocks
@@ -51,21 +55,29 @@ type multicaster struct {
 
 	mu    sync.Mutex
 	files map[string]*os.File // by sha256: the content served, open
+	// shas names the contents served by id, for the Sender's OnRead,
+	// which runs under the Sender's lock while serve holds mu to Add.
+	shas sync.Map // chunkwire.ContentID -> string
 }
 
-func newMulticaster(cfg Multicast, log *slog.Logger) (*multicaster, error) {
+func newMulticaster(cfg Multicast, order *readorder.Learner, log *slog.Logger) (*multicaster, error) {
 	conn, err := mcast.ListenSender(cfg.Listen, cfg.Interface, cfg.TTL)
 	if err != nil {
 		return nil, fmt.Errorf("%w (set multicast.port, or multicast.mode: off)", err)
 	}
 	// Port 0 takes a free port; the agents must be told the real one.
 	cfg.Listen = netip.AddrPortFrom(cfg.Listen.Addr(), uint16(conn.LocalAddr().(*net.UDPAddr).Port))
-	s, err := mcast.NewSender(conn, mcast.SenderConfig{Rate: cfg.Rate, Logger: log})
-	if err != nil {
+	m := &multicaster{cfg: cfg, conn: conn, log: log, files: map[string]*os.File{}}
+	onRead := func(id chunkwire.ContentID, first, last uint32) {
+		if sha, ok := m.shas.Load(id); ok {
+			order.Note(sha.(string), first, last)
+		}
+	}
+	if m.sender, err = mcast.NewSender(conn, mcast.SenderConfig{Rate: cfg.Rate, Logger: log, OnRead: onRead}); err != nil {
 		conn.Close()
 		return nil, err
 	}
-	return &multicaster{cfg: cfg, conn: conn, sender: s, log: log, files: map[string]*os.File{}}, nil
+	return m, nil
 }
 
 // run sends until ctx ends.
@@ -116,6 +128,7 @@ func (m *multicaster) serve(blobs *imagestore.Store, sha string) (string, error)
 			return "", err
 		}
 		m.files[sha] = f
+		m.shas.Store(id, sha)
 		m.log.Info("multicasting image content", "sha256", sha[:12], "group", group.String(), "bytes", st.Size())
 	}
 	return rootarg.Multicast{Group: group, Server: m.cfg.Listen, Content: id}.Arg(), nil
@@ -154,6 +167,10 @@ func (s *Service) rootArgs(sha, overlay string) (string, error) {
 	if !inventory.ClientOverlay(overlay) && s.mc.cfg.BlocksURL != "" {
 		args += " bootfleet.overlay.blocks=" + s.mc.cfg.BlocksURL
 	}
+	if s.mc.cfg.OrderURL != "" {
+		args += " " + rootarg.ReadOrderKey + "=" + s.mc.cfg.OrderURL + sha
+	}
+
 	return args, nil
 }
 

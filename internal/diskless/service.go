@@ -15,6 +15,7 @@ import (
 	"github.com/bootfleet/bootfleet/internal/imagekernel"
 	"github.com/bootfleet/bootfleet/internal/imagestore"
 	"github.com/bootfleet/bootfleet/internal/nbd"
+	"github.com/bootfleet/bootfleet/internal/readorder"
 	"github.com/bootfleet/bootfleet/internal/rootdisk"
 )
 
@@ -57,6 +58,9 @@ type Service struct {
 	blobs   *imagestore.Store
 	fetcher Fetcher      // nil: serve only what is here
 	mc      *multicaster // nil: multicast off
+	// order learns the read order of contents; nil when multicast is off,
+	// the only user of it.
+	order *readorder.Learner
 }
 
 // New opens the image content and, unless cfg.Listen is off, the NBD
@@ -87,7 +91,8 @@ func New(cfg Config) (*Service, error) {
 		return s, nil
 	}
 	if cfg.Multicast != nil {
-		if s.mc, err = newMulticaster(*cfg.Multicast, cfg.Logger); err != nil {
+		s.order = readorder.NewLearner(filepath.Join(cfg.Data, "images", "order"), cfg.Logger)
+		if s.mc, err = newMulticaster(*cfg.Multicast, s.order, cfg.Logger); err != nil {
 			s.Close()
 			return nil, err
 		}
@@ -143,6 +148,9 @@ func (s *Service) Close() {
 	}
 	if s.mc != nil {
 		s.mc.close()
+	}
+	if s.order != nil {
+		s.order.Flush()
 	}
 	s.kernels.Close()
 	if err := s.disks.Close(); err != nil {

@@ -102,10 +102,12 @@ type ReceiverStats struct {
 	Repairs    uint64 // requests for lost fragments (FlagRepair) sent
 	Chunks     uint64 // chunks committed to the cache
 	Fallbacks  uint64 // waits that failed: reads left to unicast
-	ReadBuffer int    // bytes of the group socket's receive buffer, as the kernel granted
-	Announced  bool   // the server answered the hello
-	Silent     bool   // the group was given up with ErrSilent
-	Lossy      bool   // the group was given up with ErrLossy
+	// AheadChunks is the chunks asked for as read-ahead (WantAhead).
+	AheadChunks uint64
+	ReadBuffer  int  // bytes of the group socket's receive buffer, as the kernel granted
+	Announced   bool // the server answered the hello
+	Silent      bool // the group was given up with ErrSilent
+	Lossy       bool // the group was given up with ErrLossy
 }
 
 // stallTicks is how many tick periods without a tick count as a stall of
@@ -142,6 +144,7 @@ type Receiver struct {
 	st             ReceiverStats
 	reqBuf         []byte
 	repairList     []chunkwire.Range
+	aheadRanges    []chunkwire.Range // WantAhead's, reused
 }
 
 // assembly is a chunk being received.

@@ -35,6 +35,11 @@ type SenderConfig struct {
 	MaxChunksPerRequest int
 	// Logger gets the errors of sending. Default: discarded.
 	Logger *slog.Logger
+	// OnRead, if set, gets the chunks of every request that is neither a
+	// repair nor read-ahead, in the order asked: what agents read, from
+	// which the server learns a content's read order. It runs on the
+	// request loop with the Sender's lock held, so it must be quick.
+	OnRead func(id chunkwire.ContentID, first, last uint32)
 }
 
 // Content is what a Sender multicasts for one image.
@@ -49,6 +54,7 @@ type Content struct {
 type SenderStats struct {
 	Requests   uint64 // requests with ranges, repairs included
 	Repairs    uint64 // requests with FlagRepair
+	ReadAhead  uint64 // requests with FlagReadAhead
 	Hellos     uint64 // requests without ranges, answered by an Announce
 	Unknown    uint64 // requests for a content the Sender does not serve, or malformed
 	Merged     uint64 // chunks asked for while already queued
@@ -115,8 +121,8 @@ type Sender struct {
 	seq      uint32        // next sequence number, owned by the send loop
 	nextSeq  atomic.Uint32 // seq as the request loop may read it
 
-	requests, repairs, hellos, unknown, merged, suppressed atomic.Uint64
-	chunks, datagrams, bytes, again, sendErrors            atomic.Uint64
+	requests, repairs, aheads, hellos, unknown, merged, suppressed atomic.Uint64
+	chunks, datagrams, bytes, again, sendErrors                    atomic.Uint64
 }
 
 // NewSender checks cfg and returns a Sender on conn, which it reads
@@ -173,7 +179,7 @@ func (s *Sender) Remove(id chunkwire.ContentID) {
 // Stats returns the counters.
 func (s *Sender) Stats() SenderStats {
 	return SenderStats{
-		Requests: s.requests.Load(), Repairs: s.repairs.Load(), Hellos: s.hellos.Load(),
+		Requests: s.requests.Load(), Repairs: s.repairs.Load(), ReadAhead: s.aheads.Load(), Hellos: s.hellos.Load(),
 		Unknown: s.unknown.Load(), Merged: s.merged.Load(), Suppressed: s.suppressed.Load(),
 		Chunks: s.chunks.Load(), Datagrams: s.datagrams.Load(), Bytes: s.bytes.Load(), Again: s.again.Load(),
 		SendErrors: s.sendErrors.Load(),
@@ -246,18 +252,25 @@ func (s *Sender) handle(req chunkwire.Request) (chunkwire.Announce, bool) {
 	}
 	s.requests.Add(1)
 	repair := req.Flags&chunkwire.FlagRepair != 0
-	if repair {
+	ahead := req.Flags&chunkwire.FlagReadAhead != 0
+	switch {
+	case repair:
 		s.repairs.Add(1)
+	case ahead:
+		s.aheads.Add(1)
 	}
 	budget := s.cfg.MaxChunksPerRequest
 	total := chunkwire.Chunks(c.Size)
 	queued := false
 	for _, g := range req.Ranges {
+		if !repair && !ahead && s.cfg.OnRead != nil && g.First < total && budget > 0 {
+			s.cfg.OnRead(c.ID, g.First, min(g.Last(), total-1, g.First+uint32(budget)-1))
+		}
 		for i := uint32(0); i < g.Count && g.First+i < total && budget > 0; i++ {
 			budget--
 			chunk := g.First + i
 			mask := g.Mask & fragmentsMask(chunk, c.Size)
-			added, merged := s.q.add(chunkKey{c.ID, chunk}, mask, repair, now, s.cfg.Suppress)
+			added, merged := s.q.add(chunkKey{c.ID, chunk}, mask, repair, ahead, now, s.cfg.Suppress)
 			switch {
 			case merged:
 				s.merged.Add(1)

@@ -13,6 +13,15 @@ import (
 // where its root's base content is multicast.
 const MulticastKey = "bootfleet.mcast"
 
+// ReadOrderKey names the URL where the agent reads the order in which
+// earlier boots read the content (the server's /nbd/read-order/SHA256),
+// which its read-ahead follows; ReadAheadKey how many chunks of that
+// order past a miss it asks for (0: none).
+const (
+	ReadOrderKey = "bootfleet.mcast.order"
+	ReadAheadKey = "bootfleet.mcast.ahead"
+)
+
 // Multicast is the value of bootfleet.mcast=GROUP:PORT,SERVER:PORT,CONTENT:
 // the content's group, the server's request socket, and the content's id
 // (chunkwire.ContentID, 16 hex digits). The agent joins GROUP, sends its

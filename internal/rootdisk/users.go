@@ -58,3 +58,22 @@ func (m *Manager) PersistentBase(mac net.HardwareAddr) string {
 	}
 	return strings.TrimSpace(string(b))
 }
+
+// ContentOf is the image content the export named name reads: the
+// content a base export names, or the one the machine's open disk is on.
+// "" when name is neither, or the machine has no disk open.
+func (m *Manager) ContentOf(name string) string {
+	if _, sha, _, err := ParseBaseExportName(name); err == nil {
+		return sha
+	}
+	mac, _, err := ParseExportName(name)
+	if err != nil {
+		return ""
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if a := m.att[mac.String()]; a != nil {
+		return a.sha
+	}
+	return ""
+}

@@ -46,8 +46,9 @@ type rig struct {
 }
 
 // newRig serves a read-only base of size bytes by NBD and by multicast
-// (data dropped when drop) and attaches a proxy with a cache of it all.
-func newRig(t *testing.T, size int, drop bool) *rig {
+// (data dropped when drop) and attaches a proxy with a cache of it all,
+// reading ahead k chunks of order.
+func newRig(t *testing.T, size int, drop bool, order []uint32, k int) *rig {
 	t.Helper()
 	testutil.NeedNetns(t)
 	srv, cli := testutil.VethPair(t, "rp", rigSrvLink, rigCliLink)
@@ -110,7 +111,7 @@ func newRig(t *testing.T, size int, drop bool) *rig {
 	testutil.InNetns(t, cli, func() {
 		ifi, err := net.InterfaceByName(rigCliLink)
 		if err == nil {
-			r.proxy, err = New(Config{Upstream: up, CacheBytes: int64(size), Base: true, ReadAhead: 16,
+			r.proxy, err = New(Config{Upstream: up, CacheBytes: int64(size), Base: true, Order: order, ReadAhead: k,
 				Multicast: &mcast.ReceiverConfig{Server: udp.LocalAddr().(*net.UDPAddr).AddrPort(), Group: rigGroup,
 					Interface: ifi, Content: id, Silence: 500 * time.Millisecond}})
 		}
@@ -150,7 +151,7 @@ func (r *rig) readAll(t *testing.T) {
 // multicast; the NBD server sends none, and a second pass is all hits.
 func TestProxyReadsTheBaseFromTheGroup(t *testing.T) {
 	const size = 8 << 20
-	r := newRig(t, size, false)
+	r := newRig(t, size, false, nil, 0)
 	r.readAll(t)
 	st := r.proxy.Stats()
 	if st.Multicast != "on" || st.MulticastBytes < size || st.UnicastBytes != 0 || st.Fallbacks != 0 || r.e.read.Load() != 0 {
@@ -167,7 +168,7 @@ func TestProxyReadsTheBaseFromTheGroup(t *testing.T) {
 // stats say so.
 func TestProxyFallsBackWhenTheGroupIsSilent(t *testing.T) {
 	const size = 2 << 20
-	r := newRig(t, size, true)
+	r := newRig(t, size, true, inOrder(size), 16)
 	start := time.Now()
 	r.readAll(t)
 	took := time.Since(start)

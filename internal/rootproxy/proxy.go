@@ -42,11 +42,16 @@ type Config struct {
 	// Multicast, when not nil, is the content's group; its Cache is the
 	// proxy's. Nil reads misses by unicast.
 	Multicast *mcast.ReceiverConfig
-	// ReadAhead is how many chunks past a read's last the proxy asks the
-	// group for. Default none: the kernel reads ahead already, and every
-	// chunk asked for is sent to every machine, so read-ahead the boot
-	// does not use costs the whole storm.
-	ReadAhead uint32
+	// Order is the order in which earlier boots of the content first read
+	// its chunks (readorder); nil for none. ReadAhead is how many chunks
+	// of it past a miss the proxy asks the group for, flagged so the
+	// server sends them behind every read: 0 (the default without an
+	// order) for none, at most MaxReadAhead. Every chunk asked for goes
+	// to every machine of the group, so read-ahead off the order costs
+	// the whole storm; following the order of real boots keeps it to
+	// what the boot reads.
+	Order     []uint32
+	ReadAhead int
 	Logger    *slog.Logger
 }
 
@@ -60,6 +65,8 @@ type Stats struct {
 	Fallbacks      uint64 // reads that waited on the group and went to unicast
 	Lost           uint64 // the group's datagrams this machine missed
 	Repairs        uint64 // requests for lost fragments it sent
+	AheadChunks    uint64 // chunks asked for as read-ahead
+	AheadUsed      uint64 // of those, chunks the machine read later
 	// GroupReadBuffer is the group socket's receive buffer as the kernel
 	// granted it: a small one loses bursts while the machine is busy.
 	GroupReadBuffer int
@@ -69,15 +76,15 @@ type Stats struct {
 // Proxy is the export the kernel's NBD client reads the root from: the
 // cache, the group and the servers behind one nbd.Export.
 type Proxy struct {
-	up        *Upstream
-	info      nbd.ExportInfo
-	flags     nbd.TransmissionFlags
-	cache     *chunkCache // nil: none
-	rcv       *mcast.Receiver
-	readAhead uint32
-	log       *slog.Logger
-	spans     chan []byte // preallocated buffers of whole-chunk reads
-	zeroes    []byte
+	up     *Upstream
+	info   nbd.ExportInfo
+	flags  nbd.TransmissionFlags
+	cache  *chunkCache // nil: none
+	rcv    *mcast.Receiver
+	ahead  *readAhead // nil: no order or no read-ahead
+	log    *slog.Logger
+	spans  chan []byte // preallocated buffers of whole-chunk reads
+	zeroes []byte
 
 	dmu   sync.Mutex
 	dirty *blockset.Set // blocks of 1<<DirtyShift not from the base
@@ -99,7 +106,7 @@ func New(cfg Config) (*Proxy, error) {
 		return nil, errors.New("rootproxy: no upstream")
 	}
 	in := cfg.Upstream.Info()
-	p := &Proxy{up: cfg.Upstream, flags: in.Flags, log: cfg.Logger, readAhead: cfg.ReadAhead, dirty: &blockset.Set{}}
+	p := &Proxy{up: cfg.Upstream, flags: in.Flags, log: cfg.Logger, dirty: &blockset.Set{}}
 	if p.log == nil {
 		p.log = slog.New(slog.DiscardHandler)
 	}
@@ -134,6 +141,10 @@ func New(cfg Config) (*Proxy, error) {
 		if p.rcv, err = mcast.NewReceiver(mc); err != nil {
 			return nil, err
 		}
+		if cfg.ReadAhead < 0 || cfg.ReadAhead > MaxReadAhead {
+			return nil, fmt.Errorf("rootproxy: read-ahead of %d chunks, want 0 to %d", cfg.ReadAhead, MaxReadAhead)
+		}
+		p.ahead = newReadAhead(cfg.Order, cfg.ReadAhead, p.info.Size)
 	}
 	return p, nil
 }
@@ -163,6 +174,9 @@ func (p *Proxy) Stats() Stats {
 	if p.rcv != nil {
 		rs := p.rcv.Stats()
 		st.MulticastBytes, st.Lost, st.Repairs, st.GroupReadBuffer = rs.Bytes, rs.Lost, rs.Repairs, rs.ReadBuffer
+		if p.ahead != nil {
+			st.AheadChunks, st.AheadUsed = p.ahead.chunks.Load(), p.ahead.used.Load()
+		}
 		switch {
 		case rs.Silent:
 			st.Multicast = "silent"
@@ -195,6 +209,7 @@ func (p *Proxy) ReadNow(b []byte, off int64, _ bool) (nbd.Span, bool) {
 		return nbd.Span{}, false
 	}
 	p.hits.Add(uint64(len(b)))
+	p.readFrom(uint32(off/chunkwire.ChunkSize), uint32((off+int64(len(b))-1)/chunkwire.ChunkSize))
 	return nbd.Span{Bytes: b}, true
 }
 
@@ -214,9 +229,11 @@ func (p *Proxy) ReadSpan(b []byte, off int64) (nbd.Span, error) {
 	}
 	if _, err := p.cache.ReadAt(b, off); err == nil {
 		p.hits.Add(uint64(n))
+		p.readFrom(first, last)
 		return nbd.Span{Bytes: b}, nil
 	}
 	p.misses.Add(uint64(n))
+	p.readFrom(first, last)
 	if p.rcv != nil && p.fromGroup(first, last) {
 		if _, err := p.cache.ReadAt(b, off); err == nil {
 			return nbd.Span{Bytes: b}, nil
@@ -262,7 +279,10 @@ func (p *Proxy) exact(b []byte, off int64) (nbd.Span, error) {
 // fromGroup waits for chunks first..last from the group, asking for
 // read-ahead beyond them; false means read them by unicast.
 func (p *Proxy) fromGroup(first, last uint32) bool {
-	p.rcv.Want(first, last-first+1+p.readAhead)
+	p.rcv.Want(first, last-first+1)
+	if p.ahead != nil {
+		p.aheadOf(first, last)
+	}
 	for c := first; c <= last; c++ {
 		if err := p.rcv.Wait(context.Background(), c); err != nil {
 			p.fallbacks.Add(1)

@@ -26,6 +26,11 @@ type RootIO struct {
 	// the requests for them it sent: what its losses cost the others.
 	Lost    uint64 `json:"lost_datagrams"`
 	Repairs uint64 `json:"repairs"`
+	// AheadChunks are the chunks asked for as read-ahead, following the
+	// content's learned read order, and AheadUsed those the machine read:
+	// the rest cost every machine of the group bytes nobody read.
+	AheadChunks uint64 `json:"read_ahead_chunks"`
+	AheadUsed   uint64 `json:"read_ahead_used"`
 	// Group is the state of the multicast group: off (none named, or
 	// bootfleet.proxy without one), on, silent (nothing arrived: the
 	// network drops it; read by unicast) or lossy (too much lost).
@@ -51,7 +56,7 @@ func ParseRootIO(q url.Values) (RootIO, error) {
 	for _, f := range []struct {
 		key string
 		v   *uint64
-	}{{"lost", &r.Lost}, {"repairs", &r.Repairs}} {
+	}{{"lost", &r.Lost}, {"repairs", &r.Repairs}, {"ahead", &r.AheadChunks}, {"ahead_used", &r.AheadUsed}} {
 		if q.Has(f.key) {
 			n, err := strconv.ParseUint(q.Get(f.key), 10, 64)
 			if err != nil {

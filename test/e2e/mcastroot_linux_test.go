@@ -15,6 +15,8 @@ import (
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 
+	"github.com/bootfleet/bootfleet/internal/chunkwire"
+	"github.com/bootfleet/bootfleet/internal/readorder"
 	"github.com/bootfleet/bootfleet/internal/telemetry"
 )
 
@@ -221,6 +223,19 @@ func TestMulticastRootDebian(t *testing.T) {
 	if one.nbdRead < 16<<20 {
 		t.Fatalf("one boot read %.0f bytes by NBD: too little for a Debian boot; the counters are wrong", one.nbdRead)
 	}
+	// The server learned from that boot the order the content is read
+	// in, which a machine's read-ahead (bootfleet.mcast.ahead=) follows.
+	orders, _ := filepath.Glob(filepath.Join(d.cli.data, "images", "order", "*"))
+	if len(orders) != 1 {
+		t.Fatalf("read orders after one boot: %v, want one for the image", orders)
+	}
+	if b, err := os.ReadFile(orders[0]); err != nil {
+		t.Fatal(err)
+	} else if order, err := readorder.Decode(b); err != nil || len(order) < 16<<20/chunkwire.ChunkSize {
+		t.Fatalf("read order of one boot: %d chunks, %v; want the %.1f MiB it read", len(order), err, one.nbdRead/(1<<20))
+	} else {
+		t.Logf("read order learned from one boot: %d chunks (%.1f MiB) in %d bytes", len(order), float64(len(order))*chunkwire.ChunkSize/(1<<20), len(b))
+	}
 
 	// The four with the groups dropped, as a firewall would: all boot by
 	// unicast, and the persistent machine writes its marker.
@@ -255,12 +270,15 @@ func TestMulticastRootDebian(t *testing.T) {
 	root := four.nbdRead + four.mcastSent
 	report := fmt.Sprintf("four machines: NBD %.1f MiB + multicast %.1f MiB (%.1f MiB of it chunks sent before) = %.1f MiB, %.2f x one boot's %.1f MiB; files %.1f MiB; br0 sent %.1f MiB",
 		four.nbdRead/(1<<20), four.mcastSent/(1<<20), four.mcastAgain/(1<<20), root/(1<<20), root/one.nbdRead, one.nbdRead/(1<<20), four.files/(1<<20), four.txBytes/(1<<20))
+	var ahead, used uint64
 	for _, mac := range macs {
 		if r := d.rootIO(t, mac).RootIO; r != nil {
-			report += fmt.Sprintf("\n%s: multicast %.1f MiB, unicast %.1f MiB, lost %d datagrams, %d repairs, %d fallbacks, group %s",
-				mac, float64(r.MulticastBytes)/(1<<20), float64(r.UnicastBytes)/(1<<20), r.Lost, r.Repairs, r.Fallbacks, r.Group)
+			report += fmt.Sprintf("\n%s: multicast %.1f MiB, unicast %.1f MiB, lost %d datagrams, %d repairs, %d fallbacks, read-ahead %d chunks asked, %d used, group %s",
+				mac, float64(r.MulticastBytes)/(1<<20), float64(r.UnicastBytes)/(1<<20), r.Lost, r.Repairs, r.Fallbacks, r.AheadChunks, r.AheadUsed, r.Group)
+			ahead, used = ahead+r.AheadChunks, used+r.AheadUsed
 		}
 	}
+	report += fmt.Sprintf("\nread-ahead: %d chunks asked, %d used", ahead, used)
 	t.Log(report)
 	os.WriteFile(filepath.Join(d.dir, "bytes.txt"), []byte(report+"\n"), 0o644)
 	if root > 1.5*one.nbdRead {
@@ -276,6 +294,11 @@ func TestMulticastRootDebian(t *testing.T) {
 		if r == nil || r.Group != "on" || r.MulticastBytes == 0 {
 			t.Errorf("%s: boot record's root io %+v, want the group on and bytes by multicast", mac, r)
 		}
+	}
+	// Read-ahead is off by default (agent.DefaultReadAhead): the four ask
+	// only for their misses, which the order must not change.
+	if ahead != 0 {
+		t.Errorf("%d chunks asked ahead with read-ahead off by default", ahead)
 	}
 	if r := d.rootIO(t, pers).RootIO; r == nil || r.WrittenBytes == 0 {
 		t.Errorf("%s second boot: root io %+v, want the overlay's blocks read from the server", pers, r)
