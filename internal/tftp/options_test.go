@@ -1,7 +1,9 @@
 package tftp
 
 import (
+	"errors"
 	"fmt"
+	"net/netip"
 	"testing"
 	"time"
 )
@@ -56,6 +58,94 @@ func TestNegotiate(t *testing.T) {
 			}
 		})
 	}
+}
+
+func TestNegotiateMulticast(t *testing.T) {
+	lim := limits{maxBlockSize: 1468, maxWindow: 64, multicast: true}
+	ipxe := []Option{{"blksize", "1432"}, {"tsize", "0"}, {"multicast", ""}}
+	tests := []struct {
+		name     string
+		opts     []Option
+		size     int64
+		lim      limits
+		wantMC   bool
+		wantWin  int
+		wantOACK string
+	}{
+		{"ipxe tftm", ipxe, 4242, lim, true, 1, "[{blksize 1432} {tsize 4242}]"},
+		{"server off", ipxe, 4242, limits{maxBlockSize: 1468, maxWindow: 64}, false, 1, "[{blksize 1432} {tsize 4242}]"},
+		{"windowsize dropped", append([]Option{{"windowsize", "8"}}, ipxe...), 4242, lim, true, 1, "[{blksize 1432} {tsize 4242}]"},
+		{"65535 blocks", ipxe, 65534*1432 + 5, lim, true, 1, "[{blksize 1432} {tsize 93844693}]"},
+		{"65536 blocks: unicast", ipxe, 65535 * 1432, lim, false, 1, "[{blksize 1432} {tsize 93846120}]"},
+		{"unknown size: unicast", []Option{{"multicast", ""}}, -1, lim, false, 1, "[]"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			p, err := negotiate(tt.opts, tt.size, tt.lim)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if p.multicast != tt.wantMC || p.windowSize != tt.wantWin || fmt.Sprint(p.oack) != tt.wantOACK {
+				t.Fatalf("negotiate(%v, %d) = multicast %v win %d oack %v, want %v %d %s", tt.opts, tt.size, p.multicast, p.windowSize, p.oack, tt.wantMC, tt.wantWin, tt.wantOACK)
+			}
+		})
+	}
+}
+
+func TestMcastOption(t *testing.T) {
+	tests := []struct {
+		in      string
+		want    mcastOption
+		wantErr bool
+	}{
+		{in: "239.255.69.7,1758,1", want: mcastOption{netip.MustParseAddrPort("239.255.69.7:1758"), true}},
+		{in: "239.255.69.7,1758,0", want: mcastOption{netip.MustParseAddrPort("239.255.69.7:1758"), false}},
+		{in: ",,1", want: mcastOption{master: true}},
+		{in: ",,0", want: mcastOption{}},
+		{in: "239.1.1.1,1758", wantErr: true},
+		{in: "239.1.1.1,1758,2", wantErr: true},
+		{in: "239.1.1.1,1758,", wantErr: true},
+		{in: "10.0.0.1,1758,1", wantErr: true},
+		{in: "ff02::1,1758,1", wantErr: true},
+		{in: "239.1.1.1,0,1", wantErr: true},
+		{in: "239.1.1.1,65536,1", wantErr: true},
+		{in: "239.1.1.1,+17,1", wantErr: true},
+		{in: "239.1.1.1,,1", wantErr: true},
+		{in: ",1758,1", wantErr: true},
+		{in: "", wantErr: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.in, func(t *testing.T) {
+			got, err := parseMcastOption(tt.in)
+			if tt.wantErr {
+				if err == nil || !errors.Is(err, ErrMalformed) {
+					t.Fatalf("parseMcastOption(%q) = %+v, %v; want an ErrMalformed", tt.in, got, err)
+				}
+				return
+			}
+			if err != nil || got != tt.want {
+				t.Fatalf("parseMcastOption(%q) = %+v, %v; want %+v", tt.in, got, err, tt.want)
+			}
+			if got.String() != tt.in {
+				t.Fatalf("%+v formats as %q, want %q", got, got.String(), tt.in)
+			}
+		})
+	}
+}
+
+// FuzzParseMcastOption: parsing never panics, and what parses formats back
+// to the same text.
+func FuzzParseMcastOption(f *testing.F) {
+	f.Fuzz(func(t *testing.T, v string) {
+		m, err := parseMcastOption(v)
+		if err != nil {
+			return
+		}
+		again, err := parseMcastOption(m.String())
+		if err != nil || again != m {
+			t.Fatalf("%q parsed as %+v, which formats as %q and parses as %+v, %v", v, m, m.String(), again, err)
+		}
+	})
 }
 
 func TestBlockSizeForMTU(t *testing.T) {

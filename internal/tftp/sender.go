@@ -276,7 +276,10 @@ func (s *sender) run() error {
 				continue
 			}
 			n := s.acked + uint64(a.Block-uint16(s.acked))
-			if n <= s.acked || n > end {
+			// Beyond this window but not beyond what was ever sent: the
+			// client has it from before a go-back-N, or, in a multicast
+			// session, from when it only listened.
+			if n <= s.acked || n > s.highestSent {
 				continue // duplicate or stale: see the type comment
 			}
 			if n == end && !resent {

@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"log/slog"
 	"net"
+	"net/netip"
 	"runtime"
 	"strings"
 	"sync"
@@ -86,6 +87,20 @@ type Config struct {
 	// range 1..1024, or -1 for none.
 	LockstepThreads int
 
+	// MulticastGroups, when set, turns on RFC 2090 multicast TFTP for
+	// clients that ask for it (the "multicast" option, as iPXE's tftm://
+	// URLs do): clients fetching one file at once share a group from this
+	// prefix, one group per file being sent, sent with TTL 1 out of the
+	// interface the requests came in on. It must lie in 224.0.0.0/4;
+	// 239.0.0.0/8 is the administratively scoped range. Files of more than
+	// 65535 blocks, and clients of IPv6, are served by unicast. Default:
+	// unset, multicast off.
+	MulticastGroups netip.Prefix
+
+	// MulticastPort is the UDP port of the groups. Default 1758 (IANA's
+	// tftp-mcast).
+	MulticastPort int
+
 	// OnTransfer, if set, is called once per read request after it ends:
 	// completed, failed, or refused (then Err says why and Bytes is 0). It
 	// runs on the transfer's goroutine and must not block for long.
@@ -107,7 +122,15 @@ type TransferStats struct {
 	// does this to learn a file's size before it downloads it. Err is
 	// still set, but nothing went wrong.
 	SizeProbe bool
-	Err       error
+	// Group is the RFC 2090 group ("239.1.2.3:1758") when the client was
+	// served by multicast. Bytes then counts what it acknowledged as
+	// master; blocks it only heard as a listener are not known.
+	Group string
+	// Silent is set for a multicast client that did not answer when made
+	// master: most likely it had the whole file from the group already
+	// (iPXE closes its socket then), or it had given up. Err is nil.
+	Silent bool
+	Err    error
 }
 
 // listenReadBuffer is the receive buffer requested for the listening
@@ -126,6 +149,11 @@ type Server struct {
 	active   map[string]*activeTransfer // by client address
 	admit    *admission.Limiter         // MaxTransfers, MaxPerClient
 	lockstep chan struct{}              // a token per LockstepThreads slot
+
+	mcMu      sync.Mutex
+	sessions  map[mcastKey]*mcastSession // multicast sessions running
+	groups    map[netip.Addr]bool        // their groups
+	mcastLoop bool                       // tests: deliver the groups on this host too
 }
 
 // NewServer returns a server for cfg, with defaults filled in and
@@ -152,7 +180,13 @@ func NewServer(cfg Config) *Server {
 	} else {
 		cfg.LockstepThreads = 0
 	}
+	if cfg.MulticastGroups.IsValid() && !(cfg.MulticastGroups.Addr().Is4() && cfg.MulticastGroups.Addr().IsMulticast()) {
+		cfg.Logger.Warn("tftp: MulticastGroups is not an IPv4 multicast prefix; multicast off", "groups", cfg.MulticastGroups)
+		cfg.MulticastGroups = netip.Prefix{}
+	}
+	cfg.MulticastPort = clampDefault(cfg.MulticastPort, defaultMulticastPort, 1, 65535)
 	return &Server{cfg: cfg, log: cfg.Logger, active: map[string]*activeTransfer{},
+		sessions: map[mcastKey]*mcastSession{}, groups: map[netip.Addr]bool{},
 		admit: admission.New(cfg.MaxTransfers, cfg.MaxPerClient, cfg.Logger,
 			"tftp requests dropped, too many transfers; clients repeat them"),
 		lockstep: make(chan struct{}, cfg.LockstepThreads)}
@@ -279,8 +313,15 @@ func (s *Server) Active() int {
 
 // activeTransfer lets the request loop reach a running transfer.
 type activeTransfer struct {
-	mu  sync.Mutex
-	snd *sender
+	mu     sync.Mutex
+	snd    *sender
+	repeat func() // a multicast session's answer to a repeated RRQ
+}
+
+func (a *activeTransfer) onRepeat(f func()) {
+	a.mu.Lock()
+	a.repeat = f
+	a.mu.Unlock()
 }
 
 func (a *activeTransfer) set(s *sender) {
@@ -292,7 +333,10 @@ func (a *activeTransfer) set(s *sender) {
 func (a *activeTransfer) kick() {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	if a.snd != nil {
+	switch {
+	case a.repeat != nil:
+		a.repeat()
+	case a.snd != nil:
 		a.snd.kick()
 	}
 }
@@ -312,9 +356,10 @@ func (s *Server) refuse(local net.IP, remote net.Addr, file string, code ErrorCo
 // transfer runs one read request on its own socket.
 func (s *Server) transfer(ctx context.Context, req *Request, local net.IP, remote net.Addr, at *activeTransfer) {
 	st := TransferStats{Remote: remote, Filename: req.Filename, Start: time.Now(), BlockSize: defaultBlockSize, WindowSize: 1}
+	reported := false // by a multicast session
 	defer func() {
 		st.Duration = time.Since(st.Start)
-		if s.cfg.OnTransfer != nil {
+		if s.cfg.OnTransfer != nil && !reported {
 			s.cfg.OnTransfer(st)
 		}
 	}()
@@ -364,7 +409,8 @@ func (s *Server) transfer(ctx context.Context, req *Request, local net.IP, remot
 	}
 
 	localIP := conn.LocalAddr().(*net.UDPAddr).IP
-	lim := limits{maxBlockSize: s.cfg.MaxBlockSize, maxWindow: s.cfg.MaxWindow}
+	lim := limits{maxBlockSize: s.cfg.MaxBlockSize, maxWindow: s.cfg.MaxWindow,
+		multicast: s.cfg.MulticastGroups.IsValid() && localIP.To4() != nil}
 	if !s.cfg.AllowFragmentation {
 		lookup := s.mtus.lookup
 		if s.mtuFor != nil {
@@ -380,6 +426,10 @@ func (s *Server) transfer(ctx context.Context, req *Request, local net.IP, remot
 		return
 	}
 	st.BlockSize, st.WindowSize = p.blockSize, p.windowSize
+	if p.multicast && s.serveMulticast(ctx, req, localIP, remote, data, p, at, st) {
+		reported = true
+		return
+	}
 	initial := s.cfg.Timeout
 	if p.timeout > 0 {
 		initial = p.timeout
