@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"net/netip"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -120,7 +121,7 @@ func Run(ctx context.Context, c *config.Config, log *slog.Logger) error {
 		Files: roots, Fleet: view, Boots: inv.BootClock(taps.boots),
 		Transfers: taps.transfers, Milestones: taps.milestones, RootIO: taps.rootIO, Roots: diskless.WithFailover(dl, spread.Root, name, log), Kernels: dl.Kernels(),
 		BaseURL: baseURL, ServerIP: serverIP.String(), Logger: log, Mirrors: spread, NextBoots: store,
-		IdentityURL: baseURL + identitysvc.Path,
+		IdentityURL: baseURL + identitysvc.Path, TFTM: c.TFTP.Multicast != "" && c.TFTP.Listen != "off",
 		DiskARM64:   httpboot.DiskChain{Shim: c.SecureBoot.ShimARM64, Grub: c.SecureBoot.GrubARM64Disk},
 	}
 	boot := withIdentity(withPeers(httpboot.New(hc), peers, dl.OverlayBlocksHandler(), dl.ReadOrderHandler()), ids, dl.Disks())
@@ -148,6 +149,7 @@ func Run(ctx context.Context, c *config.Config, log *slog.Logger) error {
 			DisableGSO:         c.TFTP.DisableGSO,
 			MaxTransfers:       c.TFTP.MaxTransfers,
 			MaxPerClient:       c.TFTP.MaxPerClient,
+			MulticastGroups:    mcastGroups(c.TFTP.Multicast),
 			OnTransfer:         taps.tftp,
 		})
 		tftpActive = srv.Active
@@ -286,12 +288,20 @@ func tftpFS(c *config.Config, roots *safefs.Roots, hc httpboot.Config) tftp.File
 	if c.TFTP.CacheMB > 0 {
 		fs = tftp.NewCache(fs, int64(c.TFTP.CacheMB)<<20)
 	}
-	if c.SecureBoot.Grub == "" && c.SecureBoot.GrubARM64 == "" {
+	if c.SecureBoot.Grub == "" && c.SecureBoot.GrubARM64 == "" && c.TFTP.Multicast == "" {
 		return fs
 	}
 	// Debian's signed grub has no http: after PXE it fetches everything,
-	// its configs and the kernel, over TFTP.
+	// its configs and the kernel, over TFTP. tftm:// URLs name the same
+	// profiles/ paths.
 	return httpboot.GrubTFTP(hc, fs)
+}
+
+// mcastGroups is tftp.multicast as a prefix; zero (off) when empty.
+// Config validation has checked it.
+func mcastGroups(s string) netip.Prefix {
+	p, _ := netip.ParsePrefix(s)
+	return p
 }
 
 // hostName is a machine's name in the fleet view, which DHCP hands out.

@@ -77,6 +77,14 @@ func logTransfer(log *slog.Logger) func(tftp.TransferStats) {
 		attrs := []any{"remote", st.Remote.String(), "file", st.Filename, "bytes", st.Bytes,
 			"seconds", st.Duration.Round(time.Millisecond).Seconds(),
 			"blksize", st.BlockSize, "windowsize", st.WindowSize, "retransmits", st.Retransmits}
+		if st.Group != "" {
+			attrs = append(attrs, "group", st.Group)
+		}
+		if st.Silent {
+			// A multicast listener made master after it had the whole file.
+			log.Debug("tftp multicast client silent", attrs...)
+			return
+		}
 		if st.SizeProbe {
 			// UEFI firmware asks for tsize and aborts before every download.
 			log.Debug("tftp size probe", attrs...)

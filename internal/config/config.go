@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"sort"
@@ -137,6 +138,12 @@ type TFTP struct {
 	// client repeats them. Defaults 1024 (1..65535) and 8 (1..1024).
 	MaxTransfers int `yaml:"max_transfers"`
 	MaxPerClient int `yaml:"max_per_client"`
+	// Multicast, set to an IPv4 multicast prefix such as
+	// "239.255.69.0/24", serves RFC 2090 multicast TFTP from groups in it
+	// to clients that ask, and makes iPXE scripts fetch profiles' local
+	// kernels and initrds with tftm:// first, HTTP after it if that fails.
+	// Default "" (off); see the README for what it gave when measured.
+	Multicast string `yaml:"multicast"`
 }
 
 // HTTP configures the HTTP boot server.
@@ -387,6 +394,11 @@ func (c *Config) Validate() error {
 	}
 	if _, err := initramfs.ParseNICDrivers(c.NBD.NICDrivers); err != nil {
 		bad("nbd.nic_drivers", "%v", err)
+	}
+	if m := c.TFTP.Multicast; m != "" {
+		if pfx, err := netip.ParsePrefix(m); err != nil || !pfx.Addr().Is4() || !pfx.Addr().IsMulticast() || pfx.Bits() < 4 {
+			bad("tftp.multicast", "want an IPv4 multicast prefix such as 239.255.69.0/24, or empty for off, got %q", m)
+		}
 	}
 	if c.TFTP.CacheMB < -1 {
 		bad("tftp.cache_mb", "want -1 (off) or a size in MiB, got %d", c.TFTP.CacheMB)

@@ -2,7 +2,6 @@ package httpboot
 
 import (
 	"net"
-	"strings"
 	"testing"
 )
 
@@ -50,16 +49,7 @@ func TestScriptSpreadsFiles(t *testing.T) {
 			if resp.StatusCode != 200 {
 				t.Fatalf("status %d: %s", resp.StatusCode, body)
 			}
-			lines := strings.Split(body, "\n")
-			at := 0
-			for _, w := range tt.want {
-				for at < len(lines) && lines[at] != w {
-					at++
-				}
-				if at == len(lines) {
-					t.Fatalf("script lacks, in order,\n%s\ngot:\n%s", w, body)
-				}
-			}
+			wantLinesInOrder(t, body, tt.want)
 			if m.sha != "" {
 				t.Errorf("profile files asked for content %q, want none", m.sha)
 			}

@@ -100,6 +100,10 @@ type Config struct {
 	// a root carry it as bootfleet.identity=.
 	IdentityURL string
 	ServerIP    string
+	// TFTM, when set, makes scripts fetch a profile's local kernel and
+	// initrds by RFC 2090 multicast TFTP first (tftm://ServerIP/...,
+	// served by GrubTFTP's profiles/ paths), HTTP after it if that fails.
+	TFTM bool
 	// DiskARM64 is the chain of arm64 UEFI HTTP Boot's disk images; zero
 	// serves none.
 	DiskARM64 DiskChain
@@ -302,7 +306,32 @@ func (s *server) boot(ctx context.Context, t machineview.Target, arch string) (i
 		}
 		b.Initrds = append(b.Initrds, ipxe.Initrd{URL: u, Name: base})
 	}
-	return s.spread(b, t.Machine.MAC, "", localSize(files)), nil
+	b = s.spread(b, t.Machine.MAC, "", localSize(files))
+	if s.TFTM {
+		b = s.tftm(b, files, t.Profile, arch)
+	}
+	return b, nil
+}
+
+// tftm puts tftm:// URLs of the profile's local files ahead of their HTTP
+// URLs, which stay as the fallback: a client that cannot take the group
+// (firmware without tftm, a switch that drops it) still boots.
+func (s *server) tftm(b ipxe.Boot, files inventory.ArchBoot, profile, arch string) ipxe.Boot {
+	prof := "tftm://" + s.ServerIP + "/profiles/" + url.PathEscape(profile)
+	if arch != inventory.ArchX86_64 {
+		prof += "/" + arch
+	}
+	if !isURL(files.Kernel) {
+		b.Kernel, b.KernelAlt = prof+"/kernel", append([]string{b.Kernel}, b.KernelAlt...)
+	}
+	for i, rd := range files.Initrd {
+		if isURL(rd) {
+			continue
+		}
+		u := fmt.Sprintf("%s/initrd/%d/%s", prof, i, url.PathEscape(path.Base(rd)))
+		b.Initrds[i].URL, b.Initrds[i].Alt = u, append([]string{b.Initrds[i].URL}, b.Initrds[i].Alt...)
+	}
+	return b
 }
 
 func isURL(s string) bool {

@@ -56,6 +56,14 @@ func TestScriptGolden(t *testing.T) {
 				Alt: []string{"http://10.0.0.1:8080/images/ab/initrd.img?mac=52-54-00-12-34-56"}}},
 			Cmdline: "console=ttyS0 bootfleet.root=nbd:10.0.0.2:10809:x",
 		}},
+		// Multicast TFTP first; any failure of it falls to HTTP.
+		{"tftm-fallback", Boot{
+			Kernel:    "tftm://10.0.0.1/profiles/linux/kernel",
+			KernelAlt: []string{"http://10.0.0.1:8080/profiles/linux/kernel?mac=52-54-00-12-34-56"},
+			Initrds: []Initrd{{URL: "tftm://10.0.0.1/profiles/linux/initrd/0/initrd.img", Name: "initrd.img",
+				Alt: []string{"http://10.0.0.1:8080/profiles/linux/initrd/0/initrd.img?mac=52-54-00-12-34-56"}}},
+			Cmdline: "console=ttyS0",
+		}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
