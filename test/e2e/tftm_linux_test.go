@@ -76,9 +76,11 @@ func bootRound(t *testing.T, e *env, lan *netns, dir string, server *proc, macs,
 
 // TestTFTMLinux: three BIOS VMs (QEMU's iPXE ROM, Debian's ipxe-qemu)
 // boot one profile at once with tftp.multicast on, so their scripts fetch
-// kernel and initrd by tftm:// first. Then the same with the groups
-// dropped by nft on the server: every VM must still boot, by the HTTP
-// fallback. Logged: bytes on the LAN and boot times of each round.
+// kernel and initrd by tftm:// first: every VM must boot, by tftm or by
+// the script's HTTP fallback (Debian's iPXE takes no group, so today every
+// VM falls back: the README says so). Logged: bytes on the LAN and boot
+// times. One round: a round with the groups dropped by nft measured the
+// same bytes and times (README), so it is not repeated in make test.
 func TestTFTMLinux(t *testing.T) {
 	e := needEnv(t)
 	dir := artifactDir(t)
@@ -96,15 +98,6 @@ func TestTFTMLinux(t *testing.T) {
 	t.Logf("tftm: %d VMs, walls %v; br0 tx %d bytes (%.2f x kernel+initrd %d), group %d, http %d, tftm clients done %d",
 		len(macs), mc.wall, mc.txBytes, float64(mc.txBytes)/float64(files), files, mc.groupSent, mc.httpSent, mc.tftmDone)
 
-	lan.out(t, "nft", "add", "table", "ip", "bftftm")
-	lan.out(t, "nft", "add", "chain", "ip", "bftftm", "out", "{ type filter hook output priority 0 ; }")
-	lan.out(t, "nft", "add", "rule", "ip", "bftftm", "out", "ip", "daddr", "239.255.69.0/24", "drop")
-	fb := bootRound(t, e, lan, dir, server, macs, taps)
-	t.Logf("groups dropped: walls %v; br0 tx %d bytes (%.2f x kernel+initrd), group %d (dropped), http %d",
-		fb.wall, fb.txBytes, float64(fb.txBytes)/float64(files), fb.groupSent, fb.httpSent)
-	if fb.httpSent < int64(len(macs))*files {
-		t.Errorf("with the groups dropped HTTP sent %d bytes, want every VM's kernel and initrd, %d", fb.httpSent, int64(len(macs))*files)
-	}
 	if mc.httpSent == 0 && mc.txBytes > 2*files {
 		t.Errorf("nothing came by HTTP, yet br0 carried %d bytes, %.2f times kernel+initrd", mc.txBytes, float64(mc.txBytes)/float64(files))
 	}
