@@ -52,11 +52,11 @@ func NewMemCache(size int64, slots int) (*MemCache, error) {
 	}
 	c := &MemCache{
 		size:  size,
-		slab:  make([]byte, slots*chunkwire.ChunkSize),
 		index: make([]int32, chunkwire.Chunks(size)),
 		slots: make([]slot, slots),
 		free:  make([]int32, slots),
 	}
+	c.slab = newSlab(c, slots*chunkwire.ChunkSize)
 	for i := range c.index {
 		c.index[i] = -1
 	}
