@@ -231,8 +231,8 @@ func (r *report) render() string {
 	p("sides of the link. A storm whose server CPU plus simulator CPU approaches %d × its wall time was bound by the CPUs, ", r.Host.CPUs)
 	p("not by the server's link; its × limit then measures this machine, not the server. Server CPU is the server's cgroup ")
 	p("(every process of the stack), simulator CPU the simulator's own rusage.\n\n")
-	p("## Commands\n\n```sh\n# as root, from the repository root:\nmake bench-storm ARGS='-clients %s -firmware %s -stacks %s -runs %d -initrd-mib %d -trace %s'\n\n",
-		joinInts(o.clients), strings.Join(o.firmwares, ","), strings.Join(o.stacks, ","), o.runs, r.Files["initrd.img"]>>20, o.trace)
+	p("## Commands\n\n```sh\n# as root, from the repository root:\nmake bench-tools\nbin/bench storm -out %s -clients %s -firmware %s -stacks %s -runs %d -initrd-mib %d -trace %s\n\n",
+		filepath.Base(o.out), joinInts(o.clients), strings.Join(o.firmwares, ","), strings.Join(o.stacks, ","), o.runs, r.Files["initrd.img"]>>20, o.trace)
 	p("# link\n%s\n\n# simulator, in %s, for each firmware F and N:\n", strings.Join(r.Shaping, "\n"), nsClient)
 	p("bin/bootfleet storm -i %s -n N --firmware F --trace %s --timeout %s -o json\n```\n\n", devClient, o.trace, o.timeout)
 	p("bootfleet's config for bootfleet-multicast (DIR is fresh per storm; the unicast stack has `multicast: {mode: off}`):\n\n```yaml\n%s```\n\n", strings.ReplaceAll(
