@@ -15,7 +15,7 @@ const hugeSlabMin = 4 << 20
 // filling it faults once per 2 MiB rather than once per 4 KiB page: a
 // storm of hundreds of emulated machines spent most of its time in those
 // faults, and the agent's CPU is the boot's. owner's cleanup unmaps it.
-func newSlab(owner *MemCache, n int) []byte {
+func newSlab[T any](owner *T, n int) []byte {
 	if n < hugeSlabMin {
 		return make([]byte, n)
 	}

@@ -3,4 +3,4 @@
 package mcast
 
 // newSlab returns n zeroed bytes for a cache's slots.
-func newSlab(_ *MemCache, n int) []byte { return make([]byte, n) }
+func newSlab[T any](_ *T, n int) []byte { return make([]byte, n) }

@@ -142,7 +142,13 @@ func New(cfg Config) (*Proxy, error) {
 		return p, nil
 	}
 	var err error
-	if p.cache, err = newChunkCache(p.info.Size, cfg.CacheBytes); err != nil {
+	// Receivers sharing a Hub (bootfleet storm) share the content's bytes
+	// too; see mcast.SharedSlab.
+	var shared *mcast.SharedSlab
+	if cfg.Multicast != nil && cfg.Multicast.Hub != nil {
+		shared = cfg.Multicast.Hub.Slab(p.info.Size)
+	}
+	if p.cache, err = newChunkCache(p.info.Size, cfg.CacheBytes, shared); err != nil {
 		return nil, err
 	}
 	p.spans = make(chan []byte, spanBuffers)
