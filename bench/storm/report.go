@@ -183,6 +183,9 @@ func (r *report) render() string {
 	p("**bootfleet-multicast** is bootfleet with its multicast of the root's base on (multicast mode auto, its default): ")
 	p("each emulated machine runs the agent's own root proxy (internal/rootproxy, with its mcast.Receiver and a read cache ")
 	p("of 10%% of an emulated 2 GiB of RAM), which joins the content's group and asks the server for the chunks its reads miss. ")
+	p("Two things are shared in the simulator that real machines have each their own of: one socket per group hands every ")
+	p("datagram to every emulated machine's Receiver (mcast.Hub), and their caches keep the content's bytes once ")
+	p("(mcast.SharedSlab), each with its own slots and eviction; 200 caches of a desktop's working set would not fit in RAM. ")
 	p("Its limit is **(N × U + W) / link**: U = %s, what each machine still fetches by unicast (ipxe.efi, kernel, initrd; ",
 		harness.MiB(tftp+tcp-r.Files["trace reads"]))
 	p("the trace replays no writes), W = %s, the trace's working set, sent once (multicast framing included). ", harness.MiB(r.Files["trace reads"]))
