@@ -186,6 +186,9 @@ func (r *report) render() string {
 	p("Two things are shared in the simulator that real machines have each their own of: one socket per group hands every ")
 	p("datagram to every emulated machine's Receiver (mcast.Hub), and their caches keep the content's bytes once ")
 	p("(mcast.SharedSlab), each with its own slots and eviction; 200 caches of a desktop's working set would not fit in RAM. ")
+	p("U stays unicast: iPXE's multicast TFTP (`tftm://`, `tftp.multicast` in the config) was tried with real VMs and ")
+	p("is off, since Debian's iPXE never takes the group's data and falls back to HTTP after about 18 s a file ")
+	p("(README, TestTFTMLinux); the simulator's machines fetch kernel and initrd by HTTP as the VMs end up doing. ")
 	p("Its limit is **(N × U + W) / link**: U = %s, what each machine still fetches by unicast (ipxe.efi, kernel, initrd; ",
 		harness.MiB(tftp+tcp-r.Files["trace reads"]))
 	p("the trace replays no writes), W = %s, the trace's working set, sent once (multicast framing included). ", harness.MiB(r.Files["trace reads"]))
