@@ -85,10 +85,13 @@ bench-nbd: bench-tools
 	bin/bench nbd $(ARGS)
 
 # Boot storms of 1 to 200 emulated machines (bootfleet storm) against
-# dnsmasq + nginx + nbdkit on a 1 Gbit/s server link (BENCHMARKS-storm.md).
-# Half an hour or more, so not in bench.
+# dnsmasq + nginx + nbdkit on a 1 Gbit/s server link, replaying the Debian
+# trace (BENCHMARKS-storm.md), then the desktop trace
+# (BENCHMARKS-storm-desktop.md; its flags in DESKTOP_ARGS). An hour or
+# more, so not in bench.
 bench-storm: bench-tools
 	bin/bench storm $(ARGS)
+	bin/bench storm-desktop $(DESKTOP_ARGS)
 
 # Whole VM boots, bootfleet against dnsmasq + a static web server and a
 # direct -kernel boot (BENCHMARKS-boot.md). About 10 minutes, so not in bench.

@@ -46,7 +46,7 @@ func TestMulticastTargets(t *testing.T) {
 	}{
 		{"met", mcastFixture(0.95*lim, 181, 0), []string{
 			"| 200 machines all booted within 1.15× (N × U + W) / link, none failed | 83.3 s against 87.7 s (0.95×), 200 booted, 0 failed | met |",
-			"| at N = 200, at least 5× faster than unicast bootfleet with the Debian trace | 83.3 s against 180.0 s: 2.16× | **not met** |",
+			"| at N = 200, at least 5× faster than unicast bootfleet with the Debian trace | 83.3 s against 180.0 s: 2.16× (the two links' limits allow 1.97×) | **not met** |",
 			"| with multicast dropped by the network, within 1.05× of the unicast run | N=1 3.0 s against 1.0 s (3.00×), N=200 181.0 s against 180.0 s (1.01×) | **not met** |",
 			"| uefi | 200 | bootfleet-multicast | on 200 | 48.0 MiB | 0.0 MiB |",
 		}},
@@ -55,7 +55,7 @@ func TestMulticastTargets(t *testing.T) {
 			"| ahead of unicast bootfleet and of the peer at every N ≥ 5 | behind or failed at bootfleet N=200",
 		}},
 		{"fast enough", mcastFixture(30, 181, 0), []string{
-			"| at N = 200, at least 5× faster than unicast bootfleet with the Debian trace | 30.0 s against 180.0 s: 6.00× | met |",
+			"| at N = 200, at least 5× faster than unicast bootfleet with the Debian trace | 30.0 s against 180.0 s: 6.00× (the two links' limits allow 1.97×) | met |",
 			"| ahead of unicast bootfleet and of the peer at every N ≥ 5 | ahead at every N ≥ 5: bootfleet N=200 (30.0 s against 180.0 s), peer N=200 (30.0 s against 400.0 s) | met |",
 		}},
 	} {

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"slices"
 	"sort"
+	"strings"
 
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
@@ -35,7 +36,10 @@ func (r *report) writePlots(dir string) (plots, error) {
 		return out, err
 	}
 	top := r.Opts.clients[len(r.Opts.clients)-1]
-	name := "storm-booted.png"
+	// Named after the report, so that the desktop trace's report does not
+	// draw over the Debian trace's plots.
+	prefix := strings.ToLower(strings.TrimSuffix(strings.TrimPrefix(filepath.Base(r.Opts.out), "BENCHMARKS-"), ".md"))
+	name := prefix + "-booted.png"
 	ok, err := r.drawBooted(filepath.Join(dir, name), top)
 	if err != nil {
 		return out, fmt.Errorf("%s: %w", name, err)
@@ -43,7 +47,7 @@ func (r *report) writePlots(dir string) (plots, error) {
 	if ok {
 		out.booted = name
 	}
-	name = "storm-scaling.png"
+	name = prefix + "-scaling.png"
 	if ok, err = r.drawScaling(filepath.Join(dir, name)); err != nil {
 		return out, fmt.Errorf("%s: %w", name, err)
 	}

@@ -183,6 +183,12 @@ func (r *report) render() string {
 	p("**bootfleet-multicast** is bootfleet with its multicast of the root's base on (multicast mode auto, its default): ")
 	p("each emulated machine runs the agent's own root proxy (internal/rootproxy, with its mcast.Receiver and a read cache ")
 	p("of 10%% of an emulated 2 GiB of RAM), which joins the content's group and asks the server for the chunks its reads miss. ")
+	p("Two things are shared in the simulator that real machines have each their own of: one socket per group hands every ")
+	p("datagram to every emulated machine's Receiver (mcast.Hub), and their caches keep the content's bytes once ")
+	p("(mcast.SharedSlab), each with its own slots and eviction; 200 caches of a desktop's working set would not fit in RAM. ")
+	p("U stays unicast: iPXE's multicast TFTP (`tftm://`, `tftp.multicast` in the config) was tried with real VMs and ")
+	p("is off, since Debian's iPXE never takes the group's data and falls back to HTTP after about 18 s a file ")
+	p("(README, TestTFTMLinux); the simulator's machines fetch kernel and initrd by HTTP as the VMs end up doing. ")
 	p("Its limit is **(N × U + W) / link**: U = %s, what each machine still fetches by unicast (ipxe.efi, kernel, initrd; ",
 		harness.MiB(tftp+tcp-r.Files["trace reads"]))
 	p("the trace replays no writes), W = %s, the trace's working set, sent once (multicast framing included). ", harness.MiB(r.Files["trace reads"]))
@@ -231,8 +237,8 @@ func (r *report) render() string {
 	p("sides of the link. A storm whose server CPU plus simulator CPU approaches %d × its wall time was bound by the CPUs, ", r.Host.CPUs)
 	p("not by the server's link; its × limit then measures this machine, not the server. Server CPU is the server's cgroup ")
 	p("(every process of the stack), simulator CPU the simulator's own rusage.\n\n")
-	p("## Commands\n\n```sh\n# as root, from the repository root:\nmake bench-storm ARGS='-clients %s -firmware %s -stacks %s -runs %d -initrd-mib %d -trace %s'\n\n",
-		joinInts(o.clients), strings.Join(o.firmwares, ","), strings.Join(o.stacks, ","), o.runs, r.Files["initrd.img"]>>20, o.trace)
+	p("## Commands\n\n```sh\n# as root, from the repository root:\nmake bench-tools\nbin/bench storm -out %s -clients %s -firmware %s -stacks %s -runs %d -initrd-mib %d -trace %s\n\n",
+		filepath.Base(o.out), joinInts(o.clients), strings.Join(o.firmwares, ","), strings.Join(o.stacks, ","), o.runs, r.Files["initrd.img"]>>20, o.trace)
 	p("# link\n%s\n\n# simulator, in %s, for each firmware F and N:\n", strings.Join(r.Shaping, "\n"), nsClient)
 	p("bin/bootfleet storm -i %s -n N --firmware F --trace %s --timeout %s -o json\n```\n\n", devClient, o.trace, o.timeout)
 	p("bootfleet's config for bootfleet-multicast (DIR is fresh per storm; the unicast stack has `multicast: {mode: off}`):\n\n```yaml\n%s```\n\n", strings.ReplaceAll(

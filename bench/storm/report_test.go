@@ -15,7 +15,7 @@ import (
 
 func fixture() *report {
 	o := &options{clients: []int{1, 200}, firmwares: []string{"uefi"}, stacks: []string{"bootfleet", "peer"},
-		runs: 1, rate: "1gbit", trace: "t.trace", timeout: time.Minute, work: "/w", ipxeDir: "/usr/lib/ipxe"}
+		runs: 1, rate: "1gbit", trace: "t.trace", timeout: time.Minute, work: "/w", ipxeDir: "/usr/lib/ipxe", out: "BENCHMARKS-storm.md"}
 	rep := func(n, booted int, wall, p50, p99 float64, failures map[string]int) *storm.Report {
 		return &storm.Report{Clients: n, Summary: storm.Summary{Booted: booted, Failed: n - booted, WallSeconds: wall,
 			Phases: map[string]storm.Stats{"boot": {Count: n, P50: p50, P99: p99}}, Failures: failures}}

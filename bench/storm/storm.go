@@ -125,7 +125,7 @@ func parseFlags(args []string) (*options, error) {
 	stacks := fs.String("stacks", strings.Join(stackNames, ","), "bootfleet (unicast root), bootfleet-multicast, bootfleet-multicast-dropped (the groups dropped on the server), and peer: dnsmasq + nginx + nbdkit")
 	fs.IntVar(&o.runs, "runs", 1, "storms per stack, firmware and N")
 	fs.StringVar(&o.rate, "rate", "1gbit", "tbf rate of the server's link")
-	initrdMiB := fs.Int("initrd-mib", 40, "initrd size in MiB")
+	initrdMiB := fs.Int("initrd-mib", 5, "initrd size in MiB (5: what `bootfleet initramfs build` makes for the Debian 12 image, see the README)")
 	kernelMiB := fs.Int("kernel-mib", 8, "kernel size in MiB")
 	fs.StringVar(&o.trace, "trace", "internal/storm/testdata/debian12.trace", "NBD read trace every machine replays")
 	fs.DurationVar(&o.timeout, "timeout", 15*time.Minute, "per machine, power-on to DoneURL")

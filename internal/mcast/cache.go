@@ -20,7 +20,8 @@ var ErrNotCached = errors.New("mcast: chunk not cached")
 // committed counts as used, so read-ahead gets one turn of the hand to be
 // read, and a chunk being assembled is never evicted.
 type MemCache struct {
-	size int64
+	size   int64
+	shared *SharedSlab // nil: slab holds the slots
 
 	mu    sync.Mutex
 	slab  []byte
@@ -47,15 +48,21 @@ const (
 // of size bytes, and an index of 4 bytes a chunk of the content (1 MiB for
 // 8 GiB). slots is at least 1.
 func NewMemCache(size int64, slots int) (*MemCache, error) {
+	return newMemCache(size, slots, true)
+}
+
+func newMemCache(size int64, slots int, slab bool) (*MemCache, error) {
 	if size < 0 || slots < 1 {
 		return nil, fmt.Errorf("mcast: cache of %d slots for %d bytes, want at least one slot", slots, size)
 	}
 	c := &MemCache{
 		size:  size,
-		slab:  make([]byte, slots*chunkwire.ChunkSize),
 		index: make([]int32, chunkwire.Chunks(size)),
 		slots: make([]slot, slots),
 		free:  make([]int32, slots),
+	}
+	if slab {
+		c.slab = newSlab(c, slots*chunkwire.ChunkSize)
 	}
 	for i := range c.index {
 		c.index[i] = -1
@@ -70,7 +77,51 @@ func NewMemCache(size int64, slots int) (*MemCache, error) {
 func (c *MemCache) Slots() int { return len(c.slots) }
 
 func (c *MemCache) buf(s int32) []byte {
+	if c.shared != nil {
+		return c.shared.chunk(c.slots[s].chunk)
+	}
 	return c.slab[int(s)*chunkwire.ChunkSize : int(s+1)*chunkwire.ChunkSize]
+}
+
+// SharedSlab is room for every chunk of one content at the chunk's own
+// place, shared by the MemCaches of the machines bootfleet storm emulates
+// in one process: 200 emulated machines, each caching hundreds of MiB of
+// the same content, would need more RAM than the simulator's host has.
+// Each cache keeps its own slots, index and eviction, so what a machine
+// holds, misses and evicts is as with a slab of its own; only the bytes
+// live once. Every writer writes the content's own bytes (fragments
+// checked by their checksum, unicast reads of the base), so a chunk one
+// machine assembles while another reads it reads the same bytes. An agent
+// never uses one.
+type SharedSlab struct {
+	size int64
+	b    []byte
+}
+
+// NewSharedSlab maps room for a content of size bytes; pages are touched
+// only where chunks are written.
+func NewSharedSlab(size int64) *SharedSlab {
+	s := &SharedSlab{size: size}
+	s.b = newSlab(s, int(chunkwire.Chunks(size))*chunkwire.ChunkSize)
+	return s
+}
+
+func (s *SharedSlab) chunk(c uint32) []byte {
+	return s.b[int(c)*chunkwire.ChunkSize : int(c+1)*chunkwire.ChunkSize]
+}
+
+// NewMemCacheOn is NewMemCache with its chunks' bytes in shared, which
+// must be for a content of the same size.
+func NewMemCacheOn(shared *SharedSlab, size int64, slots int) (*MemCache, error) {
+	if shared == nil || shared.size != size {
+		return nil, fmt.Errorf("mcast: cache for %d bytes on a shared slab %v: want one for the same size", size, shared)
+	}
+	c, err := newMemCache(size, slots, false)
+	if err != nil {
+		return nil, err
+	}
+	c.shared = shared
+	return c, nil
 }
 
 // Has reports whether chunk is committed.

@@ -21,6 +21,16 @@ type Hub struct {
 
 	mu   sync.RWMutex
 	rcvs map[*Receiver]struct{}
+
+	slabOnce sync.Once
+	slab     *SharedSlab
+}
+
+// Slab is the one SharedSlab of the group's content (of size bytes) for
+// the caches of every Receiver of this Hub.
+func (h *Hub) Slab(size int64) *SharedSlab {
+	h.slabOnce.Do(func() { h.slab = NewSharedSlab(size) })
+	return h.slab
 }
 
 // ListenHub joins group on ifi (nil: as routing says) with a receive

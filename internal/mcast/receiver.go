@@ -240,6 +240,14 @@ func (r *Receiver) Close() error {
 	return errors.Join(errs...)
 }
 
+// Heard reports whether a datagram of the content has arrived from the
+// group: until then, the network may be dropping it.
+func (r *Receiver) Heard() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return !r.lastHeard.IsZero()
+}
+
 // Stats returns the counters.
 func (r *Receiver) Stats() ReceiverStats {
 	r.mu.Lock()

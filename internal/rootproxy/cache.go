@@ -19,12 +19,20 @@ type chunkCache struct {
 	assembling []bool // by chunk: reserved by the Receiver
 }
 
-func newChunkCache(size int64, bytes int64) (*chunkCache, error) {
+// newChunkCache holds bytes of a content of size bytes, in shared when it
+// is not nil (bootfleet storm's emulated machines).
+func newChunkCache(size int64, bytes int64, shared *mcast.SharedSlab) (*chunkCache, error) {
 	slots := int(max(bytes/chunkwire.ChunkSize, 1))
 	if n := int(chunkwire.Chunks(size)); slots > n {
 		slots = max(n, 1)
 	}
-	mem, err := mcast.NewMemCache(size, slots)
+	var mem *mcast.MemCache
+	var err error
+	if shared != nil {
+		mem, err = mcast.NewMemCacheOn(shared, size, slots)
+	} else {
+		mem, err = mcast.NewMemCache(size, slots)
+	}
 	if err != nil {
 		return nil, err
 	}

@@ -3,6 +3,7 @@ package rootproxy
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"net"
 	"net/netip"
 	"testing"
@@ -49,6 +50,12 @@ type rig struct {
 // (data dropped when drop) and attaches a proxy with a cache of it all,
 // reading ahead k chunks of order.
 func newRig(t *testing.T, size int, drop bool, order []uint32, k int) *rig {
+	t.Helper()
+	return newRigSilence(t, size, drop, order, k, 500*time.Millisecond)
+}
+
+// newRigSilence is newRig with the Receiver's Silence.
+func newRigSilence(t *testing.T, size int, drop bool, order []uint32, k int, silence time.Duration) *rig {
 	t.Helper()
 	testutil.NeedNetns(t)
 	srv, cli := testutil.VethPair(t, "rp", rigSrvLink, rigCliLink)
@@ -113,7 +120,7 @@ func newRig(t *testing.T, size int, drop bool, order []uint32, k int) *rig {
 		if err == nil {
 			r.proxy, err = New(Config{Upstream: up, CacheBytes: int64(size), Base: true, Order: order, ReadAhead: k,
 				Multicast: &mcast.ReceiverConfig{Server: udp.LocalAddr().(*net.UDPAddr).AddrPort(), Group: rigGroup,
-					Interface: ifi, Content: id, Silence: 500 * time.Millisecond}})
+					Interface: ifi, Content: id, Silence: silence}})
 		}
 		if err != nil {
 			t.Error(err)
@@ -164,19 +171,27 @@ func TestProxyReadsTheBaseFromTheGroup(t *testing.T) {
 }
 
 // TestProxyFallsBackWhenTheGroupIsSilent: with the group's data dropped,
-// the first read waits Silence, then every read goes by unicast, and the
-// stats say so.
+// the first read waits only the probe, every read goes by unicast without
+// waiting out the Receiver's Silence, and once that has passed the stats
+// say the group is silent.
 func TestProxyFallsBackWhenTheGroupIsSilent(t *testing.T) {
 	const size = 2 << 20
-	r := newRig(t, size, true, inOrder(size), 16)
+	const silence = 3 * time.Second
+	r := newRigSilence(t, size, true, inOrder(size), 16, silence)
 	start := time.Now()
 	r.readAll(t)
 	took := time.Since(start)
 	st := r.proxy.Stats()
-	if st.Multicast != "silent" || st.MulticastBytes != 0 || st.UnicastBytes < size || st.Fallbacks == 0 {
-		t.Fatalf("stats %+v: want the group silent, the base by unicast, fallbacks counted", st)
+	if st.MulticastBytes != 0 || st.UnicastBytes < size || st.Fallbacks != 1 {
+		t.Fatalf("stats %+v: want the base by unicast, one fallback (the probe)", st)
 	}
-	if took > 5*time.Second {
-		t.Fatalf("reading %d bytes took %v with the group silent: more than the silence and unicast need", size, took)
+	if took >= silence/2 {
+		t.Fatalf("reading %d bytes took %v with the group dropped: the reads waited for the silence of %v, not a probe of %v", size, took, silence, DefaultProbe)
 	}
+	testutil.Eventually(t, 3*silence, "the group given up as silent", func() error {
+		if st := r.proxy.Stats(); st.Multicast != "silent" {
+			return fmt.Errorf("group %s %v after the reads began, want silent", st.Multicast, time.Since(start))
+		}
+		return nil
+	})
 }

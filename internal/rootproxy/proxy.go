@@ -8,6 +8,7 @@ import (
 	"net"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/bootfleet/bootfleet/internal/blockset"
 	"github.com/bootfleet/bootfleet/internal/chunkwire"
@@ -52,8 +53,18 @@ type Config struct {
 	// what the boot reads.
 	Order     []uint32
 	ReadAhead int
-	Logger    *slog.Logger
+	// Probe is how long the first miss waits on a group that has never
+	// delivered before it is read by unicast; DefaultProbe when zero.
+	// Later misses, until the group delivers, do not wait at all, so a
+	// network that drops the group costs one Probe rather than the
+	// Receiver's Silence.
+	Probe  time.Duration
+	Logger *slog.Logger
 }
+
+// DefaultProbe is Config.Probe's default: many round trips on a LAN and
+// the time to send one chunk at a few MB/s, short beside a boot.
+const DefaultProbe = 25 * time.Millisecond
 
 // Stats is what the proxy has done: the figures a boot record shows.
 type Stats struct {
@@ -85,6 +96,10 @@ type Proxy struct {
 	log    *slog.Logger
 	spans  chan []byte // preallocated buffers of whole-chunk reads
 	zeroes []byte
+	probe  time.Duration
+	// probeLapsed is set once a probe waited in vain: misses go to
+	// unicast without waiting until the group delivers.
+	probeLapsed atomic.Bool
 
 	dmu   sync.Mutex
 	dirty *blockset.Set // blocks of 1<<DirtyShift not from the base
@@ -106,7 +121,10 @@ func New(cfg Config) (*Proxy, error) {
 		return nil, errors.New("rootproxy: no upstream")
 	}
 	in := cfg.Upstream.Info()
-	p := &Proxy{up: cfg.Upstream, flags: in.Flags, log: cfg.Logger, dirty: &blockset.Set{}}
+	p := &Proxy{up: cfg.Upstream, flags: in.Flags, log: cfg.Logger, dirty: &blockset.Set{}, probe: cfg.Probe}
+	if p.probe <= 0 {
+		p.probe = DefaultProbe
+	}
 	if p.log == nil {
 		p.log = slog.New(slog.DiscardHandler)
 	}
@@ -124,7 +142,13 @@ func New(cfg Config) (*Proxy, error) {
 		return p, nil
 	}
 	var err error
-	if p.cache, err = newChunkCache(p.info.Size, cfg.CacheBytes); err != nil {
+	// Receivers sharing a Hub (bootfleet storm) share the content's bytes
+	// too; see mcast.SharedSlab.
+	var shared *mcast.SharedSlab
+	if cfg.Multicast != nil && cfg.Multicast.Hub != nil {
+		shared = cfg.Multicast.Hub.Slab(p.info.Size)
+	}
+	if p.cache, err = newChunkCache(p.info.Size, cfg.CacheBytes, shared); err != nil {
 		return nil, err
 	}
 	p.spans = make(chan []byte, spanBuffers)
@@ -283,9 +307,23 @@ func (p *Proxy) fromGroup(first, last uint32) bool {
 	if p.ahead != nil {
 		p.aheadOf(first, last)
 	}
+	ctx := context.Background()
+	if !p.rcv.Heard() {
+		// The chunks stay asked for: once they arrive, the group has
+		// proved itself and later misses wait on it.
+		if p.probeLapsed.Load() {
+			return false
+		}
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, p.probe)
+		defer cancel()
+	}
 	for c := first; c <= last; c++ {
-		if err := p.rcv.Wait(context.Background(), c); err != nil {
+		if err := p.rcv.Wait(ctx, c); err != nil {
 			p.fallbacks.Add(1)
+			if ctx.Err() != nil && !p.probeLapsed.Swap(true) {
+				p.log.Info("root proxy: nothing from the group yet: reading by unicast until it delivers", "waited", p.probe)
+			}
 			return false
 		}
 	}

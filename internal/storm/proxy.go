@@ -23,7 +23,9 @@ import (
 // through rootproxy's Proxy, with its read cache sized from the emulated
 // RAM by agent.ProxyConfig and its mcast.Receiver fed by the storm's one
 // socket on the content's group (mcast.Hub), as two CPUs cannot read a
-// socket per machine at the group's rate. Only the kernel's NBD socket between the
+// socket per machine at the group's rate; their caches keep the content's
+// bytes once (mcast.SharedSlab), as 24 GiB cannot hold 200 copies of a
+// desktop's working set. Only the kernel's NBD socket between the
 // page cache and the Proxy is left out: the trace's reads call the Proxy's
 // export methods as the nbd server would for each request.
 type proxyRoot struct {

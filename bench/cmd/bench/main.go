@@ -57,6 +57,12 @@ var benches = []bench{
 var alone = []bench{
 	{"storm", stormbench.Main, harness.Report{File: "BENCHMARKS-storm.md",
 		What: "boot storms of 1 to 200 emulated machines (bootfleet storm) against dnsmasq + nginx + nbdkit, beside the link limit", Command: "make bench-storm"}},
+	{"storm-desktop", func(ctx context.Context, log *slog.Logger, args []string) error {
+		// Flags given later win, so ARGS may still change any of these.
+		return stormbench.Main(ctx, log, append([]string{"-trace", "internal/storm/testdata/desktop.trace",
+			"-out", "BENCHMARKS-storm-desktop.md", "-firmware", "uefi", "-clients", "1,5,50,200"}, args...))
+	}, harness.Report{File: "BENCHMARKS-storm-desktop.md",
+		What: "the same storms replaying a desktop's boot (Debian 12 with xfce4 and lightdm) and its larger working set", Command: "make bench-storm"}},
 }
 
 // reports the index links: the benches above and the VM boot benchmark,
@@ -120,7 +126,7 @@ func run(ctx context.Context, log *slog.Logger, args []string) error {
 			return writeIndex()
 		}
 	}
-	return fmt.Errorf("unknown bench %q: want all, index, transfer, dhcp, telemetry, nbd or storm", name)
+	return fmt.Errorf("unknown bench %q: want all, index, transfer, dhcp, telemetry, nbd, storm or storm-desktop", name)
 }
 
 func writeIndex() error {
