@@ -269,12 +269,16 @@ func (p *Proxy) ReadSpan(b []byte, off int64) (nbd.Span, error) {
 	return p.fill(b, off, first, last)
 }
 
-// groupGone says the group will bring nothing more (none, silent or
-// lossy): the machine then reads what it asks for and no more, as on the
-// direct path, since rounding every read out to whole chunks only pays
-// while the group fills the rest of them for others.
+// groupGone says the group brings nothing (none, silent, lossy, or not
+// heard from since a probe waited in vain): the machine then reads what it
+// asks for and no more, as on the direct path, since rounding every read
+// out to whole chunks only pays while the group fills the rest of them for
+// others.
 func (p *Proxy) groupGone() bool {
 	if p.rcv == nil {
+		return true
+	}
+	if p.probeLapsed.Load() && !p.rcv.Heard() {
 		return true
 	}
 	st := p.rcv.Stats()
