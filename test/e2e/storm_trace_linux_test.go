@@ -34,7 +34,7 @@ func TestRecordStormTrace(t *testing.T) {
 	r := recordBootTrace(t, d, "debian12.trace", mac, 2*bootTimeout(t), "",
 		"-m", "1024", "-smp", "1", "-nographic")
 	t.Logf("Debian called its DoneURL %.0f s after power-on", r.boot.Seconds())
-	keepTrace(t, r.trace, nil)
+	keepTrace(t, r.trace, 0, nil)
 }
 
 // recordedBoot is one boot recorded by recordBootTrace.
@@ -97,8 +97,10 @@ func recordBootTrace(t *testing.T, d *debianServer, name, mac string, timeout ti
 
 // keepTrace copies the trace at path to BOOTFLEET_STORM_TRACE, if set,
 // with header (what was booted, how, and the test that records it) as
-// comment lines after the format line, above storm record's own.
-func keepTrace(t *testing.T, path string, header []string) {
+// comment lines after the format line, above storm record's own, and a
+// size line for the export's size if size is not 0 (storm record sees
+// only the reads, not the size the server announced).
+func keepTrace(t *testing.T, path string, size int64, header []string) {
 	t.Helper()
 	dst := os.Getenv("BOOTFLEET_STORM_TRACE")
 	if dst == "" {
@@ -108,7 +110,7 @@ func keepTrace(t *testing.T, path string, header []string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(header) > 0 {
+	if len(header) > 0 || size > 0 {
 		first, rest, ok := bytes.Cut(content, []byte("\n"))
 		if !ok || !bytes.HasPrefix(first, []byte("bootfleet-trace ")) {
 			t.Fatalf("%s: first line %q, want the bootfleet-trace format line", path, first)
@@ -118,6 +120,16 @@ func keepTrace(t *testing.T, path string, header []string) {
 		b.WriteByte('\n')
 		for _, h := range header {
 			b.WriteString("# " + h + "\n")
+		}
+		// storm record's comments end where its reads begin.
+		for len(rest) > 0 && rest[0] == '#' {
+			line, after, _ := bytes.Cut(rest, []byte("\n"))
+			b.Write(line)
+			b.WriteByte('\n')
+			rest = after
+		}
+		if size > 0 {
+			fmt.Fprintf(&b, "size %d\n", size)
 		}
 		b.Write(rest)
 		content = b.Bytes()
