@@ -64,8 +64,9 @@ var desktopStages = map[string]desktopStage{
 
 // desktopReport is /usr/local/sbin/bootfleet-e2e in the desktop image:
 // it waits, bounded, until the processes @WANT@ run and then until they
-// go idle (under 5% of a CPU for 6 s: drawn and waiting for input), says
-// so on the console and calls the DoneURL. The test stops the VM.
+// go idle and the root disk quiet (under 5% of a CPU and 128 KiB read per
+// 2 s, for 6 s: drawn and waiting for input), says so on the console and
+// calls the DoneURL. The test stops the VM.
 const desktopReport = `#!/bin/bash
 # bootfleet desktop trace: wait until the desktop is on the screen, then
 # call the DoneURL.
@@ -107,15 +108,27 @@ until now=$(ticks); do
   sleep 2
 done
 up=$((SECONDS - start))
-# Idle: under 10 ticks (5% of a 100 Hz CPU) in each of 3 samples 2 s apart.
+# sectors prints the sectors read from the root's disk so far: a process
+# faulting its libraries in from NBD waits without using the CPU.
+stat=/sys/class/block/$(basename "$(findmnt -n -o SOURCE /)")/stat
+sectors() {
+  local s
+  read -r -a s 2>/dev/null <"$stat" || { echo 0; return; }
+  echo "${s[2]}"
+}
+# Idle: under 10 ticks (5% of a 100 Hz CPU) and under 256 sectors (128 KiB)
+# read in each of 3 samples 2 s apart.
 idle=no
 prev=$now
+prevread=$(sectors)
 quiet=0
 while [ $((SECONDS - start - up)) -lt 600 ]; do
   sleep 2
   now=$(ticks) || break
-  if [ $((now - prev)) -lt 10 ]; then quiet=$((quiet + 1)); else quiet=0; fi
+  read=$(sectors)
+  if [ $((now - prev)) -lt 10 ] && [ $((read - prevread)) -lt 256 ]; then quiet=$((quiet + 1)); else quiet=0; fi
   prev=$now
+  prevread=$read
   if [ $quiet -ge 3 ]; then idle=yes; break; fi
 done
 if [ "$idle" != yes ]; then
