@@ -5,7 +5,7 @@
 #
 #   scripts/mkdebian.sh [--arch amd64|arm64] [--fs ext4|xfs|btrfs]
 #                       [--table gpt|mbr|none] [--size 2G] [--add DIR]
-#                       [--packages P,Q] OUT.raw
+#                       [--packages P,Q] [--user NAME] OUT.raw
 #
 # --arch arm64: an arm64 root (linux-image-arm64) made on an amd64 machine:
 #   debootstrap runs the root's arm64 programs through qemu-aarch64-static
@@ -18,6 +18,9 @@
 # --add DIR: files copied over the root before the file system is made.
 # --packages P,Q: more Debian packages in the root (openssh-server, say);
 #   the tree with them is cached apart, so images without them keep theirs.
+# --user NAME: a login user NAME with a home and a locked password, for a
+#   desktop's autologin (root cannot autologin through lightdm's PAM); made
+#   after the cached tree is unpacked, so the cache does not depend on it.
 #
 # The debootstrap tree is cached as a tarball (BOOTFLEET_CACHE, default
 # /var/cache/bootfleet-e2e), so a machine fetches the packages once. The
@@ -25,7 +28,7 @@
 # fdisk (sfdisk), e2fsprogs, xfsprogs, btrfs-progs and dosfstools.
 set -euo pipefail
 
-arch=amd64 fs=ext4 table=gpt size=2G add="" extra=""
+arch=amd64 fs=ext4 table=gpt size=2G add="" extra="" user=""
 while [ $# -gt 1 ]; do
   case "$1" in
   --arch) arch=$2; shift 2 ;;
@@ -34,10 +37,12 @@ while [ $# -gt 1 ]; do
   --size) size=$2; shift 2 ;;
   --add) add=$2; shift 2 ;;
   --packages) extra=$2; shift 2 ;;
+  --user) user=$2; shift 2 ;;
   *) echo "mkdebian: unknown option $1" >&2; exit 2 ;;
   esac
 done
-[ $# -eq 1 ] || { echo "usage: $0 [--arch amd64|arm64] [--fs ext4|xfs|btrfs] [--table gpt|mbr|none] [--size 2G] [--add DIR] [--packages P,Q] OUT.raw" >&2; exit 2; }
+[ $# -eq 1 ] || { echo "usage: $0 [--arch amd64|arm64] [--fs ext4|xfs|btrfs] [--table gpt|mbr|none] [--size 2G] [--add DIR] [--packages P,Q] [--user NAME] OUT.raw" >&2; exit 2; }
+case "$user" in *[!a-z0-9_-]*|[!a-z_]*) echo "mkdebian: --user $user: want a lower-case login name (a-z, 0-9, _ and -, not starting with a digit)" >&2; exit 2 ;; esac
 case "$extra" in *[!a-z0-9.+,-]*) echo "mkdebian: --packages $extra: want Debian package names separated by commas" >&2; exit 2 ;; esac
 out=$1
 # The DPS root partition type for the architecture.
@@ -116,6 +121,7 @@ fi
 mkdir -p "$work/root"
 tar --numeric-owner -C "$work/root" -xf "$tarball"
 [ -z "$add" ] || cp -a "$add/." "$work/root/"
+[ -z "$user" ] || chroot "$work/root" useradd --create-home --shell /bin/bash "$user"
 
 mib=$(numfmt --from=iec "$size")
 mib=$((mib / 1048576))

@@ -1,8 +1,12 @@
 package storm
 
 import (
+	"bufio"
 	"bytes"
 	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
@@ -94,6 +98,70 @@ func TestDefaultTrace(t *testing.T) {
 	if len(tr.Reads) < 100 || tr.Bytes() < 1<<20 {
 		t.Fatalf("committed trace has %d reads, %d bytes; want a real boot's (hundreds of reads, MiBs)", len(tr.Reads), tr.Bytes())
 	}
+}
+
+// TestCommittedTraces parses every testdata/*.trace and holds it to its
+// header: the reads and bytes storm record counted (its "N sessions, R
+// reads, B bytes" comment) and the export size every read must fit in.
+// The least each must read keeps a trace from being cut short unseen.
+func TestCommittedTraces(t *testing.T) {
+	least := map[string]int64{
+		"debian12.trace": 40 << 20,  // a stock Debian 12 to multi-user
+		"desktop.trace":  300 << 20, // issue 31: the storm benchmark's desktop boot
+	}
+	paths, err := filepath.Glob(filepath.Join("testdata", "*.trace"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range paths {
+		name := filepath.Base(p)
+		t.Run(name, func(t *testing.T) {
+			b, err := os.ReadFile(p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			tr, err := ParseTrace(bytes.NewReader(b))
+			if err != nil {
+				t.Fatal(err)
+			}
+			reads, total, ok := recordedTotals(b)
+			if !ok {
+				t.Fatalf("no \"# N sessions, R reads, B bytes\" comment from storm record")
+			}
+			if int64(len(tr.Reads)) != reads || tr.Bytes() != total {
+				t.Errorf("parsed %d reads, %d bytes; the header says %d reads, %d bytes", len(tr.Reads), tr.Bytes(), reads, total)
+			}
+			if tr.Size == 0 {
+				t.Errorf("no size line: want the export's size as recorded")
+			}
+			for i, r := range tr.Reads {
+				if r.Offset+uint64(r.Length) > tr.Size {
+					t.Fatalf("read %d: %d+%d ends past the export's %d bytes", i, r.Offset, r.Length, tr.Size)
+				}
+			}
+			if want, known := least[name]; !known {
+				t.Errorf("no least size for %s: add it to this test's table", name)
+			} else if tr.Bytes() < want {
+				t.Errorf("reads %d bytes, want at least %d", tr.Bytes(), want)
+			}
+		})
+	}
+	if len(paths) < len(least) {
+		t.Errorf("found %d traces in testdata (%v), want the %d this test knows", len(paths), paths, len(least))
+	}
+}
+
+// recordedTotals finds storm record's "# N sessions, R reads, B bytes"
+// comment in a trace's header.
+func recordedTotals(trace []byte) (reads, total int64, ok bool) {
+	sc := bufio.NewScanner(bytes.NewReader(trace))
+	for sc.Scan() && !strings.HasPrefix(sc.Text(), "size ") {
+		var sessions int
+		if n, _ := fmt.Sscanf(sc.Text(), "# %d sessions, %d reads, %d bytes", &sessions, &reads, &total); n == 3 {
+			return reads, total, true
+		}
+	}
+	return 0, 0, false
 }
 
 func FuzzParseTrace(f *testing.F) {

@@ -55,7 +55,13 @@ else
 fi
 echo "$name" >/var/bf-marker && sync
 echo "BOOTFLEET-READBACK: $(cat /var/bf-marker)"
-rest=${url#http://}
+` + shCallDone + `echo "BOOTFLEET-DONE-CALLED: ${status%$'\r'} then=$then"
+systemctl --no-block "$then"
+`
+
+// shCallDone is bash that GETs $url, the DoneURL, with bash's /dev/tcp
+// (the images have no curl) and sets status to the HTTP status line.
+const shCallDone = `rest=${url#http://}
 hostport=${rest%%/*}
 status=none
 if exec 3<>"/dev/tcp/${hostport%:*}/${hostport##*:}"; then
@@ -63,8 +69,6 @@ if exec 3<>"/dev/tcp/${hostport%:*}/${hostport##*:}"; then
   read -r status <&3
   exec 3>&-
 fi
-echo "BOOTFLEET-DONE-CALLED: ${status%$'\r'} then=$then"
-systemctl --no-block "$then"
 `
 
 // debianUnit runs debianReport once multi-user.target is reached.
@@ -90,11 +94,20 @@ func makeDebianDisk(t *testing.T, e *env, out string, args ...string) {
 // script and unit as its systemd unit, enabled for multi-user.target.
 func makeDebianDiskWith(t *testing.T, e *env, out, report, unit string, args ...string) {
 	t.Helper()
-	add := t.TempDir()
-	for path, content := range map[string]string{
+	makeDebianDiskFiles(t, e, out, map[string]string{
 		"usr/local/sbin/bootfleet-e2e":             report,
 		"etc/systemd/system/bootfleet-e2e.service": unit,
-	} {
+	}, args...)
+}
+
+// makeDebianDiskFiles runs scripts/mkdebian.sh with files (path in the
+// root: content, made executable) added, and
+// etc/systemd/system/bootfleet-e2e.service, which files must hold,
+// enabled for multi-user.target.
+func makeDebianDiskFiles(t *testing.T, e *env, out string, files map[string]string, args ...string) {
+	t.Helper()
+	add := t.TempDir()
+	for path, content := range files {
 		p := filepath.Join(add, path)
 		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
 			t.Fatal(err)

@@ -193,6 +193,11 @@ func (c *bootfleetCLI) tryRun(args ...string) ([]byte, error) {
 		// 2-core machine.
 		timeout = 3 * time.Minute
 	}
+	if len(args) > 1 && args[0] == "image" && args[1] == "import" {
+		// It copies and hashes the whole disk: the desktop image's 4 GiB
+		// took over 30 s with other VMs on the machine.
+		timeout = 5 * time.Minute
+	}
 	if c.timeout > 0 {
 		timeout = c.timeout
 	}

@@ -24,13 +24,22 @@ type debianServer struct {
 // default; MulticastRate).
 func startDebianServer(t *testing.T, vars map[string]string) *debianServer {
 	t.Helper()
+	return startDebianServerDisk(t, vars, func(e *env, disk string) {
+		makeDebianDisk(t, e, disk, "--fs", "ext4", "--table", "gpt")
+	})
+}
+
+// startDebianServerDisk is startDebianServer serving the disk makeDisk
+// writes to the path it is given instead.
+func startDebianServerDisk(t *testing.T, vars map[string]string, makeDisk func(e *env, disk string)) *debianServer {
+	t.Helper()
 	e := needEnv(t)
 	n := needNBD(t, e)
 	needDebianTools(t)
 	d := &debianServer{e: e, dir: artifactDir(t)}
 	work := t.TempDir()
-	disk := filepath.Join(work, "gpt-ext4.raw")
-	makeDebianDisk(t, e, disk, "--fs", "ext4", "--table", "gpt")
+	disk := filepath.Join(work, "debian.raw")
+	makeDisk(e, disk)
 	d.lan = newLAN(t)
 	d.lan.addTap(t, "tap0")
 	startCapture(t, d.lan, d.dir)
