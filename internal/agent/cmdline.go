@@ -71,18 +71,21 @@ type Options struct {
 	// order earlier boots read the content in, which its read-ahead
 	// follows. Empty, or an order it cannot read: no read-ahead.
 	ReadOrder string
-	// ReadAhead is bootfleet.mcast.ahead=K: how many chunks of the order
-	// past a miss the proxy asks the group for; DefaultReadAhead unless
-	// set, 0 for none, at most rootproxy.MaxReadAhead.
+	// ReadAhead is bootfleet.mcast.ahead=K: the most chunks of the order
+	// past its reads the proxy asks the group for, the ceiling of its
+	// read-ahead window; DefaultReadAhead unless set, 0 for none, at most
+	// rootproxy.MaxReadAhead.
 	ReadAhead int
 }
 
-// DefaultReadAhead is the read-ahead, in 32 KiB chunks of the read order,
-// unless bootfleet.mcast.ahead= says otherwise. It is off until measured:
-// with 16 chunks, four emulated guests of the e2e storm used 99% of what
-// was read ahead, but two of them lost half the group in their sockets
-// and fell back to unicast.
-const DefaultReadAhead = 0
+// DefaultReadAhead is the ceiling of the read-ahead window, in 32 KiB
+// chunks of the read order, unless bootfleet.mcast.ahead= says otherwise:
+// far enough ahead that the group fills the next reads while the machine
+// works, near enough that a boot leaving the learned order wastes little
+// of every machine's link. The window starts at 2 chunks and is cut
+// while the machine does not keep up with the group, so a slow machine
+// asks less rather than losing what it asked.
+const DefaultReadAhead = 16
 
 // DefaultReadCachePercent is the share of RAM the proxy's read cache of
 // the base takes unless bootfleet.readcache= says otherwise: the boot's

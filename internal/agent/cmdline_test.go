@@ -94,8 +94,8 @@ func TestParseCmdline(t *testing.T) {
 }
 
 func TestRootIOQuery(t *testing.T) {
-	got := RootIOQuery(rootproxy.Stats{MulticastBytes: 1, UnicastBytes: 2, HitBytes: 3, MissBytes: 4, WrittenBytes: 5, Fallbacks: 6, Lost: 7, Repairs: 8, AheadChunks: 9, AheadUsed: 10, Multicast: "silent"})
-	if want := "ahead=9&ahead_used=10&fallbacks=6&group=silent&hits=3&lost=7&misses=4&multicast=1&repairs=8&unicast=2&written=5"; got != want {
+	got := RootIOQuery(rootproxy.Stats{MulticastBytes: 1, UnicastBytes: 2, HitBytes: 3, MissBytes: 4, WrittenBytes: 5, Fallbacks: 6, Lost: 7, Overflow: 11, Repairs: 8, AheadChunks: 9, AheadUsed: 10, Multicast: "silent"})
+	if want := "ahead=9&ahead_used=10&fallbacks=6&group=silent&hits=3&lost=7&misses=4&multicast=1&overflow=11&repairs=8&unicast=2&written=5"; got != want {
 		t.Fatalf("got %q, want %q", got, want)
 	}
 }

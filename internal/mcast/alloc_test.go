@@ -56,7 +56,7 @@ func TestReceiverAllocationsPerChunk(t *testing.T) {
 	now := time.Unix(1, 0)
 	n := testing.AllocsPerRun(chunks-1, func() {
 		for _, b := range dgrams[next] {
-			r.datagram(b, now)
+			r.datagram(b, arrival{at: now})
 		}
 		next++
 	})

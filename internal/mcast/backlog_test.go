@@ -1,6 +1,7 @@
 package mcast
 
 import (
+	"net/netip"
 	"testing"
 	"time"
 
@@ -13,7 +14,7 @@ func feedAt(r *Receiver, seq *uint32, chunk uint32, at time.Time, from, to uint8
 	for f := from; f < to; f++ {
 		*seq++
 		d := chunkwire.Data{Content: chunkwire.ContentID{2}, Sender: 1, Seq: *seq, Chunk: chunk, Fragment: f, Payload: payload}
-		r.datagram(d.Append(nil), at)
+		r.datagram(d.Append(nil), arrival{at: at})
 	}
 }
 
@@ -102,6 +103,41 @@ func TestBacklogIsNotLoss(t *testing.T) {
 						t.Fatalf("step %d: requests %+v, want %+v", i, got, s.reqWant)
 					}
 				}
+			}
+		})
+	}
+}
+
+// TestOverflowCountsTheSocketsDrops: the socket's drop count, carried by
+// each datagram, adds what it grew by to Overflow, across its wrap, and
+// a datagram of another content still carries it.
+func TestOverflowCountsTheSocketsDrops(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		dropped []uint32 // the count carried by each datagram in turn
+		want    uint64
+	}{
+		{"none", []uint32{0, 0, 0}, 0},
+		{"one burst", []uint32{0, 0, 40, 40}, 40},
+		{"two bursts", []uint32{0, 5, 5, 12}, 12},
+		{"across the wrap", []uint32{1<<32 - 3, 2}, 1<<32 - 3 + 5},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cache, err := NewMemCache(4*chunkwire.ChunkSize, 4)
+			if err != nil {
+				t.Fatal(err)
+			}
+			r, err := newReceiver(ReceiverConfig{Server: netip.MustParseAddrPort("10.0.0.1:1"), Content: chunkwire.ContentID{2}, Size: 4 * chunkwire.ChunkSize, Cache: cache})
+			if err != nil {
+				t.Fatal(err)
+			}
+			r.out = &recordRequests{}
+			for i, n := range tc.dropped {
+				d := chunkwire.Data{Content: chunkwire.ContentID{byte(2 + i%2)}, Sender: 1, Seq: uint32(i + 1), Chunk: 0, Fragment: 0, Payload: make([]byte, chunkwire.FragmentSize)}
+				r.datagram(d.Append(nil), arrival{at: time.Unix(100, 0), dropped: n})
+			}
+			if got := r.Stats().Overflow; got != tc.want {
+				t.Fatalf("overflow %d after drop counts %v, want %d", got, tc.dropped, tc.want)
 			}
 		})
 	}

@@ -34,7 +34,7 @@ func BenchmarkReceiverDatagram(b *testing.B) {
 	b.ReportAllocs()
 	i := 0
 	for b.Loop() {
-		r.datagram(dgrams[i], now)
+		r.datagram(dgrams[i], arrival{at: now})
 		if i++; i == len(dgrams) {
 			// Start the content again as a new sender: the cache has
 			// evicted most of it, so most chunks are assembled again.

@@ -64,11 +64,11 @@ func fuzzReceiver(t *testing.T, in []byte) {
 			b := in[:n]
 			in = in[n:]
 			now = now.Add(time.Millisecond)
-			r.datagram(b, now)
+			r.datagram(b, arrival{at: now})
 			if len(b) >= chunkwire.HeaderLen {
 				fixed := append([]byte(nil), b...)
 				copy(fixed[8:16], id[:])
-				r.datagram(chunkwire.Seal(fixed), now)
+				r.datagram(chunkwire.Seal(fixed), arrival{at: now})
 			}
 			r.tick(now)
 			if len(r.pend) > r.cfg.MaxPending {

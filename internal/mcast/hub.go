@@ -52,13 +52,13 @@ func ListenHub(group netip.AddrPort, ifi *net.Interface, readBuffer int) (*Hub, 
 func (h *Hub) Run() {
 	buf, oob := make([]byte, 2048), make([]byte, stampSpace)
 	for {
-		n, arrived, err := readStamped(h.conn, buf, oob)
+		n, got, err := readStamped(h.conn, buf, oob)
 		if err != nil {
 			return
 		}
 		h.mu.RLock()
 		for r := range h.rcvs {
-			r.datagram(buf[:n], arrived)
+			r.datagram(buf[:n], got)
 		}
 		h.mu.RUnlock()
 	}

@@ -50,7 +50,7 @@ next:
 			}
 		}
 		d := chunkwire.Data{Content: chunkwire.ContentID{2}, Sender: 1, Seq: *seq, Chunk: chunk, Fragment: f, Payload: payload}
-		r.datagram(d.Append(nil), now)
+		r.datagram(d.Append(nil), arrival{at: now})
 	}
 }
 

@@ -98,10 +98,14 @@ type ReceiverStats struct {
 	Bytes      uint64 // their payload bytes: what came by multicast
 	Duplicates uint64 // datagrams of fragments already held
 	Lost       uint64 // datagrams missing from the sequence numbers
-	Requests   uint64 // requests sent, repairs included
-	Repairs    uint64 // requests for lost fragments (FlagRepair) sent
-	Chunks     uint64 // chunks committed to the cache
-	Fallbacks  uint64 // waits that failed: reads left to unicast
+	// Overflow is the datagrams of the group this machine's socket
+	// dropped, its receive buffer full: lost because this machine did not
+	// read in time, not on the network. They count in Lost too.
+	Overflow  uint64
+	Requests  uint64 // requests sent, repairs included
+	Repairs   uint64 // requests for lost fragments (FlagRepair) sent
+	Chunks    uint64 // chunks committed to the cache
+	Fallbacks uint64 // waits that failed: reads left to unicast
 	// AheadChunks is the chunks asked for as read-ahead (WantAhead).
 	AheadChunks uint64
 	ReadBuffer  int  // bytes of the group socket's receive buffer, as the kernel granted
@@ -140,6 +144,7 @@ type Receiver struct {
 	streams        [maxStreams]stream
 	winTaken       uint32 // datagrams taken in the loss window
 	winLost        uint32 // datagrams lost in the loss window
+	dropped        uint32 // the socket's drop count at the last datagram
 	gaveUp         error  // ErrSilent or ErrLossy once the group is given up
 	st             ReceiverStats
 	reqBuf         []byte
@@ -305,24 +310,30 @@ func (r *Receiver) readGroup() {
 	buf := make([]byte, 2048)
 	oob := make([]byte, stampSpace)
 	for {
-		n, arrived, err := readStamped(r.group, buf, oob)
+		n, got, err := readStamped(r.group, buf, oob)
 		if err != nil {
 			return
 		}
-		r.datagram(buf[:n], arrived)
+		r.datagram(buf[:n], got)
 	}
 }
 
-// datagram takes one datagram from the group, which arrived at arrived:
+// datagram takes one datagram from the group, which arrived as got says:
 // anyone on the segment can send one, so what is not a sound Data of
 // this content is dropped.
-func (r *Receiver) datagram(b []byte, arrived time.Time) {
+func (r *Receiver) datagram(b []byte, got arrival) {
 	d, err := chunkwire.ParseData(b)
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	arrived := got.at
 	if arrived.After(r.lastArrival) {
 		r.lastArrival = arrived
 	}
+	// The socket's count only grows, modulo 1<<32, and its datagrams are
+	// read in the order queued: what it grew by since the last datagram
+	// is what the socket dropped between them.
+	r.st.Overflow += uint64(got.dropped - r.dropped)
+	r.dropped = got.dropped
 	if err == nil && d.Content == r.cfg.Content {
 		r.take(d, arrived)
 	}

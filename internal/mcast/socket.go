@@ -69,23 +69,31 @@ func listenGroupBuffer(group netip.AddrPort, ifi *net.Interface, n int) (*net.UD
 		c.Close()
 		return nil, 0, fmt.Errorf("mcast: receive buffer of %d bytes for %v: %w", n, group, err)
 	}
-	if err := stampArrivals(c); err != nil {
+	if err := stampDatagrams(c); err != nil {
 		c.Close()
-		return nil, 0, fmt.Errorf("mcast: arrival timestamps on the socket of %v: %w", group, err)
+		return nil, 0, fmt.Errorf("mcast: arrival timestamps and drop counts on the socket of %v: %w", group, err)
 	}
 	return c, got, nil
 }
 
-// stampArrivals has the kernel note when each datagram arrived
+// stampDatagrams has the kernel note when each datagram arrived
 // (SO_TIMESTAMPNS), so a receiver that falls behind its socket can tell
-// what arrived before it asked from what is still on its way.
-func stampArrivals(c *net.UDPConn) error {
+// what arrived before it asked from what is still on its way, and how
+// many datagrams the socket had dropped for want of room when it queued
+// each one (SO_RXQ_OVFL), so it can tell its own stalls from a lossy
+// network.
+func stampDatagrams(c *net.UDPConn) error {
 	raw, err := c.SyscallConn()
 	if err != nil {
 		return err
 	}
 	var serr error
-	if err := raw.Control(func(fd uintptr) { serr = unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_TIMESTAMPNS, 1) }); err != nil {
+	if err := raw.Control(func(fd uintptr) {
+		serr = unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_TIMESTAMPNS, 1)
+		if serr == nil {
+			serr = unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_RXQ_OVFL, 1)
+		}
+	}); err != nil {
 		return err
 	}
 	return serr
@@ -96,14 +104,24 @@ func stampArrivals(c *net.UDPConn) error {
 // old.
 const maxBacklog = 10 * time.Second
 
+// arrival is what the kernel said of a datagram beside its bytes.
+type arrival struct {
+	at time.Time // when it arrived, on the monotonic clock
+	// dropped is how many datagrams the socket had dropped, its receive
+	// buffer full, when it queued this one; it wraps at 1<<32.
+	dropped uint32
+}
+
 // readStamped reads one datagram from c into b and returns its length and
-// when it arrived, on the monotonic clock of now; now itself when the
-// kernel gave no timestamp. It allocates nothing.
-func readStamped(c *net.UDPConn, b, oob []byte) (int, time.Time, error) {
+// its arrival: when, on the monotonic clock of now (now itself when the
+// kernel gave no timestamp), and the socket's drop count (0 until it
+// drops one). It allocates nothing.
+func readStamped(c *net.UDPConn, b, oob []byte) (int, arrival, error) {
 	n, oobn, _, _, err := c.ReadMsgUDPAddrPort(b, oob)
 	now := time.Now()
+	got := arrival{at: now}
 	if err != nil {
-		return n, now, err
+		return n, got, err
 	}
 	for rest := oob[:oobn]; len(rest) > 0; {
 		h, data, more, err := unix.ParseOneSocketControlMessage(rest)
@@ -111,20 +129,23 @@ func readStamped(c *net.UDPConn, b, oob []byte) (int, time.Time, error) {
 			break
 		}
 		rest = more
-		if h.Level != unix.SOL_SOCKET || h.Type != unix.SCM_TIMESTAMPNS || len(data) < int(unsafe.Sizeof(unix.Timespec{})) {
-			continue
+		switch {
+		case h.Level != unix.SOL_SOCKET:
+		case h.Type == unix.SCM_TIMESTAMPNS && len(data) >= int(unsafe.Sizeof(unix.Timespec{})):
+			ts := (*unix.Timespec)(unsafe.Pointer(&data[0]))
+			// The kernel's stamp is wall-clock time; its age, taken against
+			// the wall clock now, moves it onto the monotonic clock.
+			age := min(max(now.Sub(time.Unix(ts.Unix())), 0), maxBacklog)
+			got.at = now.Add(-age)
+		case h.Type == unix.SO_RXQ_OVFL && len(data) >= 4:
+			got.dropped = *(*uint32)(unsafe.Pointer(&data[0]))
 		}
-		ts := (*unix.Timespec)(unsafe.Pointer(&data[0]))
-		// The kernel's stamp is wall-clock time; its age, taken against
-		// the wall clock now, moves it onto the monotonic clock.
-		age := min(max(now.Sub(time.Unix(ts.Unix())), 0), maxBacklog)
-		return n, now.Add(-age), nil
 	}
-	return n, now, nil
+	return n, got, nil
 }
 
 // stampSpace is the control-message room readStamped needs.
-var stampSpace = unix.CmsgSpace(int(unsafe.Sizeof(unix.Timespec{})))
+var stampSpace = unix.CmsgSpace(int(unsafe.Sizeof(unix.Timespec{}))) + unix.CmsgSpace(4)
 
 // growReadBuffer asks for a receive buffer of n bytes past
 // net.core.rmem_max (SO_RCVBUFFORCE, which the agent may use as root):

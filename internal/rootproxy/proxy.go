@@ -75,6 +75,7 @@ type Stats struct {
 	WrittenBytes   uint64 // bytes read of blocks the machine wrote
 	Fallbacks      uint64 // reads that waited on the group and went to unicast
 	Lost           uint64 // the group's datagrams this machine missed
+	Overflow       uint64 // of those, the ones its own socket dropped, full
 	Repairs        uint64 // requests for lost fragments it sent
 	AheadChunks    uint64 // chunks asked for as read-ahead
 	AheadUsed      uint64 // of those, chunks the machine read later
@@ -197,7 +198,7 @@ func (p *Proxy) Stats() Stats {
 		WrittenBytes: p.written.Load(), Fallbacks: p.fallbacks.Load(), Multicast: "off"}
 	if p.rcv != nil {
 		rs := p.rcv.Stats()
-		st.MulticastBytes, st.Lost, st.Repairs, st.GroupReadBuffer = rs.Bytes, rs.Lost, rs.Repairs, rs.ReadBuffer
+		st.MulticastBytes, st.Lost, st.Overflow, st.Repairs, st.GroupReadBuffer = rs.Bytes, rs.Lost, rs.Overflow, rs.Repairs, rs.ReadBuffer
 		if p.ahead != nil {
 			st.AheadChunks, st.AheadUsed = p.ahead.chunks.Load(), p.ahead.used.Load()
 		}

@@ -26,6 +26,9 @@ type RootIO struct {
 	// the requests for them it sent: what its losses cost the others.
 	Lost    uint64 `json:"lost_datagrams"`
 	Repairs uint64 `json:"repairs"`
+	// Overflow is those of Lost the machine's own socket dropped, full:
+	// the machine did not read in time, the network did not lose them.
+	Overflow uint64 `json:"socket_overflow"`
 	// AheadChunks are the chunks asked for as read-ahead, following the
 	// content's learned read order, and AheadUsed those the machine read:
 	// the rest cost every machine of the group bytes nobody read.
@@ -56,7 +59,7 @@ func ParseRootIO(q url.Values) (RootIO, error) {
 	for _, f := range []struct {
 		key string
 		v   *uint64
-	}{{"lost", &r.Lost}, {"repairs", &r.Repairs}, {"ahead", &r.AheadChunks}, {"ahead_used", &r.AheadUsed}} {
+	}{{"lost", &r.Lost}, {"overflow", &r.Overflow}, {"repairs", &r.Repairs}, {"ahead", &r.AheadChunks}, {"ahead_used", &r.AheadUsed}} {
 		if q.Has(f.key) {
 			n, err := strconv.ParseUint(q.Get(f.key), 10, 64)
 			if err != nil {

@@ -27,6 +27,7 @@ func TestRootIO(t *testing.T) {
 	second := rootIOQuery(300, 20, 900, 320, 1, "on")
 	second.Set("lost", "7")
 	second.Set("repairs", "2")
+	second.Set("overflow", "5")
 	second.Set("ahead", "40")
 	second.Set("ahead_used", "31")
 	if err := f.r.RootIO(macA, second, "10.0.0.2:1"); err != nil {
@@ -39,7 +40,7 @@ func TestRootIO(t *testing.T) {
 	if len(bs) != 1 || bs[0].RootIO == nil {
 		t.Fatalf("boots of A: %+v, want one with a root-io report", bs)
 	}
-	if got := *bs[0].RootIO; got.MulticastBytes != 300 || got.UnicastBytes != 20 || got.Fallbacks != 1 || got.Group != "on" || got.Lost != 7 || got.Repairs != 2 || got.AheadChunks != 40 || got.AheadUsed != 31 || !got.Time.Equal(f.now) {
+	if got := *bs[0].RootIO; got.MulticastBytes != 300 || got.UnicastBytes != 20 || got.Fallbacks != 1 || got.Group != "on" || got.Lost != 7 || got.Repairs != 2 || got.Overflow != 5 || got.AheadChunks != 40 || got.AheadUsed != 31 || !got.Time.Equal(f.now) {
 		t.Fatalf("A's root io %+v, want the last report", got)
 	}
 	m := scrape(t, f.r)
@@ -60,6 +61,7 @@ func TestRootIO(t *testing.T) {
 		rootIOQuery(1, 1, 1, 1, 1, "maybe"),
 		{"multicast": {"x"}},
 		func() url.Values { q := rootIOQuery(1, 1, 1, 1, 1, "on"); q.Set("lost", "-1"); return q }(),
+		func() url.Values { q := rootIOQuery(1, 1, 1, 1, 1, "on"); q.Set("overflow", "x"); return q }(),
 		func() url.Values { q := rootIOQuery(1, 1, 1, 1, 1, "on"); q.Set("ahead_used", "x"); return q }(),
 	} {
 		if err := f.r.RootIO(macA, bad, "10.0.0.2:1"); err == nil || !strings.Contains(err.Error(), "root-io report") {
@@ -73,7 +75,7 @@ func TestRootIO(t *testing.T) {
 func FuzzParseRootIO(f *testing.F) {
 	f.Add("multicast=1&unicast=2&hits=3&misses=4&written=0&fallbacks=5&group=on")
 	f.Add("multicast=1&unicast=2&hits=3&misses=4&written=0&fallbacks=5&lost=6&repairs=7&group=lossy")
-	f.Add("multicast=1&unicast=2&hits=3&misses=4&written=0&fallbacks=5&lost=6&repairs=7&ahead=9&ahead_used=8&group=on")
+	f.Add("multicast=1&unicast=2&hits=3&misses=4&written=0&fallbacks=5&lost=6&overflow=2&repairs=7&ahead=9&ahead_used=8&group=on")
 	f.Fuzz(func(t *testing.T, raw string) {
 		q, err := url.ParseQuery(raw)
 		if err != nil {
@@ -86,6 +88,7 @@ func FuzzParseRootIO(f *testing.F) {
 		q2 := rootIOQuery(r.MulticastBytes, r.UnicastBytes, r.HitBytes, r.MissBytes, r.Fallbacks, r.Group)
 		q2.Set("lost", strconv.FormatUint(r.Lost, 10))
 		q2.Set("repairs", strconv.FormatUint(r.Repairs, 10))
+		q2.Set("overflow", strconv.FormatUint(r.Overflow, 10))
 		q2.Set("ahead", strconv.FormatUint(r.AheadChunks, 10))
 		q2.Set("ahead_used", strconv.FormatUint(r.AheadUsed, 10))
 		back, err := ParseRootIO(q2)
