@@ -161,12 +161,18 @@ func startCapture(t testing.TB, ns *netns, dir string) {
 // packets; stop the returned tshark before reading the file.
 func capture(t testing.TB, ns *netns, dir string) *proc {
 	t.Helper()
-	out := filepath.Join(dir, "br0.pcap")
-	p := startProc(t, "tshark", ns.command("tshark", "-q", "-i", bridge, "-w", out), filepath.Join(dir, "tshark.log"))
+	return captureOn(t, ns, dir, bridge, "tshark")
+}
+
+// captureOn records iface into dir/IFACE.pcap, logging to dir/LOG.log.
+func captureOn(t testing.TB, ns *netns, dir, iface, log string) *proc {
+	t.Helper()
+	out := filepath.Join(dir, iface+".pcap")
+	p := startProc(t, log, ns.command("tshark", "-q", "-i", iface, "-w", out), filepath.Join(dir, log+".log"))
 	ctx, cancel := contextTimeout(15 * time.Second)
 	defer cancel()
 	if _, err := p.waitLine(ctx, contains("Capturing on")); err != nil {
-		t.Fatalf("tshark did not start: %v\n%s", err, p.out.tail(10))
+		t.Fatalf("tshark on %s did not start: %v\n%s", iface, err, p.out.tail(10))
 	}
 	return p
 }
