@@ -108,6 +108,11 @@ func prepare() {
 		return
 	}
 	prepEnv = env{repo: repo, ovmf: ovmfPath, ipxeDir: ipxeDir}
+	// Another iPXE for UEFI VMs, e.g. a newer Debian ipxe package's
+	// usr/lib/ipxe unpacked with dpkg-deb -x. BIOS VMs keep QEMU's ROM.
+	if d := os.Getenv("BOOTFLEET_E2E_IPXE_DIR"); d != "" {
+		prepEnv.ipxeDir = d
+	}
 
 	prepEnv.bin = os.Getenv("BOOTFLEET_BIN")
 	if prepEnv.bin == "" {

@@ -246,7 +246,10 @@ func tftmDemux(t *testing.T, e *env, fw firmware) {
 				tftm = append(tftm, kv)
 			}
 		case "tftp transfer failed":
-			failed = append(failed, kv)
+			// Newer iPXE first asks for autoexec.ipxe, by plain TFTP.
+			if kv["group"] != "" {
+				failed = append(failed, kv)
+			}
 		case "file sent":
 			http = append(http, kv)
 		}

@@ -77,8 +77,8 @@ func bootRound(t *testing.T, e *env, lan *netns, dir string, server *proc, macs,
 // TestTFTMLinux: three BIOS VMs (QEMU's iPXE ROM, Debian's ipxe-qemu)
 // boot one profile at once with tftp.multicast on, so their scripts fetch
 // kernel and initrd by tftm:// first: every VM must boot, by tftm or by
-// the script's HTTP fallback (Debian's iPXE takes no group, so today every
-// VM falls back: the README says so). Logged: bytes on the LAN and boot
+// the script's HTTP fallback. Today every VM falls back: iPXE's multicast
+// socket never matches a datagram (TestTFTMiPXEDemux shows why; README). Logged: bytes on the LAN and boot
 // times. One round: a round with the groups dropped by nft measured the
 // same bytes and times (README), so it is not repeated in make test.
 func TestTFTMLinux(t *testing.T) {
