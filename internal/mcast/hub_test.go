@@ -158,7 +158,7 @@ func TestHubDeliver(t *testing.T) {
 			now := arrival{at: time.Now()}
 			for _, b := range append(tc.first, dgrams...) {
 				if tc.hub {
-					h.deliver(b, now)
+					h.deliver([]parsed{parse(b, now)})
 					continue
 				}
 				for _, r := range rcvs {
@@ -198,7 +198,7 @@ func TestSharedSlabWritesOnce(t *testing.T) {
 	first := onSlab()
 	h.add(hubReceiver(t, h, first, content, size))
 	for _, b := range chunkDatagrams(content, 0, data) {
-		h.deliver(b, arrival{at: time.Now()})
+		h.deliver([]parsed{parse(b, arrival{at: time.Now()})})
 	}
 	if !first.Has(0) {
 		t.Fatal("the first cache did not commit the chunk")
@@ -209,7 +209,7 @@ func TestSharedSlabWritesOnce(t *testing.T) {
 	second, own := onSlab(), mustMemCache(t, size)
 	h.rcvs.Store(&[]*Receiver{hubReceiver(t, h, second, content, size), hubReceiver(t, h, own, content, size)})
 	for _, b := range chunkDatagrams(content, 0, data) {
-		h.deliver(b, arrival{at: time.Now()})
+		h.deliver([]parsed{parse(b, arrival{at: time.Now()})})
 	}
 	got := make([]byte, chunkwire.FragmentSize)
 	for _, tc := range []struct {
@@ -238,4 +238,41 @@ func mustMemCache(t *testing.T, size int64) *MemCache {
 		t.Fatal(err)
 	}
 	return c
+}
+
+// TestHubDeliverBusyLast: a Receiver whose lock is held (its machine
+// reading) does not hold up the others; it gets the batch once free, its
+// datagrams in order.
+func TestHubDeliverBusyLast(t *testing.T) {
+	const size = chunkwire.ChunkSize
+	content := chunkwire.ContentID{6}
+	data := bytes.Repeat([]byte{0x5a}, size)
+	h := newHub(nil, 0)
+	free, busy := hubReceiver(t, h, mustMemCache(t, size), content, size), hubReceiver(t, h, mustMemCache(t, size), content, size)
+	h.add(busy)
+	h.add(free)
+	var batch []parsed
+	for _, b := range chunkDatagrams(content, 0, data) {
+		batch = append(batch, parse(b, arrival{at: time.Now()}))
+	}
+	busy.mu.Lock()
+	done := make(chan struct{})
+	go func() { defer close(done); h.deliver(batch) }()
+	deadline := time.Now().Add(5 * time.Second)
+	for free.Stats().Chunks == 0 && time.Now().Before(deadline) {
+		time.Sleep(time.Millisecond)
+	}
+	if got := free.Stats().Chunks; got != 1 {
+		t.Fatalf("the free receiver committed %d chunks while the other was busy, want 1", got)
+	}
+	select {
+	case <-done:
+		t.Fatal("deliver returned before the busy receiver had the batch")
+	default:
+	}
+	busy.mu.Unlock()
+	<-done
+	if st := busy.Stats(); st.Chunks != 1 || st.Lost != 0 || st.Datagrams != chunkwire.FragmentsPerChunk {
+		t.Fatalf("the busy receiver: %d chunks, %d lost, %d datagrams; want 1, 0, %d", st.Chunks, st.Lost, st.Datagrams, chunkwire.FragmentsPerChunk)
+	}
 }

@@ -334,6 +334,34 @@ func (r *Receiver) datagram(b []byte, got arrival) {
 func (r *Receiver) handle(d chunkwire.Data, ok bool, got arrival) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	r.handleLocked(d, ok, got)
+}
+
+// handleBatch handles the datagrams of a Hub's batch, in order, under one
+// hold of r.mu.
+func (r *Receiver) handleBatch(batch []parsed) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for i := range batch {
+		r.handleLocked(batch[i].d, batch[i].ok, batch[i].got)
+	}
+}
+
+// tryHandleBatch is handleBatch if r.mu is free; false, and nothing
+// handled, if it is not.
+func (r *Receiver) tryHandleBatch(batch []parsed) bool {
+	if !r.mu.TryLock() {
+		return false
+	}
+	defer r.mu.Unlock()
+	for i := range batch {
+		r.handleLocked(batch[i].d, batch[i].ok, batch[i].got)
+	}
+	return true
+}
+
+// handleLocked is handle with r.mu held.
+func (r *Receiver) handleLocked(d chunkwire.Data, ok bool, got arrival) {
 	arrived := got.at
 	if arrived.After(r.lastArrival) {
 		r.lastArrival = arrived
