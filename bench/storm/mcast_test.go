@@ -80,5 +80,6 @@ func TestRootsTable(t *testing.T) {
 		}
 	}
 	reportHas(t, r.render(), "| uefi | 200 | bootfleet-multicast | on 200 | 48.0 MiB | 0.0 MiB | 0.0 MiB | 300 | 290 | 120 MiB (2.5×) | 0 | 0 | 0 |",
-		"one machine boots the same content against the same server, not counted")
+		"one machine boots the same content against the same server, not counted",
+		"every machine holds back its requests until it has read them")
 }

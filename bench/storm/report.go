@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -248,6 +249,14 @@ func (r *report) render() string {
 	p("sides of the link. A storm whose server CPU plus simulator CPU approaches %d × its wall time was bound by the CPUs, ", r.Host.CPUs)
 	p("not by the server's link; its × limit then measures this machine, not the server. Server CPU is the server's cgroup ")
 	p("(every process of the stack), simulator CPU the simulator's own rusage.\n\n")
+	if slices.Contains(o.stacks, stackMulticast) {
+		p("With multicast, a storm can be bound by the simulator's CPUs without using them all. Every emulated machine ")
+		p("takes the group's datagrams from the simulator's one socket per group (mcast.Hub), so when the Hub's goroutine ")
+		p("waits for a CPU, every machine's datagrams wait in that socket, and every machine holds back its requests ")
+		p("until it has read them, as a busy agent does (it must not ask the server again for what already waits in its ")
+		p("socket). The machines then move together: at N = 200 each one's root phase ends within a fraction of a second ")
+		p("of the others', however early it began. A real machine reads its own socket with its own CPU.\n\n")
+	}
 	p("## Commands\n\n```sh\n# as root, from the repository root:\nmake bench-tools\nbin/bench storm -out %s -clients %s -firmware %s -stacks %s -runs %d -initrd-mib %d -trace %s\n\n",
 		filepath.Base(o.out), joinInts(o.clients), strings.Join(o.firmwares, ","), strings.Join(o.stacks, ","), o.runs, r.Files["initrd.img"]>>20, o.trace)
 	p("# link\n%s\n\n# simulator, in %s, for each firmware F and N:\n", strings.Join(r.Shaping, "\n"), nsClient)
