@@ -1,9 +1,13 @@
 package storm
 
 import (
+	"context"
 	"fmt"
 	"sort"
+	"strconv"
 	"strings"
+
+	"github.com/bootfleet/bootfleet/bench/harness"
 )
 
 // desktopBytes is the working set from which a trace is held to the
@@ -123,8 +127,13 @@ func (r *report) renderRoots(p func(string, ...any)) {
 				}
 				sort.Strings(states)
 				per := func(b uint64) string { return fmt.Sprintf("%.1f MiB", float64(b)/float64(rs.Machines)/(1<<20)) }
-				lines = append(lines, fmt.Sprintf("| %s | %d | %s | %s | %s | %s | %s | %d | %d | %d |", fw, n, st, strings.Join(states, ", "),
-					per(rs.MulticastBytes), per(rs.UnicastBytes), per(rs.HitBytes), rs.Fallbacks, rs.Lost, rs.Repairs))
+				ahead := func(c uint64) string { return fmt.Sprintf("%.0f", float64(c)/float64(rs.Machines)) }
+				sent := "–"
+				if mc := float64(rs.MulticastBytes) / float64(rs.Machines); x.GroupBytes > 0 && mc > 0 {
+					sent = fmt.Sprintf("%.0f MiB (%.1f×)", x.GroupBytes/(1<<20), x.GroupBytes/mc)
+				}
+				lines = append(lines, fmt.Sprintf("| %s | %d | %s | %s | %s | %s | %s | %s | %s | %s | %d | %d | %d |", fw, n, st, strings.Join(states, ", "),
+					per(rs.MulticastBytes), per(rs.UnicastBytes), per(rs.HitBytes), ahead(rs.AheadChunks), ahead(rs.AheadUsed), sent, rs.Fallbacks, rs.Lost, rs.Repairs))
 			}
 		}
 	}
@@ -134,8 +143,50 @@ func (r *report) renderRoots(p func(string, ...any)) {
 	p("## Where the roots' bytes came from\n\n")
 	p("The root proxies' counters, summed over the machines of the median run (per machine where it says so). ")
 	p("**group** is each machine's state of its group at the end: on, silent (nothing arrived: read by unicast) or lossy ")
-	p("(lost too much: read by unicast, for itself alone). A miss that waited on the group and went to unicast is a fallback.\n\n")
-	p("| firmware | N | stack | group | by multicast per machine | by unicast per machine | cache hits per machine | fallbacks | datagrams lost | repairs |\n")
-	p("|---|---:|---|---|---:|---:|---:|---:|---:|---:|\n")
+	p("(lost too much: read by unicast, for itself alone). A miss that waited on the group and went to unicast is a fallback. ")
+	p("**read ahead** is the 32 KiB chunks each machine asked the group for ahead of its reads, in the content's read order ")
+	p("(learned by the server from the warm-up boot), and **of it read** those its boot then read. **group sent** is what the ")
+	p("server multicast during the storm (its /metrics, datagram headers included), and in brackets that over what one machine ")
+	p("took from the group: 1× would be every chunk sent once.\n\n")
+	p("| firmware | N | stack | group | by multicast per machine | by unicast per machine | cache hits per machine | read ahead per machine | of it read | group sent | fallbacks | datagrams lost | repairs |\n")
+	p("|---|---:|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
 	p("%s\n\n", strings.Join(lines, "\n"))
+}
+
+// groupSent is what the server's Sender has multicast so far: the UDP
+// payload bytes of its data datagrams, and of those the bytes of chunks
+// it had sent before (repairs, machines that asked after a chunk passed),
+// from its /metrics.
+type groupSent struct{ Bytes, Again float64 }
+
+// scrapeGroup reads groupSent from the bootfleet server's /metrics; zero
+// when the stack serves none.
+func (b *bench) scrapeGroup(ctx context.Context) groupSent {
+	out, err := harness.Output(ctx, "ip", "netns", "exec", nsClient,
+		"curl", "-sf", "--max-time", "5", "http://"+serverIP+":8080/metrics")
+	if err != nil {
+		return groupSent{}
+	}
+	return parseGroupSent(out)
+}
+
+func parseGroupSent(metrics string) groupSent {
+	var g groupSent
+	for _, line := range strings.Split(metrics, "\n") {
+		name, val, ok := strings.Cut(line, " ")
+		if !ok {
+			continue
+		}
+		v, err := strconv.ParseFloat(strings.TrimSpace(val), 64)
+		if err != nil {
+			continue
+		}
+		switch name {
+		case "bootfleet_multicast_sent_bytes_total":
+			g.Bytes = v
+		case "bootfleet_multicast_again_bytes_total":
+			g.Again = v
+		}
+	}
+	return g
 }

@@ -62,3 +62,24 @@ func TestMulticastTargets(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) { reportHas(t, tc.r.render(), tc.want...) })
 	}
 }
+
+// TestRootsTable: the roots table shows each machine's read-ahead and what
+// the group sent against what one machine took, from the server's
+// /metrics.
+func TestRootsTable(t *testing.T) {
+	g := parseGroupSent("# HELP x\nbootfleet_multicast_sent_bytes_total 1.2582912e+08\nbootfleet_multicast_again_bytes_total 4194304\nother 7\n")
+	if g.Bytes != 120<<20 || g.Again != 4<<20 {
+		t.Fatalf("parsed %+v, want 120 MiB sent, 4 MiB again", g)
+	}
+	r := mcastFixture(30, 100, 0)
+	r.Opts.warmUp = true
+	for i := range r.Runs {
+		if x := &r.Runs[i]; x.Stack == stackMulticast && x.N == 200 {
+			x.GroupBytes = g.Bytes
+			x.Report.Summary.Root.AheadChunks, x.Report.Summary.Root.AheadUsed = 200*300, 200*290
+		}
+	}
+	reportHas(t, r.render(), "| uefi | 200 | bootfleet-multicast | on 200 | 48.0 MiB | 0.0 MiB | 0.0 MiB | 300 | 290 | 120 MiB (2.5×) | 0 | 0 | 0 |",
+		"one machine boots the same content against the same server, not counted",
+		"every machine holds back its requests until it has read them")
+}

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -174,7 +175,15 @@ func (r *report) render() string {
 		harness.MiB(r.Files["vmlinuz"]), harness.MiB(r.Files["initrd.img"]), harness.MiB(r.Files["trace reads"]), o.rate)
 	p("for many machines, each with its own link). **Limit** is the time those bytes of all N machines take on that link, ")
 	p("Ethernet framing included; **× limit** is the storm's wall time over it (1.00× is the physical best). ")
-	p("Every server starts fresh for every storm; %d run(s) per figure, medians.\n\n", o.runs)
+	p("Every server starts fresh for every storm; %d run(s) per figure, medians. ", o.runs)
+	if o.warmUp {
+		p("Before each storm of the multicast stacks, one machine boots the same content against the same server, not counted ")
+		p("(neither its time nor its CPU is in the figures): a lab's server has seen its image boot before, and learns from ")
+		p("that boot the order in which the content is read, which the storm's machines then read ahead by.")
+	} else {
+		p("No machine boots before the storms (-warm-up=false): the server knows no read order and the machines read no further ahead than their reads.")
+	}
+	p("\n\n")
 	p("The peer stack is the one admins build by hand: dnsmasq (DHCP and TFTP, ipxe.org's chainloading recipe with ")
 	p("no-ping and iPXE's no-pxedhcp, every advantage), nginx (sendfile) for the script and files, nbdkit's file plugin ")
 	p("for the root. It serves one static script and **one read-only export to every machine: no per-machine overlay**, ")
@@ -186,6 +195,9 @@ func (r *report) render() string {
 	p("Two things are shared in the simulator that real machines have each their own of: one socket per group hands every ")
 	p("datagram to every emulated machine's Receiver (mcast.Hub), and their caches keep the content's bytes once ")
 	p("(mcast.SharedSlab), each with its own slots and eviction; 200 caches of a desktop's working set would not fit in RAM. ")
+	p("The Hub checks each datagram (its CRC) once and hands the parsed datagram to every Receiver, where a real machine ")
+	p("checks its own copy, and a fragment already in the SharedSlab is not written again, though each machine's cache ")
+	p("still counts it and commits the chunk for itself. ")
 	p("U stays unicast: iPXE's multicast TFTP (`tftm://`, `tftp.multicast` in the config) was tried with real VMs and ")
 	p("is off, since Debian's iPXE never takes the group's data and falls back to HTTP after about 18 s a file ")
 	p("(README, TestTFTMLinux); the simulator's machines fetch kernel and initrd by HTTP as the VMs end up doing. ")
@@ -237,6 +249,14 @@ func (r *report) render() string {
 	p("sides of the link. A storm whose server CPU plus simulator CPU approaches %d × its wall time was bound by the CPUs, ", r.Host.CPUs)
 	p("not by the server's link; its × limit then measures this machine, not the server. Server CPU is the server's cgroup ")
 	p("(every process of the stack), simulator CPU the simulator's own rusage.\n\n")
+	if slices.Contains(o.stacks, stackMulticast) {
+		p("With multicast, a storm can be bound by the simulator's CPUs without using them all. Every emulated machine ")
+		p("takes the group's datagrams from the simulator's one socket per group (mcast.Hub), so when the Hub's goroutine ")
+		p("waits for a CPU, every machine's datagrams wait in that socket, and every machine holds back its requests ")
+		p("until it has read them, as a busy agent does (it must not ask the server again for what already waits in its ")
+		p("socket). The machines then move together: at N = 200 each one's root phase ends within a fraction of a second ")
+		p("of the others', however early it began. A real machine reads its own socket with its own CPU.\n\n")
+	}
 	p("## Commands\n\n```sh\n# as root, from the repository root:\nmake bench-tools\nbin/bench storm -out %s -clients %s -firmware %s -stacks %s -runs %d -initrd-mib %d -trace %s\n\n",
 		filepath.Base(o.out), joinInts(o.clients), strings.Join(o.firmwares, ","), strings.Join(o.stacks, ","), o.runs, r.Files["initrd.img"]>>20, o.trace)
 	p("# link\n%s\n\n# simulator, in %s, for each firmware F and N:\n", strings.Join(r.Shaping, "\n"), nsClient)

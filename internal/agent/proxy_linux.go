@@ -189,15 +189,6 @@ func (a *Agent) proxyConfig(o Options, up *rootproxy.Upstream) (rootproxy.Config
 	if cfg.Multicast != nil {
 		cfg.Multicast.Interface = routeInterface(o.Multicast.Server.Addr())
 	}
-	if err == nil && cfg.Multicast != nil && o.ReadOrder != "" && o.ReadAhead > 0 {
-		order, oerr := fetchReadOrder(o.ReadOrder)
-		if oerr != nil {
-			a.Log.Info("root proxy: no read order; reading no further ahead than the kernel", "err", oerr)
-		} else {
-			cfg.Order, cfg.ReadAhead = order, o.ReadAhead
-			a.Log.Info("root proxy: read order", "chunks", len(order), "read_ahead", o.ReadAhead)
-		}
-	}
 	return cfg, err
 }
 

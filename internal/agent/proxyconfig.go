@@ -23,9 +23,10 @@ import (
 // blocks it holds, asked with hc (nil: a client of its own), whose
 // connections must leave from the machine's address: the server gives an
 // overlay's blocks only to the machine it serves. The group's Interface
-// is left to the caller. bootfleet
-// storm builds its emulated machines' proxies with it too, so a storm
-// sizes and fills their caches as real machines do.
+// is left to the caller. With multicast and bootfleet.mcast.order=, it
+// fetches the content's read order with hc too and turns read-ahead on.
+// bootfleet storm builds its emulated machines' proxies with it too, so a
+// storm sizes and fills their caches, and reads ahead, as real machines do.
 func ProxyConfig(o Options, up *rootproxy.Upstream, memTotal int64, hc *http.Client, log *slog.Logger) (rootproxy.Config, error) {
 	cfg := rootproxy.Config{Upstream: up, Logger: log}
 	if log == nil {
@@ -61,6 +62,17 @@ func ProxyConfig(o Options, up *rootproxy.Upstream, memTotal int64, hc *http.Cli
 	}
 	if o.HasMulticast && cfg.Base && cfg.CacheBytes > 0 {
 		cfg.Multicast = &mcast.ReceiverConfig{Server: o.Multicast.Server, Group: o.Multicast.Group, Content: o.Multicast.Content, Logger: log}
+		if o.ReadOrder != "" && o.ReadAhead > 0 {
+			// Without an order the proxy reads no further ahead than the
+			// kernel asks: a boot still works, one round trip a miss slower.
+			order, err := fetchReadOrder(hc, o.ReadOrder)
+			if err != nil {
+				log.Info("root proxy: no read order; reading no further ahead than the kernel", "err", err)
+			} else {
+				cfg.Order, cfg.ReadAhead = order, o.ReadAhead
+				log.Info("root proxy: read order", "chunks", len(order), "read_ahead", o.ReadAhead)
+			}
+		}
 	}
 	return cfg, nil
 }
@@ -69,45 +81,50 @@ func ProxyConfig(o Options, up *rootproxy.Upstream, memTotal int64, hc *http.Cli
 // holds with hc (nil: a client of its own); the export name, the boot's
 // secret, is the credential.
 func FetchOverlayBlocks(hc *http.Client, url, export string) (*blockset.Set, uint8, error) {
-	req, err := http.NewRequest(http.MethodGet, url, nil)
-	if err != nil {
-		return nil, 0, err
-	}
-	req.Header.Set("Authorization", "Bearer "+export)
-	if hc == nil {
-		hc = &http.Client{Timeout: 10 * time.Second}
-	}
-	ctx, cancel := context.WithTimeout(req.Context(), 10*time.Second)
-	defer cancel()
-	resp, err := hc.Do(req.WithContext(ctx))
-	if err != nil {
-		return nil, 0, err
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return nil, 0, fmt.Errorf("GET overlay blocks: %s", resp.Status)
-	}
-	b, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
+	b, err := get(hc, url, "Bearer "+export, "overlay blocks")
 	if err != nil {
 		return nil, 0, err
 	}
 	return blockset.Parse(b)
 }
 
-// fetchReadOrder GETs the order in which earlier boots read the content.
-func fetchReadOrder(url string) ([]uint32, error) {
-	c := http.Client{Timeout: 10 * time.Second}
-	resp, err := c.Get(url)
+// fetchReadOrder GETs with hc (nil: a client of its own) the order in
+// which earlier boots read the content.
+func fetchReadOrder(hc *http.Client, url string) ([]uint32, error) {
+	b, err := get(hc, url, "", "read order")
 	if err != nil {
 		return nil, err
 	}
+	return readorder.Decode(b)
+}
+
+// get GETs url with hc (nil: a client of its own) within 10 s, with
+// auth as its Authorization unless empty, and returns a 200's body of at
+// most 64 MiB; what names the body in errors.
+func get(hc *http.Client, url, auth, what string) ([]byte, error) {
+	if hc == nil {
+		hc = &http.Client{Timeout: 10 * time.Second}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return nil, fmt.Errorf("GET %s %q: %w", what, url, err)
+	}
+	if auth != "" {
+		req.Header.Set("Authorization", auth)
+	}
+	resp, err := hc.Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("GET %s: %w", what, err)
+	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("GET read order: %s", resp.Status)
+		return nil, fmt.Errorf("GET %s: got %s, want 200 OK", what, resp.Status)
 	}
 	b, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
 	if err != nil {
-		return nil, fmt.Errorf("GET read order: %w", err)
+		return nil, fmt.Errorf("GET %s: %w", what, err)
 	}
-	return readorder.Decode(b)
+	return b, nil
 }

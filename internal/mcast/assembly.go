@@ -95,7 +95,8 @@ func (r *Receiver) start(chunk uint32, now time.Time) *assembly {
 	if !ok {
 		return nil
 	}
-	a := &assembly{buf: buf, need: fragmentsMask(chunk, r.cfg.Size), since: now, progress: now, done: make(chan struct{})}
+	a := &assembly{buf: buf, need: fragmentsMask(chunk, r.cfg.Size), since: now, progress: now, done: make(chan struct{}),
+		slab: r.cfg.Hub.onSlab(chunk, buf)}
 	r.pend[chunk] = a
 	return a
 }
@@ -178,7 +179,7 @@ func (r *Receiver) take(d chunkwire.Data, now time.Time) {
 	case a.need&bit == 0 || len(d.Payload) != want:
 		return // a datagram of another size of the content: not ours
 	}
-	copy(a.buf[off:], d.Payload)
+	a.slab.put(a.buf, d.Chunk, d.Fragment, d.Payload)
 	a.have |= bit
 	a.progress = now
 	r.st.Datagrams++

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 
 	"github.com/bootfleet/bootfleet/internal/chunkwire"
 )
@@ -93,17 +94,47 @@ func (c *MemCache) buf(s int32) []byte {
 // checked by their checksum, unicast reads of the base), so a chunk one
 // machine assembles while another reads it reads the same bytes. An agent
 // never uses one.
+//
+// Every machine of a storm assembles every chunk of the group, so each
+// datagram would be written to the same place once per machine, 200 times
+// the same KiB at N = 200: the slab remembers which fragments hold their
+// bytes (frags) and a Receiver writes one only the first time (put). Its
+// cache still counts the fragment and commits the chunk for itself.
 type SharedSlab struct {
-	size int64
-	b    []byte
+	size  int64
+	b     []byte
+	frags []atomic.Uint32 // by chunk: fragments whose bytes are in b
 }
 
 // NewSharedSlab maps room for a content of size bytes; pages are touched
 // only where chunks are written.
 func NewSharedSlab(size int64) *SharedSlab {
-	s := &SharedSlab{size: size}
+	s := &SharedSlab{size: size, frags: make([]atomic.Uint32, chunkwire.Chunks(size))}
 	s.b = newSlab(s, int(chunkwire.Chunks(size))*chunkwire.ChunkSize)
 	return s
+}
+
+// owns reports whether buf is chunk's place in s.
+func (s *SharedSlab) owns(chunk uint32, buf []byte) bool {
+	return len(buf) > 0 && int(chunk) < len(s.frags) && &buf[0] == &s.b[int(chunk)*chunkwire.ChunkSize]
+}
+
+// put writes payload, fragment frag of chunk, into buf, chunk's buffer:
+// unless s (nil for a cache's own buffer) holds the fragment already.
+// The fragment's checksum was right, so its bytes are the content's, the
+// same whichever Receiver wrote them first.
+func (s *SharedSlab) put(buf []byte, chunk uint32, frag uint8, payload []byte) {
+	if s == nil {
+		copy(buf[int(frag)*chunkwire.FragmentSize:], payload)
+		return
+	}
+	bit := uint32(1) << frag
+	f := &s.frags[chunk]
+	if f.Load()&bit != 0 {
+		return
+	}
+	copy(buf[int(frag)*chunkwire.FragmentSize:], payload)
+	f.Or(bit)
 }
 
 func (s *SharedSlab) chunk(c uint32) []byte {

@@ -163,6 +163,7 @@ type assembly struct {
 	progress time.Time // last fragment
 	repairs  int
 	deferred bool          // wanted while datagrams waited unread: not asked for yet
+	slab     *SharedSlab   // buf's SharedSlab (Hub.onSlab); nil: buf is this cache's own
 	done     chan struct{} // closed when committed or failed
 	err      error
 }
@@ -318,13 +319,49 @@ func (r *Receiver) readGroup() {
 	}
 }
 
-// datagram takes one datagram from the group, which arrived as got says:
-// anyone on the segment can send one, so what is not a sound Data of
-// this content is dropped.
+// datagram takes one datagram from the group's socket, which arrived as
+// got says.
 func (r *Receiver) datagram(b []byte, got arrival) {
 	d, err := chunkwire.ParseData(b)
+	r.handle(d, err == nil, got)
+}
+
+// handle takes one datagram from the group, parsed into d (ok: a sound
+// Data, its checksum right), which arrived as got says: anyone on the
+// segment can send one, so what is not a sound Data of this content is
+// dropped. A Hub parses each datagram once and hands it to every
+// Receiver here; d.Payload is valid only until handle returns.
+func (r *Receiver) handle(d chunkwire.Data, ok bool, got arrival) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	r.handleLocked(d, ok, got)
+}
+
+// handleBatch handles the datagrams of a Hub's batch, in order, under one
+// hold of r.mu.
+func (r *Receiver) handleBatch(batch []parsed) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for i := range batch {
+		r.handleLocked(batch[i].d, batch[i].ok, batch[i].got)
+	}
+}
+
+// tryHandleBatch is handleBatch if r.mu is free; false, and nothing
+// handled, if it is not.
+func (r *Receiver) tryHandleBatch(batch []parsed) bool {
+	if !r.mu.TryLock() {
+		return false
+	}
+	defer r.mu.Unlock()
+	for i := range batch {
+		r.handleLocked(batch[i].d, batch[i].ok, batch[i].got)
+	}
+	return true
+}
+
+// handleLocked is handle with r.mu held.
+func (r *Receiver) handleLocked(d chunkwire.Data, ok bool, got arrival) {
 	arrived := got.at
 	if arrived.After(r.lastArrival) {
 		r.lastArrival = arrived
@@ -334,7 +371,7 @@ func (r *Receiver) datagram(b []byte, got arrival) {
 	// is what the socket dropped between them.
 	r.st.Overflow += uint64(got.dropped - r.dropped)
 	r.dropped = got.dropped
-	if err == nil && d.Content == r.cfg.Content {
+	if ok && d.Content == r.cfg.Content {
 		r.take(d, arrived)
 	}
 	// The socket is read in order: everything that arrived before this

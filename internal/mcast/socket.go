@@ -119,11 +119,17 @@ type arrival struct {
 func readStamped(c *net.UDPConn, b, oob []byte) (int, arrival, error) {
 	n, oobn, _, _, err := c.ReadMsgUDPAddrPort(b, oob)
 	now := time.Now()
-	got := arrival{at: now}
 	if err != nil {
-		return n, got, err
+		return n, arrival{at: now}, err
 	}
-	for rest := oob[:oobn]; len(rest) > 0; {
+	return n, stamps(oob[:oobn], now), nil
+}
+
+// stamps reads a datagram's arrival from its control messages, read at
+// now.
+func stamps(oob []byte, now time.Time) arrival {
+	got := arrival{at: now}
+	for rest := oob; len(rest) > 0; {
 		h, data, more, err := unix.ParseOneSocketControlMessage(rest)
 		if err != nil {
 			break
@@ -141,7 +147,7 @@ func readStamped(c *net.UDPConn, b, oob []byte) (int, arrival, error) {
 			got.dropped = *(*uint32)(unsafe.Pointer(&data[0]))
 		}
 	}
-	return n, got, nil
+	return got
 }
 
 // stampSpace is the control-message room readStamped needs.

@@ -90,7 +90,10 @@ type RootSummary struct {
 	Fallbacks      uint64         `json:"fallbacks"`
 	Lost           uint64         `json:"lost"`
 	Repairs        uint64         `json:"repairs"`
-	Multicast      map[string]int `json:"multicast"` // machines by the group's state at the end: on, silent, lossy, off
+	Overflow       uint64         `json:"overflow"`     // of Lost, dropped by the machine's (or the Hub's) full socket
+	AheadChunks    uint64         `json:"ahead_chunks"` // chunks asked for as read-ahead
+	AheadUsed      uint64         `json:"ahead_used"`   // of those, chunks the machine read later
+	Multicast      map[string]int `json:"multicast"`    // machines by the group's state at the end: on, silent, lossy, off
 }
 
 func (r *RootSummary) add(st *rootproxy.Stats) {
@@ -102,6 +105,9 @@ func (r *RootSummary) add(st *rootproxy.Stats) {
 	r.Fallbacks += st.Fallbacks
 	r.Lost += st.Lost
 	r.Repairs += st.Repairs
+	r.Overflow += st.Overflow
+	r.AheadChunks += st.AheadChunks
+	r.AheadUsed += st.AheadUsed
 	if r.Multicast == nil {
 		r.Multicast = map[string]int{}
 	}
