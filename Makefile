@@ -41,7 +41,7 @@ vet:
 test: deps vet build
 	$(GO) test -count=1 -timeout 30m $(PKGS)
 	cd bench && $(GO) test -count=1 ./...
-	cd test/e2e && $(GO) test -count=1 -timeout 70m ./...
+	cd test/e2e && $(GO) test -count=1 -parallel 2 -timeout 70m ./...
 
 # Fast feedback without VMs.
 unit:
@@ -49,7 +49,7 @@ unit:
 	cd bench && $(GO) test -count=1 ./...
 
 e2e: deps build
-	cd test/e2e && $(GO) test -count=1 -v -timeout 70m .
+	cd test/e2e && $(GO) test -count=1 -v -parallel 2 -timeout 70m .
 
 # Only the failover proof (servers killed under a diskless VM); its figures
 # go to test/e2e/artifacts/TestNBDFailover/failover-runs.txt.

@@ -93,8 +93,12 @@ foreign_exec() {
     { echo "mkdebian: binfmt_misc has qemu-aarch64 disabled; enable it: echo 1 >$bm/qemu-aarch64" >&2; exit 1; }
 }
 
+# Tests build images side by side: one debootstraps the tree, the others
+# wait for it rather than write the same tarball at once.
+mkdir -p "$cache"
+exec 8>"$tarball.lock"
+flock 8
 if [ ! -s "$tarball" ]; then
-  mkdir -p "$cache"
   [ "$arch" = amd64 ] || foreign_exec
   echo "mkdebian: debootstrap bookworm $arch ($packages); cached as $tarball" >&2
   debootstrap --arch="$arch" --variant=minbase --include="$packages" bookworm "$work/tree" "$(mirror)" >"$work/debootstrap.log" 2>&1 ||
@@ -117,6 +121,7 @@ EOF
   mv "$tarball.tmp" "$tarball"
   rm -rf "$work/tree"
 fi
+exec 8>&-
 
 mkdir -p "$work/root"
 tar --numeric-owner -C "$work/root" -xf "$tarball"

@@ -186,6 +186,7 @@ func transfersOf(b telemetry.Boot) map[string]string {
 // architecture's files through the x86_64 chain. Each boot record names
 // the path it took and only its own architecture's files.
 func TestARM64SecureBootPXE(t *testing.T) {
+	parallelVM(t)
 	e, dir, lan, server := arm64LAN(t)
 
 	res := boot(t, e, lan, dir, server, vm{fw: aavmfSecure, mac: arm64MAC, tap: "tap0", timeout: 3 * bootTimeout(t)})
@@ -254,6 +255,7 @@ func checkARM64SecureBoot(t *testing.T, dir, mac string, res bootResult) {
 // an x86_64 kernel only gets an address and no boot file, never the
 // x86_64 chain, and its boot record says why.
 func TestARM64ProfileWithoutARM64Kernel(t *testing.T) {
+	parallelVM(t)
 	_, dir, lan, server := arm64LAN(t)
 
 	q := startARM64VM(t, lan, dir, vm{fw: aavmf, mac: arm64OnX86MAC, tap: "tap0"})

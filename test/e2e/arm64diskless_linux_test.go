@@ -76,6 +76,7 @@ func arm64Agent(t *testing.T, e *env) string {
 // NBD with an ephemeral overlay, and its init writes, reads back and
 // calls the DoneURL.
 func TestARM64Diskless(t *testing.T) {
+	parallelVM(t)
 	e := needEnv(t)
 	a := needARM64(t, e)
 	needNBD(t, e) // the tools the NBD root tests need

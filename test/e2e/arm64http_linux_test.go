@@ -18,6 +18,7 @@ const arm64HTTPMAC = "52:54:00:e2:a6:44"
 // Debian's signed arm64 kernel, whose init calls the DoneURL. Nothing can
 // have come over TFTP: its packets never reach the server.
 func TestARM64HTTPBoot(t *testing.T) {
+	parallelVM(t)
 	e, dir, lan, server := arm64LAN(t)
 	for _, args := range [][]string{
 		{"add", "table", "inet", "notftp"},

@@ -12,6 +12,7 @@ import (
 // TestUEFIPXE: OVMF's own PXEv4 client gets ipxe.efi over TFTP, iPXE fetches
 // its script, kernel and initrd over HTTP, and Linux calls the DoneURL.
 func TestUEFIPXE(t *testing.T) {
+	parallelVM(t)
 	e := needEnv(t)
 	dir := artifactDir(t)
 	lan := newLAN(t)
@@ -33,6 +34,7 @@ func TestUEFIPXE(t *testing.T) {
 // TestBIOSiPXEROM: SeaBIOS runs QEMU's iPXE NIC ROM, which is already iPXE,
 // so DHCP must give it the script URL instead of chainloading undionly.kpxe.
 func TestBIOSiPXEROM(t *testing.T) {
+	parallelVM(t)
 	e := needEnv(t)
 	dir := artifactDir(t)
 	lan := newLAN(t)
@@ -49,6 +51,7 @@ func TestBIOSiPXEROM(t *testing.T) {
 // addresses only. OVMF must combine dnsmasq's lease with bootfleet's boot
 // options, and the address must come from dnsmasq, never from bootfleet.
 func TestProxyDHCP(t *testing.T) {
+	parallelVM(t)
 	e := needEnv(t)
 	dir := artifactDir(t)
 	lan := newLAN(t)
@@ -75,6 +78,7 @@ func TestProxyDHCP(t *testing.T) {
 // TestMachineProfile: a MAC listed under machines boots its own profile,
 // with a different kernel command line.
 func TestMachineProfile(t *testing.T) {
+	parallelVM(t)
 	e := needEnv(t)
 	dir := artifactDir(t)
 	lan := newLAN(t)

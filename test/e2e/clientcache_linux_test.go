@@ -106,6 +106,7 @@ func bootCache(t *testing.T, e *env, lan *netns, dir string, v vm) cacheBoot {
 // a reboot it is gone. Without its disk, the machine refuses to boot. A
 // RAM cache filled past its size is reported on the console.
 func TestClientCaches(t *testing.T) {
+	parallelVM(t)
 	e := needEnv(t)
 	n := needNBD(t, e)
 	dir := artifactDir(t)

@@ -22,6 +22,7 @@ import (
 // is not systemd, so systemctl cannot start it; setpriv reproduces what the
 // unit asks of systemd. Finally it purges the package.
 func TestDebianPackage(t *testing.T) {
+	parallelVM(t)
 	e := needEnv(t)
 	for _, tool := range []string{"dpkg", "dpkg-deb", "setpriv", "systemd-analyze", "make"} {
 		if _, err := exec.LookPath(tool); err != nil {

@@ -283,6 +283,7 @@ func checkDebianBoot(t *testing.T, what string, b debianBoot, fstype, kernel str
 // partition beside swap) and a bare btrfs file system each boot once.
 // Kernel and modules come from each image (initramfs build --image).
 func TestDebianDiskless(t *testing.T) {
+	parallelVM(t)
 	e := needEnv(t)
 	n := needNBD(t, e)
 	needDebianTools(t)

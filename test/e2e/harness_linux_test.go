@@ -27,6 +27,18 @@ func bootTimeout(t testing.TB) time.Duration {
 	return 300 * time.Second
 }
 
+// parallelVM lets t run beside one other such test (make test passes
+// -parallel 2) once the serial tests are done: t boots one TCG VM at a
+// time, which keeps one of the two cores busy, so two such tests at once
+// take about the time of one. Tests that boot several VMs at once, kill
+// servers or measure the host's throughput stay serial.
+// BOOTFLEET_E2E_SERIAL=1 runs every test alone, for per-test timings.
+func parallelVM(t *testing.T) {
+	if os.Getenv("BOOTFLEET_E2E_SERIAL") != "1" {
+		t.Parallel()
+	}
+}
+
 // artifactDir returns a fresh test/e2e/artifacts/<test name>/ (gitignored),
 // kept after the run so CI can upload it.
 func artifactDir(t testing.TB) string {

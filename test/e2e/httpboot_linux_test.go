@@ -15,6 +15,7 @@ import (
 // fails if anything went over TFTP or the boot record's path does not start
 // with HTTPv4, so a firmware that fell back to PXE cannot pass.
 func TestUEFIHTTPBoot(t *testing.T) {
+	parallelVM(t)
 	e := needEnv(t)
 	dir := artifactDir(t)
 	lan := newLAN(t)

@@ -40,6 +40,7 @@ const (
 )
 
 func TestImageFromPeer(t *testing.T) {
+	parallelVM(t)
 	e := needEnv(t)
 	store := startPostgres(t)
 	dir := artifactDir(t)

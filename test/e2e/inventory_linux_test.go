@@ -42,6 +42,7 @@ profiles:
 // `bootfleet machine add` while the server runs boots the profile it was
 // given at its next power-on, with no restart, and ends up booted.
 func TestInventoryEnrollAndDiscover(t *testing.T) {
+	parallelVM(t)
 	e := needEnv(t)
 	dir := artifactDir(t)
 	lan := newLAN(t)

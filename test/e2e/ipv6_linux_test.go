@@ -45,6 +45,7 @@ func newLAN6(t *testing.T) *netns {
 // fetches ipxe.efi over TFTP on IPv6, and iPXE takes its script URL from
 // DHCPv6 and boots Linux, which calls its DoneURL on the IPv6 address.
 func TestUEFIPXEv6(t *testing.T) {
+	parallelVM(t)
 	e := needEnv(t)
 	dir := artifactDir(t)
 	lan := newLAN6(t)
@@ -85,6 +86,7 @@ func TestUEFIPXEv6(t *testing.T) {
 // answer must carry the NBP's http://[addr] URL and vendor class
 // HTTPClient, the NBP must come over HTTP, and iPXE must boot Linux.
 func TestUEFIHTTPv6(t *testing.T) {
+	parallelVM(t)
 	e := needEnv(t)
 	dir := artifactDir(t)
 	lan := newLAN6(t)

@@ -19,6 +19,7 @@ import (
 // and, as the README says a site must in this mode, iPXE's script URL for
 // user class iPXE, which ignores proxy answers.
 func TestUEFIPXEv6Proxy(t *testing.T) {
+	parallelVM(t)
 	e := needEnv(t)
 	dir := artifactDir(t)
 	lan := newLAN6(t)

@@ -35,6 +35,7 @@ profiles:
 // agent skips DHCPv4 (its only server is IPv6), takes its SLAAC address
 // and mounts its root, whose init calls the DoneURL over IPv6.
 func TestNBDRootIPv6Only(t *testing.T) {
+	parallelVM(t)
 	e := needEnv(t)
 	n := needNBD(t, e)
 	dir := artifactDir(t)

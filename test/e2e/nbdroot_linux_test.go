@@ -261,6 +261,7 @@ func waitRoot(t *testing.T, q *proc, start time.Time, timeout time.Duration, dur
 // Boot 1 finds no marker and writes one; boot 2 finds it, and nbdkit is
 // restarted under it to prove reconnection; boot 3 finds boot 2's write.
 func TestNBDRootAgent(t *testing.T) {
+	parallelVM(t)
 	e := needEnv(t)
 	n := needNBD(t, e)
 	dir := artifactDir(t)
@@ -384,6 +385,7 @@ func bootRoot(t *testing.T, e *env, ns *netns, dir string, server *proc, v vm) r
 // only (two machines on one image see only their own writes); after
 // `bootfleet machine reset` the persistent machine boots a clean image.
 func TestNBDRootOverlays(t *testing.T) {
+	parallelVM(t)
 	e := needEnv(t)
 	n := needNBD(t, e)
 	dir := artifactDir(t)

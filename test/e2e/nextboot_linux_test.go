@@ -11,6 +11,7 @@ import (
 // override's profile and its boot record says next-boot; the second boots
 // the machine's own profile and its record says nothing of the kind.
 func TestNextBoot(t *testing.T) {
+	parallelVM(t)
 	e := needEnv(t)
 	dir := artifactDir(t)
 	lan := newLAN(t)

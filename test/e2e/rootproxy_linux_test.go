@@ -67,6 +67,7 @@ func startDebianServerDisk(t *testing.T, vars map[string]string, makeDisk func(e
 // its DoneURL, survives systemd's shutdown through `systemctl reboot`
 // and boots again; the persistent machine finds its marker.
 func TestRootProxyDebian(t *testing.T) {
+	parallelVM(t)
 	d := startDebianServer(t, nil)
 	cli := d.cli
 	const cmdline = "console=ttyS0 quiet systemd.show_status=1 panic=-1 bootfleet.proxy=1 bf.name={{ .Name }} done={{ .DoneURL }}"

@@ -94,6 +94,7 @@ func startSecureBootServer(t *testing.T, e *env, lan *netns, dir string) *proc {
 // enabled and call its DoneURL; the boot record's path must show the
 // chain.
 func TestSecureBootSigned(t *testing.T) {
+	parallelVM(t)
 	e := needEnv(t)
 	dir := artifactDir(t)
 	lan := newLAN(t)
@@ -133,6 +134,7 @@ func TestSecureBootSigned(t *testing.T) {
 // signature. Grub must refuse it, and the boot record must say the boot
 // failed at the kernel, under Secure Boot.
 func TestSecureBootUnsignedKernel(t *testing.T) {
+	parallelVM(t)
 	e := needEnv(t)
 	dir := artifactDir(t)
 	lan := newLAN(t)
@@ -256,6 +258,7 @@ profiles:
 // the iPXE script would, and under Secure Boot (lockdown) the agent loads
 // Debian's signed modules, attaches the NBD root and switches to it.
 func TestSecureBootDisklessRoot(t *testing.T) {
+	parallelVM(t)
 	e := needEnv(t)
 	n := needNBD(t, e)
 	shim, grub := needSignedChain(t, e)

@@ -26,6 +26,7 @@ import (
 // CLI, /metrics through the Prometheus text parser, and the dashboard in
 // Debian's chromium, with a screenshot in the artifacts.
 func TestTelemetry(t *testing.T) {
+	parallelVM(t)
 	e := needEnv(t)
 	dir := artifactDir(t)
 	lan := newLAN(t)

@@ -29,6 +29,7 @@ import (
 // and through all of it the persistent machine keeps v1 with its own
 // marker.
 func TestImageVersions(t *testing.T) {
+	parallelVM(t)
 	e := needEnv(t)
 	n := needNBD(t, e)
 	needDebianTools(t)
