@@ -189,7 +189,8 @@ func (r *report) render() string {
 	p("for the root. It serves one static script and **one read-only export to every machine: no per-machine overlay**, ")
 	p("where bootfleet gives each machine its own copy-on-write overlay (ephemeral, as a lab runs).\n\n")
 
-	p("**bootfleet-multicast** is bootfleet with its multicast of the root's base on (multicast mode auto, its default): ")
+	p("**bootfleet-multicast** is bootfleet with its multicast of the root's base on (multicast mode auto, its default, paced at %s: ", o.mcastRate)
+	p("what its default rate, half the link, gives on a 1 Gbit/s NIC, set here since the veth under the shaped link reports 10 Gbit/s): ")
 	p("each emulated machine runs the agent's own root proxy (internal/rootproxy, with its mcast.Receiver and a read cache ")
 	p("of 10%% of an emulated 2 GiB of RAM), which joins the content's group and asks the server for the chunks its reads miss. ")
 	p("Two things are shared in the simulator that real machines have each their own of: one socket per group hands every ")
@@ -257,8 +258,8 @@ func (r *report) render() string {
 		p("socket). The machines then move together: at N = 200 each one's root phase ends within a fraction of a second ")
 		p("of the others', however early it began. A real machine reads its own socket with its own CPU.\n\n")
 	}
-	p("## Commands\n\n```sh\n# as root, from the repository root:\nmake bench-tools\nbin/bench storm -out %s -clients %s -firmware %s -stacks %s -runs %d -initrd-mib %d -trace %s\n\n",
-		filepath.Base(o.out), joinInts(o.clients), strings.Join(o.firmwares, ","), strings.Join(o.stacks, ","), o.runs, r.Files["initrd.img"]>>20, o.trace)
+	p("## Commands\n\n```sh\n# as root, from the repository root:\nmake bench-tools\nbin/bench storm -out %s -clients %s -firmware %s -stacks %s -runs %d -initrd-mib %d -trace %s -mcast-rate %s\n\n",
+		filepath.Base(o.out), joinInts(o.clients), strings.Join(o.firmwares, ","), strings.Join(o.stacks, ","), o.runs, r.Files["initrd.img"]>>20, o.trace, o.mcastRate)
 	p("# link\n%s\n\n# simulator, in %s, for each firmware F and N:\n", strings.Join(r.Shaping, "\n"), nsClient)
 	p("bin/bootfleet storm -i %s -n N --firmware F --trace %s --timeout %s -o json\n```\n\n", devClient, o.trace, o.timeout)
 	p("bootfleet's config for bootfleet-multicast (DIR is fresh per storm; the unicast stack has `multicast: {mode: off}`):\n\n```yaml\n%s```\n\n", strings.ReplaceAll(

@@ -86,9 +86,12 @@ func dropGroups(ctx context.Context, on bool) error {
 // overlays as a lab runs them; multicast of the root's base off for the
 // unicast stack, on (its default) for the others.
 func (b *bench) bootfleetConfig(stack, dir string) string {
-	mode := "off"
+	mode := "mode: off"
 	if multicastStack(stack) {
-		mode = "auto"
+		// Rate explicit: the server takes its default share of the speed
+		// the interface reports, and the veth under the shaped link
+		// reports 10 Gbit/s.
+		mode = "mode: auto, rate: " + b.o.mcastRate
 	}
 	return fmt.Sprintf(`interface: %s
 server_ip: %s
@@ -98,7 +101,7 @@ tftp: {listen: ":69"}
 http: {listen: ":8080"}
 ipxe: {dir: %s}
 log: {level: warn}
-multicast: {mode: %s}
+multicast: {%s}
 default_profile: lab
 profiles:
   lab:

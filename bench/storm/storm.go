@@ -40,6 +40,7 @@ type options struct {
 	stacks    []string
 	runs      int
 	rate      string
+	mcastRate string
 	initrd    int64
 	kernel    int64
 	trace     string
@@ -130,6 +131,7 @@ func parseFlags(args []string) (*options, error) {
 	stacks := fs.String("stacks", strings.Join(stackNames, ","), "bootfleet (unicast root), bootfleet-multicast, bootfleet-multicast-dropped (the groups dropped on the server), and peer: dnsmasq + nginx + nbdkit")
 	fs.IntVar(&o.runs, "runs", 1, "storms per stack, firmware and N")
 	fs.StringVar(&o.rate, "rate", "1gbit", "tbf rate of the server's link")
+	fs.StringVar(&o.mcastRate, "mcast-rate", "500M", "multicast.rate of the multicast stacks: what the default, 50% of the link, gives on the 1 Gbit/s NIC the shaped link stands for (the veth reports 10 Gbit/s)")
 	initrdMiB := fs.Int("initrd-mib", 5, "initrd size in MiB (5: what `bootfleet initramfs build` makes for the Debian 12 image, see the README)")
 	kernelMiB := fs.Int("kernel-mib", 8, "kernel size in MiB")
 	fs.StringVar(&o.trace, "trace", "internal/storm/testdata/debian12.trace", "NBD read trace every machine replays")

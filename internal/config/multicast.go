@@ -19,8 +19,9 @@ type Multicast struct {
 	// Rate is the most the multicast sends, in bits per second on the
 	// wire: a share of the interface's link speed ("50%", the default) or
 	// bits with a k, M or G suffix ("400M"). At least 1M; a rate above the
-	// link speed is refused. Where the driver reports no speed (bridges,
-	// veth) a share is of 1 Gbit/s.
+	// link speed is refused. Where the driver reports no speed (a bridge)
+	// a share is of 1 Gbit/s; a veth reports 10 Gbit/s, so behind one
+	// give bits for the link that is really the bottleneck.
 	Rate string `yaml:"rate"`
 	// Group is the block each content's group is drawn from, one group per
 	// content (internal/mcastgroup): a prefix or one address. Default

@@ -8,7 +8,8 @@ import (
 
 // LinkBits is the link speed of interface name in bits per second, as
 // its driver reports it in /sys/class/net/NAME/speed; 0 when it reports
-// none (bridges, veth, a link that is down) or off Linux.
+// none (bridges, a link that is down) or off Linux. A veth reports
+// 10 Gbit/s whatever shapes it.
 func LinkBits(name string) int64 {
 	if name == "" || strings.ContainsAny(name, "/.") {
 		return 0
