@@ -6,8 +6,8 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
-	"net/netip"
 	"net/http"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"time"
@@ -122,7 +122,7 @@ func Run(ctx context.Context, c *config.Config, log *slog.Logger) error {
 		Transfers: taps.transfers, Milestones: taps.milestones, RootIO: taps.rootIO, Roots: diskless.WithFailover(dl, spread.Root, name, log), Kernels: dl.Kernels(),
 		BaseURL: baseURL, ServerIP: serverIP.String(), Logger: log, Mirrors: spread, NextBoots: store,
 		IdentityURL: baseURL + identitysvc.Path, TFTM: c.TFTP.Multicast != "" && c.TFTP.Listen != "off",
-		DiskARM64:   httpboot.DiskChain{Shim: c.SecureBoot.ShimARM64, Grub: c.SecureBoot.GrubARM64Disk},
+		DiskARM64: httpboot.DiskChain{Shim: c.SecureBoot.ShimARM64, Grub: c.SecureBoot.GrubARM64Disk},
 	}
 	boot := withIdentity(withPeers(httpboot.New(hc), peers, dl.OverlayBlocksHandler(), dl.ReadOrderHandler()), ids, dl.Disks())
 	front := frontHandler(rec, apiHandler, boot)
