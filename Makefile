@@ -30,14 +30,16 @@ deps:
 # what only tests and benchmarks use stays out of the product's go.mod.
 vet:
 	$(GO) vet $(PKGS)
+	@unformatted=$$($$($(GO) env GOROOT)/bin/gofmt -l cmd internal bench test); \
+	  [ -z "$$unformatted" ] || { echo "not gofmt-clean (run gofmt -w):" $$unformatted >&2; exit 1; }
 	@! $(GO) list -m all | grep -E 'chromedp|gonum' || { echo "a test-only or bench-only module entered the product's go.mod" >&2; exit 1; }
 	cd test/e2e && $(GO) vet ./... && $(GO) vet -tags e2earm64 ./...
 	cd bench && $(GO) vet ./...
 
 # Everything: unit, golden, fuzz seed corpora, interop with real tools and
 # VM boots with real firmware. Needs root (namespaces, taps, port 67/69).
-# The VM boots take about 40 minutes on a quiet 2-core machine; the
-# timeout leaves room for a loaded one.
+# The VM boots take about 40 minutes on a quiet 2-core machine (those of
+# one VM at a time two at once); the timeout leaves room for a loaded one.
 test: deps vet build
 	$(GO) test -count=1 -timeout 30m $(PKGS)
 	cd bench && $(GO) test -count=1 ./...
