@@ -342,9 +342,7 @@ func (r *Receiver) handle(d chunkwire.Data, ok bool, got arrival) {
 func (r *Receiver) handleBatch(batch []parsed) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	for i := range batch {
-		r.handleLocked(batch[i].d, batch[i].ok, batch[i].got)
-	}
+	r.handleBatchLocked(batch)
 }
 
 // tryHandleBatch is handleBatch if r.mu is free; false, and nothing
@@ -354,10 +352,15 @@ func (r *Receiver) tryHandleBatch(batch []parsed) bool {
 		return false
 	}
 	defer r.mu.Unlock()
+	r.handleBatchLocked(batch)
+	return true
+}
+
+// handleBatchLocked is handleBatch with r.mu held.
+func (r *Receiver) handleBatchLocked(batch []parsed) {
 	for i := range batch {
 		r.handleLocked(batch[i].d, batch[i].ok, batch[i].got)
 	}
-	return true
 }
 
 // handleLocked is handle with r.mu held.
