@@ -156,8 +156,9 @@ func (r *report) renderRoots(p func(string, ...any)) {
 // groupSent is what the server's Sender has multicast so far: the UDP
 // payload bytes of its data datagrams, and of those the bytes of chunks
 // it had sent before (repairs, machines that asked after a chunk passed),
-// from its /metrics.
-type groupSent struct{ Bytes, Again float64 }
+// from its /metrics; Refused the datagrams its socket refused (a local
+// firewall dropping the group) and Requests the agents' requests.
+type groupSent struct{ Bytes, Again, Refused, Requests float64 }
 
 // scrapeGroup reads groupSent from the bootfleet server's /metrics; zero
 // when the stack serves none.
@@ -186,6 +187,10 @@ func parseGroupSent(metrics string) groupSent {
 			g.Bytes = v
 		case "bootfleet_multicast_again_bytes_total":
 			g.Again = v
+		case "bootfleet_multicast_send_errors_total":
+			g.Refused = v
+		case "bootfleet_multicast_requests_total":
+			g.Requests = v
 		}
 	}
 	return g

@@ -68,6 +68,9 @@ type run struct {
 	// GroupBytes is what the server multicast during the storm (UDP
 	// payload), GroupAgain of it chunks it had multicast before.
 	GroupBytes, GroupAgain float64 `json:",omitempty"`
+	// GroupRefused is the datagrams the server's socket refused (the
+	// dropped stack's nft), GroupRequests the agents' requests.
+	GroupRefused, GroupRequests float64 `json:",omitempty"`
 }
 
 // Main runs the storms args select (see -h) and writes the report.
@@ -318,6 +321,7 @@ func (b *bench) storm(ctx context.Context, stack, fw string, n int) run {
 	if multicastStack(stack) {
 		g := b.scrapeGroup(ctx)
 		res.GroupBytes, res.GroupAgain = g.Bytes-g0.Bytes, g.Again-g0.Again
+		res.GroupRefused, res.GroupRequests = g.Refused-g0.Refused, g.Requests-g0.Requests
 	}
 	for _, p := range procs {
 		res.PeakRSS += p.PeakRSS()

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -25,14 +26,16 @@ const (
 
 var rigGroup = netip.MustParseAddrPort("239.78.1.9:10811")
 
-// dropData stands between the Sender and its socket and loses every data
-// datagram, as a switch without an IGMP querier or a firewall would.
+// dropData stands between the Sender and its socket and, while drop is
+// set, loses every data datagram, as a switch without an IGMP querier or
+// a firewall would.
 type dropData struct {
 	net.PacketConn
+	drop *atomic.Bool
 }
 
 func (c dropData) WriteTo(b []byte, to net.Addr) (int, error) {
-	if typ, _, err := chunkwire.Peek(b); err == nil && typ == chunkwire.TypeData {
+	if typ, _, err := chunkwire.Peek(b); err == nil && typ == chunkwire.TypeData && c.drop.Load() {
 		return len(b), nil
 	}
 	return c.PacketConn.WriteTo(b, to)
@@ -40,6 +43,8 @@ func (c dropData) WriteTo(b []byte, to net.Addr) (int, error) {
 
 type rig struct {
 	e       *memExport
+	sender  *mcast.Sender
+	drop    atomic.Bool // the group's data is lost
 	base    []byte
 	proxy   *Proxy
 	k       *kernel
@@ -89,14 +94,12 @@ func newRigSilence(t *testing.T, size int, drop bool, order []uint32, k int, sil
 		t.FailNow()
 	}
 	t.Cleanup(func() { udp.Close() })
-	var pc net.PacketConn = udp
-	if drop {
-		pc = dropData{udp}
-	}
-	sender, err := mcast.NewSender(pc, mcast.SenderConfig{Rate: 100 << 20})
+	r.drop.Store(drop)
+	sender, err := mcast.NewSender(dropData{udp, &r.drop}, mcast.SenderConfig{Rate: 100 << 20})
 	if err != nil {
 		t.Fatal(err)
 	}
+	r.sender = sender
 	if err := sender.Add(mcast.Content{ID: id, Group: rigGroup, Size: int64(size), Data: bytes.NewReader(r.base)}); err != nil {
 		t.Fatal(err)
 	}
@@ -141,9 +144,15 @@ func newRigSilence(t *testing.T, size int, drop bool, order []uint32, k int, sil
 // and fails t unless it is the base.
 func (r *rig) readAll(t *testing.T) {
 	t.Helper()
+	r.readRange(t, 0, len(r.base))
+}
+
+// readRange reads bytes from..to of the export as readAll does.
+func (r *rig) readRange(t *testing.T, from, to int) {
+	t.Helper()
 	const step = 128 << 10
-	for off := 0; off < len(r.base); off += step {
-		n := min(step, len(r.base)-off)
+	for off := from; off < to; off += step {
+		n := min(step, to-off)
 		got, err := r.k.do(nbd.CmdRead, int64(off), nil, n)
 		if err != nil {
 			t.Fatalf("read %d+%d: %v", off, n, err)
@@ -185,6 +194,12 @@ func TestProxyFallsBackWhenTheGroupIsSilent(t *testing.T) {
 	if st.MulticastBytes != 0 || st.UnicastBytes < size || st.Fallbacks != 1 {
 		t.Fatalf("stats %+v: want the base by unicast, one fallback (the probe)", st)
 	}
+	// Each miss asking the group would have the server multicast the
+	// whole base into the drop; the probe's read and a reprobe a second
+	// may ask.
+	if asked, most := r.sender.Stats().Chunks, uint64(4*(2+took/ReprobeEvery)); asked > most {
+		t.Fatalf("the server multicast %d chunks into the dropped group in %v, want at most %d: misses keep asking a gone group", asked, took, most)
+	}
 	if took >= silence/2 {
 		t.Fatalf("reading %d bytes took %v with the group dropped: the reads waited for the silence of %v, not a probe of %v", size, took, silence, DefaultProbe)
 	}
@@ -194,4 +209,30 @@ func TestProxyFallsBackWhenTheGroupIsSilent(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// TestProxyNoticesTheGroupComingBack: a group dropped at first and
+// delivering later (a querier appeared) is noticed by the reprobe, and
+// the misses after it come from the group again.
+func TestProxyNoticesTheGroupComingBack(t *testing.T) {
+	const size = 4 << 20
+	r := newRigSilence(t, size, true, nil, 0, 10*time.Second)
+	r.readRange(t, 0, size/4)
+	if st := r.proxy.Stats(); st.MulticastBytes != 0 || st.Fallbacks != 1 {
+		t.Fatalf("stats %+v with the group dropped: want all by unicast after one probe", st)
+	}
+	r.drop.Store(false)
+	time.Sleep(ReprobeEvery + 100*time.Millisecond)
+	r.readRange(t, size/4, size/2)
+	testutil.Eventually(t, 5*time.Second, "the group heard again", func() error {
+		if !r.proxy.rcv.Heard() {
+			return fmt.Errorf("nothing from the group after its drop ended")
+		}
+		return nil
+	})
+	before := r.proxy.Stats()
+	r.readRange(t, size/2, size)
+	if st := r.proxy.Stats(); st.MulticastBytes-before.MulticastBytes < size/4 {
+		t.Fatalf("stats %+v after %+v: want most of the last half from the group once it delivers", st, before)
+	}
 }

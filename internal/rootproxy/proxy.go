@@ -63,8 +63,10 @@ type Config struct {
 }
 
 // DefaultProbe is Config.Probe's default: many round trips on a LAN and
-// the time to send one chunk at a few MB/s, short beside a boot.
-const DefaultProbe = 25 * time.Millisecond
+// the time the lowest rate (1 Mbit/s) takes to send the first datagram,
+// which is all the probe waits for. A group slower than that is only read
+// by unicast until it delivers.
+const DefaultProbe = 10 * time.Millisecond
 
 // Stats is what the proxy has done: the figures a boot record shows.
 type Stats struct {
@@ -101,6 +103,8 @@ type Proxy struct {
 	// probeLapsed is set once a probe waited in vain: misses go to
 	// unicast without waiting until the group delivers.
 	probeLapsed atomic.Bool
+	// lastReprobe is when a miss last asked a gone group (unix nanos).
+	lastReprobe atomic.Int64
 
 	dmu   sync.Mutex
 	dirty *blockset.Set // blocks of 1<<DirtyShift not from the base
@@ -259,7 +263,11 @@ func (p *Proxy) ReadSpan(b []byte, off int64) (nbd.Span, error) {
 	}
 	p.misses.Add(uint64(n))
 	p.readFrom(first, last)
-	if p.rcv != nil && p.fromGroup(first, last) {
+	if p.groupGone() {
+		p.reprobe(first, last)
+		return p.exact(b, off)
+	}
+	if p.fromGroup(first, last) {
 		if _, err := p.cache.ReadAt(b, off); err == nil {
 			return nbd.Span{Bytes: b}, nil
 		}
@@ -286,6 +294,25 @@ func (p *Proxy) groupGone() bool {
 	return st.Silent || st.Lossy
 }
 
+// ReprobeEvery is how often a machine whose group is gone still asks it
+// for a miss's chunks, so that a group which starts delivering (a querier
+// appears, a firewall rule goes) is noticed. Asking for every miss would
+// have the server multicast each of them into a network that drops them.
+const ReprobeEvery = time.Second
+
+// reprobe asks a gone group for chunks first..last, at most once per
+// ReprobeEvery, without waiting for them.
+func (p *Proxy) reprobe(first, last uint32) {
+	if p.rcv == nil {
+		return
+	}
+	now, prev := time.Now().UnixNano(), p.lastReprobe.Load()
+	if now-prev < int64(ReprobeEvery) || !p.lastReprobe.CompareAndSwap(prev, now) {
+		return
+	}
+	p.rcv.Want(first, last-first+1)
+}
+
 // exact reads b by unicast as it is and caches the chunks it holds whole.
 func (p *Proxy) exact(b []byte, off int64) (nbd.Span, error) {
 	if _, err := p.direct(b, off); err != nil {
@@ -309,7 +336,10 @@ func (p *Proxy) exact(b []byte, off int64) (nbd.Span, error) {
 // read-ahead beyond them; false means read them by unicast.
 func (p *Proxy) fromGroup(first, last uint32) bool {
 	p.rcv.Want(first, last-first+1)
-	if p.ahead != nil {
+	// Read-ahead waits until the group has delivered: on a network that
+	// drops it, a probe's read-ahead would have the server multicast
+	// megabytes nobody gets, on the CPU the unicast reads need.
+	if p.ahead != nil && p.rcv.Heard() {
 		p.aheadOf(first, last)
 	}
 	ctx := context.Background()
