@@ -49,6 +49,20 @@ func listenMTFTP(group netip.AddrPort, ifi *net.Interface) (*mtftpGroup, error) 
 
 func (g *mtftpGroup) close() error { return g.conn.Close() }
 
+// mtftp returns the storm's MTFTP group, joining MTFTPGroup on first use.
+func (h *hubs) mtftp() (*mtftpGroup, error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.mt == nil {
+		g, err := listenMTFTP(MTFTPGroup, h.ifi)
+		if err != nil {
+			return nil, err
+		}
+		h.mt = g
+	}
+	return h.mt, nil
+}
+
 // mtftpBatch is the most datagrams read with one system call.
 const mtftpBatch = 64
 
