@@ -31,10 +31,10 @@ func (r *report) renderImages(p func(string, ...any)) {
 	p("## Where the images came from\n\n")
 	p("Kernel and initrd over the machines of the median run. **by MTFTP** is what each machine took from the MTFTP ")
 	p("group (once on the link for all of them), **by unicast** what it fetched for itself (HTTP, or plain TFTP after ")
-	p("mtftp heard nothing). **by MTFTP** in the next column counts the images the group delivered, **fell back to TFTP** ")
+	p("mtftp heard nothing). **images by MTFTP** counts the images the group delivered, **fell back to TFTP** ")
 	p("the mtftp fetches that heard nothing for 1.75 s and took plain TFTP, **URL fallbacks** the script's URLs that ")
 	p("failed before the next one (`kernel mtftp://… || kernel http://…`).\n\n")
-	p("| firmware | N | stack | by MTFTP per machine | by unicast per machine | by MTFTP | fell back to TFTP | URL fallbacks |\n")
+	p("| firmware | N | stack | by MTFTP per machine | by unicast per machine | images by MTFTP | fell back to TFTP | URL fallbacks |\n")
 	p("|---|---:|---|---:|---:|---:|---:|---:|\n")
 	p("%s\n\n", strings.Join(lines, "\n"))
 }
