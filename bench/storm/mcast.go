@@ -44,7 +44,7 @@ func (r *report) renderMulticastTargets(p func(string, ...any)) {
 	}
 	p("## Multicast targets, strictly read (%s, %s, %s)\n\n| target | measured | |\n|---|---|---|\n", which, o.trace, fw)
 	lim := r.mcastLimit(fw, top)
-	p("| %d machines all booted within 1.15× (N × U + W) / link, none failed | %s against %s (%s), %d booted, %d failed | %s |\n",
+	p("| %d machines all booted within 1.15× (N × U + K + W) / link, none failed | %s against %s (%s), %d booted, %d failed | %s |\n",
 		top, secs(m.wall), secs(lim), times(m.wall, lim), m.booted, m.failed,
 		mark(m.wall <= 1.15*lim && m.failed == 0 && m.booted == top*len(m.runs)))
 	p("| p99/p50 of boot time at most 1.3 at N = %d | p50 %s, p99 %s: %s | %s |\n",

@@ -58,19 +58,33 @@ func (r *report) limit(fw string, n int) float64 {
 // mcast.WireOverhead (UDP, IP, Ethernet, preamble and gap).
 const mcastWire = float64(chunkwire.FragmentSize+chunkwire.DataHeaderLen+mcast.WireOverhead) / chunkwire.FragmentSize
 
+// mtftpWire is the wire cost of an MTFTP block: 512 bytes carry the same
+// 70 bytes of headers as a TFTP block.
+const mtftpWire = (512.0 + 70) / 512
+
+// mtftpKernel is the part of the kernel that crosses the link once, by
+// iPXE's MTFTP: all of it when it is under 65535 blocks of 512 bytes
+// (the server names no larger file mtftp://), else none.
+func (r *report) mtftpKernel() int64 {
+	if k := r.Files["vmlinuz"]; k < 65535*512 {
+		return k
+	}
+	return 0
+}
+
 // mcastLimit is the physical limit for n machines when the root's working
-// set W crosses the link once by multicast: (N × U + W) / link, U being
-// what each machine still fetches by unicast (ipxe.efi, kernel, initrd;
-// the trace replays no writes).
+// set W crosses the link once by multicast and the kernel K once by
+// MTFTP: (N × U + K + W) / link, U being what each machine still fetches
+// by unicast (ipxe.efi, initrd; the trace replays no writes).
 func (r *report) mcastLimit(fw string, n int) float64 {
 	tftp, tcp := r.perMachine(fw)
 	bps, err := harness.ParseRate(r.Opts.rate)
 	if err != nil || bps <= 0 {
 		return math.NaN()
 	}
-	w := r.Files["trace reads"]
-	u := float64(tftp)*tftpWire + float64(tcp-w)*tcpWire
-	return (float64(n)*u + float64(w)*mcastWire) * 8 / bps
+	w, k := r.Files["trace reads"], r.mtftpKernel()
+	u := float64(tftp)*tftpWire + float64(tcp-w-k)*tcpWire
+	return (float64(n)*u + float64(k)*mtftpWire + float64(w)*mcastWire) * 8 / bps
 }
 
 // limitFor is the limit a stack's storm is held to: the multicast one for
@@ -199,15 +213,19 @@ func (r *report) render() string {
 	p("The Hub checks each datagram (its CRC) once and hands the parsed datagram to every Receiver, where a real machine ")
 	p("checks its own copy, and a fragment already in the SharedSlab is not written again, though each machine's cache ")
 	p("still counts it and commits the chunk for itself. ")
-	p("U stays unicast: iPXE's multicast TFTP (`tftm://`, `tftp.multicast` in the config) was tried with real VMs and ")
-	p("is off, since Debian's iPXE never takes the group's data and falls back to HTTP after about 18 s a file ")
-	p("(README, TestTFTMLinux); the simulator's machines fetch kernel and initrd by HTTP as the VMs end up doing. ")
-	p("Its limit is **(N × U + W) / link**: U = %s, what each machine still fetches by unicast (ipxe.efi, kernel, initrd; ",
-		harness.MiB(tftp+tcp-r.Files["trace reads"]))
-	p("the trace replays no writes), W = %s, the trace's working set, sent once (multicast framing included). ", harness.MiB(r.Files["trace reads"]))
+	p("The kernel goes by iPXE's PXE MTFTP (`mtftp://`, the server's default `multicast.mtftp: auto`): the script names it ")
+	p("mtftp:// with its HTTP URL after ||, and the server's carousel sends it to 239.255.1.1:3001 for every machine that asked. ")
+	p("The simulator's machines run iPXE's mtftp client (internal/storm, mtftp.go: its RRQ, peer, bitmap, retry timer and ")
+	p("fallback to plain TFTP), sharing one socket on the group as they share one per root group. The initrd stays unicast ")
+	p("(RFC 2090 `tftm://` is blocked by an iPXE bug, README). ")
+	p("Its limit is **(N × U + K + W) / link**: U = %s, what each machine still fetches by unicast (ipxe.efi, initrd; ",
+		harness.MiB(tftp+tcp-r.Files["trace reads"]-r.mtftpKernel()))
+	p("the trace replays no writes), K = %s, the kernel, sent once by MTFTP (512-byte blocks, framing included), ", harness.MiB(r.mtftpKernel()))
+	p("W = %s, the trace's working set, sent once (multicast framing included). ", harness.MiB(r.Files["trace reads"]))
 	p("**bootfleet-multicast-dropped** is the same with every datagram to 239.0.0.0/8 dropped by nft on the server, as a ")
-	p("network that drops the group would: the agents must notice the silence and read by unicast, so it is held to the ")
-	p("unicast limit. The unicast **bootfleet** stack runs with multicast off.\n\n")
+	p("network that drops the group would: the agents must notice the silence and read by unicast, and each iPXE hears ")
+	p("nothing on the MTFTP group and takes plain TFTP after 1.75 s (its fourth silent timeout), so it is held to the ")
+	p("unicast limit. The unicast **bootfleet** stack runs with multicast off, so its scripts name the kernel by HTTP.\n\n")
 	p("The server's link is shaped with htb rather than one tbf FIFO: the groups' datagrams (marked by nft with ")
 	p("`meta priority set %s`) have a class of their own beside the rest, each guaranteed half the rate and borrowing what ", harness.PaceClass)
 	p("the other leaves. In a single FIFO the TCP of hundreds of kernel and initrd downloads fills the queue and the paced ")
@@ -244,6 +262,7 @@ func (r *report) render() string {
 		p("\n")
 	}
 	r.renderRoots(p)
+	r.renderImages(p)
 	r.renderFailures(p)
 	p("## Where the time goes\n\n")
 	p("The machine has %d CPUs for the server, the simulator playing all N machines, and the kernel's packet work on both ", r.Host.CPUs)

@@ -84,7 +84,10 @@ func dropGroups(ctx context.Context, on bool) error {
 // bootfleetConfig is the server's whole config: full DHCP, one profile
 // with the kernel, the initrd and a diskless root on the image, ephemeral
 // overlays as a lab runs them; multicast of the root's base off for the
-// unicast stack, on (its default) for the others.
+// unicast stack, on (its default) for the others. multicast.mtftp is
+// left at its default, auto: on where the mode is auto, so the multicast
+// stacks name the kernel mtftp:// (the dropped one then shows what
+// iPXE's fallback to plain TFTP costs) and the unicast one by HTTP.
 func (b *bench) bootfleetConfig(stack, dir string) string {
 	mode := "mode: off"
 	if multicastStack(stack) {

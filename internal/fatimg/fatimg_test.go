@@ -3,12 +3,13 @@ package fatimg
 import (
 	"bytes"
 	"errors"
-	"math/rand/v2"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/bootfleet/bootfleet/internal/testutil"
 )
 
 // need finds a tool the tests read images back with; scripts/deps.sh
@@ -23,15 +24,6 @@ func need(t *testing.T, tool string) string {
 		t.Skipf("%s not found (run scripts/deps.sh)", tool)
 	}
 	return p
-}
-
-func randBytes(n int, seed uint64) []byte {
-	r := rand.New(rand.NewPCG(seed, 1))
-	b := make([]byte, n)
-	for i := range b {
-		b[i] = byte(r.Uint32())
-	}
-	return b
 }
 
 func writeImage(t *testing.T, files map[string][]byte) string {
@@ -64,12 +56,12 @@ func writeImage(t *testing.T, files map[string][]byte) string {
 func TestReadBack(t *testing.T) {
 	fsck, mcopy, mdir := need(t, "fsck.vfat"), need(t, "mcopy"), need(t, "mdir")
 	files := map[string][]byte{
-		"EFI/BOOT/BOOTAA64.EFI":           randBytes(1<<20+17, 1),
-		"EFI/BOOT/grubaa64.efi":           randBytes(3<<20, 2),
+		"EFI/BOOT/BOOTAA64.EFI":           testutil.RandomBytes(1, 1<<20+17),
+		"EFI/BOOT/grubaa64.efi":           testutil.RandomBytes(2, 3<<20),
 		"EFI/debian/grub.cfg":             []byte("linux /vmlinuz\ninitrd /initrd.img-6.1.0-28-arm64\nboot\n"),
-		"vmlinuz":                         randBytes(9<<20+511, 3),
-		"initrd.img-6.1.0-28-arm64":       randBytes(2<<20+1, 4),
-		"initrd.img-6.1.0-28-arm64.extra": randBytes(4097, 5),
+		"vmlinuz":                         testutil.RandomBytes(3, 9<<20+511),
+		"initrd.img-6.1.0-28-arm64":       testutil.RandomBytes(4, 2<<20+1),
+		"initrd.img-6.1.0-28-arm64.extra": testutil.RandomBytes(5, 4097),
 		"empty":                           nil,
 		"A Long Name With Spaces.txt":     []byte("x"),
 	}

@@ -63,12 +63,7 @@ func (c *dropConn) WriteTo(b []byte, to net.Addr) (int, error) {
 func newRig(t *testing.T, size int, cfg SenderConfig, drop func(n uint64) bool) *rig {
 	t.Helper()
 	testutil.NeedNetns(t)
-	srv, cli := testutil.VethPair(t, "mc", srvLink, cliLink)
-	testutil.IP(t, "-n", srv, "addr", "add", srvIP+"/24", "dev", srvLink)
-	testutil.IP(t, "-n", cli, "addr", "add", cliIP+"/24", "dev", cliLink)
-	for _, ns := range []struct{ ns, link string }{{srv, srvLink}, {cli, cliLink}} {
-		testutil.IP(t, "-n", ns.ns, "route", "add", "239.0.0.0/8", "dev", ns.link)
-	}
+	srv, cli := testutil.GroupPair(t, "mc", srvLink, cliLink, srvIP, cliIP)
 	r := &rig{t: t, srv: srv, cli: cli, content: make([]byte, size)}
 	rng := rand.New(rand.NewPCG(uint64(size), 31))
 	for i := range r.content {

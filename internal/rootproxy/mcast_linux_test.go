@@ -63,12 +63,7 @@ func newRig(t *testing.T, size int, drop bool, order []uint32, k int) *rig {
 func newRigSilence(t *testing.T, size int, drop bool, order []uint32, k int, silence time.Duration) *rig {
 	t.Helper()
 	testutil.NeedNetns(t)
-	srv, cli := testutil.VethPair(t, "rp", rigSrvLink, rigCliLink)
-	testutil.IP(t, "-n", srv, "addr", "add", rigSrvIP+"/24", "dev", rigSrvLink)
-	testutil.IP(t, "-n", cli, "addr", "add", rigCliIP+"/24", "dev", rigCliLink)
-	for _, ns := range []struct{ ns, link string }{{srv, rigSrvLink}, {cli, rigCliLink}} {
-		testutil.IP(t, "-n", ns.ns, "route", "add", "239.0.0.0/8", "dev", ns.link)
-	}
+	srv, cli := testutil.GroupPair(t, "rp", rigSrvLink, rigCliLink, rigSrvIP, rigCliIP)
 	r := &rig{e: newMemExport(size, 11)}
 	r.e.readOnly = true
 	r.base = r.e.snapshot()

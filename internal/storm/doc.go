@@ -11,6 +11,14 @@
 // a replay of a recorded NBD read trace when the kernel command line names a
 // diskless root, and finally a GET of its DoneURL.
 //
+// An image the script names by mtftp:// is fetched as iPXE's PXE MTFTP
+// client fetches it (mtftp.go): an RRQ from the machine's own socket,
+// the blocks from iPXE's fixed group 239.255.1.1:3001, its retry timer,
+// and its fallback to plain TFTP; `kernel A || kernel B` tries B when A
+// fails (image.go). The machines share one socket on that group
+// (mtftpgroup.go), whose reader updates every listening machine's bitmap
+// under one lock; each machine's peer, bitmap and timer are its own.
+//
 // When the command line turns the agent's root proxy on (the server names
 // a multicast group: bootfleet.mcast=), the trace is read as a real agent
 // reads it: through internal/rootproxy's Proxy, built by agent.ProxyConfig
@@ -26,7 +34,7 @@
 //     nbdstream.go, dhcpmsg.go, mac.go, report.go): bytes or text in,
 //     values out, each decoder with a fuzz target seeded from testdata/fuzz;
 //   - protocol clients (dhcp.go over dhcpconn_linux.go, fetch.go, nbd.go,
-//     addr_linux.go, and tftp.Get beside bootfleet's TFTP server): one
+//     mtftp.go, addr_linux.go, and tftp.Get beside bootfleet's TFTP server): one
 //     exchange each, bounded by a context and timeouts;
 //   - orchestration (machine.go, run.go, proxy.go, progress.go, summary.go): power-on
 //     ramp, per-machine phases, progress on stderr and the final report.

@@ -192,7 +192,8 @@ func (m *machine) lease(ctx context.Context, asIPXE bool) (lease, error) {
 }
 
 // fetchBoot GETs the iPXE script named by the lease, follows chains to
-// further scripts, and GETs every image the script loads. It returns
+// further scripts, and fetches every image the script loads, each from
+// its fallbacks while it fails. It returns
 // the kernel (with its command line) and the bytes received.
 func (m *machine) fetchBoot(ctx context.Context, f *fetcher, l lease) (Image, int64, error) {
 	if !strings.HasPrefix(l.bootFile, "http://") && !strings.HasPrefix(l.bootFile, "https://") {
@@ -219,14 +220,19 @@ func (m *machine) fetchBoot(ctx context.Context, f *fetcher, l lease) (Image, in
 			next = s.Chain
 			continue
 		}
-		for _, img := range append([]Image{s.Kernel}, s.Initrds...) {
-			_, n, err := f.get(ctx, img.URL, 0)
-			total += n
+		var kernel Image
+		for i, img := range append([]Image{s.Kernel}, s.Initrds...) {
+			got, r, err := m.fetchImage(ctx, f, l.addr.Addr(), img)
+			total += r.Bytes
+			m.rep.Images = append(m.rep.Images, r)
 			if err != nil {
 				return Image{}, total, err
 			}
+			if i == 0 {
+				kernel = got
+			}
 		}
-		return s.Kernel, total, nil
+		return kernel, total, nil
 	}
 	return Image{}, total, fmt.Errorf("more than %d chained scripts", maxChains)
 }

@@ -157,6 +157,7 @@ type hubs struct {
 	mu  sync.Mutex
 	ifi *net.Interface
 	m   map[netip.AddrPort]*mcast.Hub
+	mt  *mtftpGroup // iPXE's MTFTP group, for mtftp:// images
 }
 
 // get returns group's Hub, joining the group on first use.
@@ -185,4 +186,8 @@ func (h *hubs) close() {
 		hub.Close()
 	}
 	h.m = nil
+	if h.mt != nil {
+		h.mt.close()
+		h.mt = nil
+	}
 }

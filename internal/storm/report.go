@@ -31,6 +31,8 @@ type Machine struct {
 	// turned it on (a multicast group): bytes by multicast and unicast,
 	// cache hits and misses, fallbacks.
 	Root *rootproxy.Stats `json:"root,omitempty"`
+	// Images is how each image the script loads came, kernel first.
+	Images []ImageFetch `json:"images,omitempty"`
 }
 
 // Phases holds the phases a machine went through; a phase it never
@@ -78,6 +80,37 @@ type Summary struct {
 	Failures map[string]int `json:"failures,omitempty"`
 	// Root sums the root proxies' counters; nil when no machine ran one.
 	Root *RootSummary `json:"root,omitempty"`
+	// Images sums how the machines got their images; nil when none
+	// fetched any.
+	Images *ImageSummary `json:"images,omitempty"`
+}
+
+// ImageSummary is how the machines got the images their scripts load,
+// summed over machines and images.
+type ImageSummary struct {
+	Fetches        int   `json:"fetches"`
+	MulticastBytes int64 `json:"multicast_bytes"` // from the MTFTP group: once on the link, not once per machine
+	UnicastBytes   int64 `json:"unicast_bytes"`   // by HTTP, TFTP, or mtftp's own socket
+	MTFTP          int   `json:"mtftp"`           // images the group delivered
+	// MTFTPFellBack counts mtftp:// fetches that heard nothing and took
+	// plain TFTP, iPXE's own fallback.
+	MTFTPFellBack int `json:"mtftp_fell_back"`
+	// URLFallbacks counts script URLs that failed before one worked
+	// (kernel A || kernel B).
+	URLFallbacks int `json:"url_fallbacks"`
+}
+
+func (s *ImageSummary) add(r ImageFetch) {
+	s.Fetches++
+	s.MulticastBytes += r.MulticastBytes
+	s.UnicastBytes += r.Bytes - r.MulticastBytes
+	if r.Via == "mtftp" {
+		s.MTFTP++
+	}
+	if r.MTFTP != nil && r.MTFTP.FellBack {
+		s.MTFTPFellBack++
+	}
+	s.URLFallbacks += r.Fallbacks
 }
 
 // RootSummary is what the machines' root proxies did, summed.

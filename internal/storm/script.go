@@ -13,6 +13,11 @@ type Image struct {
 	Name string // --name, or the URL's base name as iPXE names it
 	URL  string // absolute, resolved against the script's URL
 	Args string // command line (kernel) or arguments (others)
+	// Alt are the images of the commands joined to this one's by ||
+	// (kernel A || kernel B), in order: iPXE runs the next one only when
+	// loading the one before failed, so a machine that fails to fetch URL
+	// tries each of them in turn. Nil when there are none.
+	Alt []Image
 }
 
 // Script is what running an iPXE script up to its boot would fetch.
@@ -108,11 +113,20 @@ type scriptState struct {
 func (st *scriptState) runLine(line string, labels map[string]int) (next int, done bool, err error) {
 	next = -1
 	ok, first := true, true
+	// loaded is the image the command before loaded, of kind, while ||
+	// follow it.
+	var loaded *Image
+	var kind string
 	for _, part := range splitChain(line) {
 		if !first && (part.op == "&&") != ok {
+			if loaded != nil && part.op == "||" {
+				if loaded, err = st.alternate(loaded, kind, part.cmd); err != nil {
+					return -1, false, err
+				}
+			}
 			continue
 		}
-		first = false
+		first, loaded = false, nil
 		args := splitArgs(st.expand(part.cmd))
 		if len(args) == 0 {
 			continue
@@ -131,8 +145,52 @@ func (st *scriptState) runLine(line string, labels map[string]int) (next int, do
 		if err != nil || done {
 			return -1, done, err
 		}
+		if ok {
+			loaded, kind = st.loaded(args[0]), imageKind(args[0])
+		}
 	}
 	return next, false, nil
+}
+
+// loaded is the image that command cmd, which succeeded, has just loaded;
+// nil if cmd loads none that can have alternates.
+func (st *scriptState) loaded(cmd string) *Image {
+	switch imageKind(cmd) {
+	case "kernel":
+		return &st.out.Kernel
+	case "initrd":
+		return &st.out.Initrds[len(st.out.Initrds)-1]
+	}
+	return nil
+}
+
+// alternate adds cmd, a command skipped after || because the one before
+// loaded img, to img's alternates when it loads the same kind of image,
+// and returns img to keep collecting; otherwise (goto failed, echo, ...)
+// it returns nil, which ends the alternates.
+func (st *scriptState) alternate(img *Image, kind, cmd string) (*Image, error) {
+	args := splitArgs(st.expand(cmd))
+	if len(args) == 0 || imageKind(args[0]) != kind {
+		return nil, nil
+	}
+	alt, err := st.image(args[1:])
+	if err != nil {
+		return nil, err
+	}
+	img.Alt = append(img.Alt, alt)
+	return img, nil
+}
+
+// imageKind groups the commands that load an image: "kernel" for those
+// that select the image to boot, "initrd" for the others, "" otherwise.
+func imageKind(cmd string) string {
+	switch cmd {
+	case "kernel", "imgselect":
+		return "kernel"
+	case "initrd", "module", "imgfetch":
+		return "initrd"
+	}
+	return ""
 }
 
 // command runs one command and reports whether it succeeded.
@@ -164,6 +222,11 @@ func (st *scriptState) command(args []string) (ok, done bool, err error) {
 			return false, false, nil // iPXE: no such image
 		}
 		st.out.Kernel.Args = strings.Join(args[2:], " ")
+		for i := range st.out.Kernel.Alt { // whichever loads has the name
+			if st.out.Kernel.Alt[i].Name == args[1] {
+				st.out.Kernel.Alt[i].Args = st.out.Kernel.Args
+			}
+		}
 		return true, false, nil
 	case "boot":
 		if st.out.Kernel.URL == "" {

@@ -64,6 +64,24 @@ func TestParseScript(t *testing.T) {
 		{"quoted argument keeps its blank",
 			"#!ipxe\nkernel http://s/k \"a b\"\nboot",
 			Script{Kernel: Image{Name: "k", URL: "http://s/k", Args: "a b"}}, nil},
+		{"|| kernel keeps the fallbacks in order",
+			"#!ipxe\nkernel mtftp://10.0.0.1/k a=1 || kernel http://s/k a=2 || kernel /k2 || goto failed\nboot\n:failed\nexit",
+			Script{Kernel: Image{Name: "k", URL: "mtftp://10.0.0.1/k", Args: "a=1", Alt: []Image{
+				{Name: "k", URL: "http://s/k", Args: "a=2"}, {Name: "k2", URL: "http://10.0.0.1:8080/k2"}}}}, nil},
+		{"|| initrd keeps them per initrd, module is an initrd",
+			"#!ipxe\nkernel http://s/k\ninitrd -n a http://x/a || module -n a http://y/a\ninitrd http://x/b || goto failed\nboot",
+			Script{Kernel: Image{Name: "k", URL: "http://s/k"}, Initrds: []Image{
+				{Name: "a", URL: "http://x/a", Alt: []Image{{Name: "a", URL: "http://y/a"}}},
+				{Name: "b", URL: "http://x/b"}}}, nil},
+		{"a command of another kind ends the fallbacks",
+			"#!ipxe\nkernel http://s/k || initrd http://s/i || kernel http://s/never\nboot",
+			Script{Kernel: Image{Name: "k", URL: "http://s/k"}}, nil},
+		{"&& after the image is no fallback",
+			"#!ipxe\nkernel http://s/k && kernel http://s/k2 || kernel http://s/k3\nboot",
+			Script{Kernel: Image{Name: "k2", URL: "http://s/k2", Alt: []Image{{Name: "k3", URL: "http://s/k3"}}}}, nil},
+		{"imgargs reaches the fallback of the same name",
+			"#!ipxe\nkernel -n k http://a/k old || kernel -n k http://b/k old\nimgargs k new\nboot",
+			Script{Kernel: Image{Name: "k", URL: "http://a/k", Args: "new", Alt: []Image{{Name: "k", URL: "http://b/k", Args: "new"}}}}, nil},
 		{"not a script", "kernel http://s/k\n", Script{}, ErrNotIPXE},
 		{"no boot", "#!ipxe\nkernel http://s/k\n", Script{}, ErrNoBoot},
 		{"exit", "#!ipxe\nexit\n", Script{}, ErrScriptOp},
@@ -126,6 +144,16 @@ func TestParseRenderedScripts(t *testing.T) {
 			Kernel: Image{Name: "kernel", URL: "http://10.0.0.1:8080/profiles/lab/kernel?mac=52-54-00-00-00-01",
 				Args: "initrd=bootfleet-initrd.img console=ttyS0 done=http://10.0.0.1:8080/done/52-54-00-00-00-01 bootfleet.root=nbd:10.0.0.1:10809:m-52-54-00-00-00-01-s3cret"},
 			Initrds: []Image{{Name: "bootfleet-initrd.img", URL: "http://10.0.0.1:8080/profiles/lab/initrd/0/bootfleet-initrd.img?mac=52-54-00-00-00-01"}}}},
+		{"rendered with fallbacks", ipxe.Script(ipxe.Boot{
+			Kernel:    "mtftp://10.0.0.1/profiles/lab/kernel",
+			KernelAlt: []string{"http://10.0.0.1:8080/profiles/lab/kernel"},
+			Initrds:   []ipxe.Initrd{{URL: "http://10.0.0.1:8080/rd.img", Alt: []string{"http://10.0.0.2:8080/rd.img"}}},
+			Cmdline:   "quiet",
+		}), Script{
+			Kernel: Image{Name: "kernel", URL: "mtftp://10.0.0.1/profiles/lab/kernel", Args: "initrd=rd.img quiet",
+				Alt: []Image{{Name: "kernel", URL: "http://10.0.0.1:8080/profiles/lab/kernel", Args: "initrd=rd.img quiet"}}},
+			Initrds: []Image{{Name: "rd.img", URL: "http://10.0.0.1:8080/rd.img",
+				Alt: []Image{{Name: "rd.img", URL: "http://10.0.0.2:8080/rd.img"}}}}}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -36,6 +36,12 @@ func summarize(ms []Machine, linkBps int64) Summary {
 			}
 			s.Root.add(m.Root)
 		}
+		for _, r := range m.Images {
+			if s.Images == nil {
+				s.Images = &ImageSummary{}
+			}
+			s.Images.add(r)
+		}
 		if m.Boot > 0 || m.Result == "ok" {
 			first = min(first, m.PowerOn)
 			last = max(last, m.PowerOn+m.Boot)
@@ -111,6 +117,10 @@ func WriteTable(w io.Writer, r *Report) error {
 		fmt.Fprint(w, ")")
 	}
 	fmt.Fprintln(w)
+	if im := s.Images; im != nil && (im.MTFTP > 0 || im.MTFTPFellBack > 0 || im.URLFallbacks > 0) {
+		fmt.Fprintf(w, "images: %s from the MTFTP group (%d images), %s by unicast; %d mtftp fell back to TFTP, %d URLs failed over to the next\n",
+			byteSize(im.MulticastBytes), im.MTFTP, byteSize(im.UnicastBytes), im.MTFTPFellBack, im.URLFallbacks)
+	}
 	if len(s.Failures) > 0 {
 		fmt.Fprintln(w, "\nfailed:")
 		reasons := make([]string, 0, len(s.Failures))

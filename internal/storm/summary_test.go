@@ -76,3 +76,29 @@ func TestSummarize(t *testing.T) {
 		}
 	}
 }
+
+// TestSummarizeImages: group bytes and unicast bytes are told apart, and
+// the fallbacks counted, over machines and images.
+func TestSummarizeImages(t *testing.T) {
+	kernelByGroup := ImageFetch{Name: "kernel", Via: "mtftp", Bytes: 1000, MulticastBytes: 1000, MTFTP: &MTFTPStats{MulticastBytes: 1000, RRQs: 1}}
+	kernelByTFTP := ImageFetch{Name: "kernel", Via: "tftp", Bytes: 1000, MTFTP: &MTFTPStats{RRQs: 3, FellBack: true}}
+	kernelByHTTP := ImageFetch{Name: "kernel", Via: "http", Bytes: 1000, Fallbacks: 1, MTFTP: &MTFTPStats{}}
+	initrd := ImageFetch{Name: "initrd.img", Via: "http", Bytes: 300}
+	ms := []Machine{
+		{Result: "ok", Images: []ImageFetch{kernelByGroup, initrd}},
+		{Result: "ok", Images: []ImageFetch{kernelByTFTP, initrd}},
+		{Result: "ok", Images: []ImageFetch{kernelByHTTP, initrd}},
+	}
+	s := summarize(ms, 0)
+	want := ImageSummary{Fetches: 6, MulticastBytes: 1000, UnicastBytes: 2900, MTFTP: 1, MTFTPFellBack: 1, URLFallbacks: 1}
+	if s.Images == nil || *s.Images != want {
+		t.Fatalf("images %+v, want %+v", s.Images, want)
+	}
+	var out bytes.Buffer
+	if err := WriteTable(&out, &Report{Clients: 3, Summary: s}); err != nil {
+		t.Fatal(err)
+	}
+	if w := "1 mtftp fell back to TFTP, 1 URLs failed over to the next"; !strings.Contains(out.String(), w) {
+		t.Errorf("table lacks %q:\n%s", w, out.String())
+	}
+}

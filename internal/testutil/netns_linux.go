@@ -108,3 +108,16 @@ func ServeInNetns(t testing.TB, ns string, serve func(ctx context.Context) error
 	})
 	return nsErr
 }
+
+// GroupPair is VethPair with srvIP and cliIP (/24) on the two links and
+// the multicast groups (239.0.0.0/8) routed over them, as on a LAN.
+func GroupPair(t testing.TB, tag, srvLink, cliLink, srvIP, cliIP string) (srv, cli string) {
+	t.Helper()
+	srv, cli = VethPair(t, tag, srvLink, cliLink)
+	IP(t, "-n", srv, "addr", "add", srvIP+"/24", "dev", srvLink)
+	IP(t, "-n", cli, "addr", "add", cliIP+"/24", "dev", cliLink)
+	for _, ns := range []struct{ ns, link string }{{srv, srvLink}, {cli, cliLink}} {
+		IP(t, "-n", ns.ns, "route", "add", "239.0.0.0/8", "dev", ns.link)
+	}
+	return srv, cli
+}
