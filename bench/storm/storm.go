@@ -305,7 +305,12 @@ func (b *bench) storm(ctx context.Context, stack, fw string, n int) run {
 		// fresh has seen none, so one machine boots first, not counted.
 		w, _, stderr, err := b.simulate(ctx, fw, 1)
 		var rep storm.Report
-		if err != nil || json.Unmarshal(w.Bytes(), &rep) != nil || rep.Summary.Booted != 1 {
+		if err == nil {
+			if err = json.Unmarshal(w.Bytes(), &rep); err == nil && rep.Summary.Booted != 1 {
+				err = fmt.Errorf("%d of 1 machine booted", rep.Summary.Booted)
+			}
+		}
+		if err != nil {
 			res.Err = fmt.Sprintf("warm-up boot: %v: %s", err, harness.Tail(stderr.String(), 400))
 			return res
 		}
