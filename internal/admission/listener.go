@@ -1,6 +1,9 @@
 package admission
 
-import "net"
+import (
+	"io"
+	"net"
+)
 
 // LimitListener wraps ln so that a connection beyond lim's bounds, in all
 // or from its client address, is closed at once, before anything is read
@@ -38,4 +41,15 @@ func (c *limitedConn) Close() error {
 	err := c.Conn.Close()
 	c.release()
 	return err
+}
+
+// ReadFrom hands a body to the connection's own ReadFrom when it has one
+// (a *net.TCPConn: sendfile or splice). net/http streams a file through
+// the connection's ReadFrom only if the connection has one; without it
+// every byte of a kernel or initrd would be copied through user space.
+func (c *limitedConn) ReadFrom(r io.Reader) (int64, error) {
+	if rf, ok := c.Conn.(io.ReaderFrom); ok {
+		return rf.ReadFrom(r)
+	}
+	return io.Copy(struct{ io.Writer }{c.Conn}, r)
 }

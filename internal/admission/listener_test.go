@@ -1,7 +1,9 @@
 package admission
 
 import (
+	"bytes"
 	"errors"
+	"io"
 	"net"
 	"testing"
 	"time"
@@ -70,4 +72,68 @@ func TestLimitListener(t *testing.T) {
 	if total, _ := lim.Count("127.0.0.1"); total != 1 {
 		t.Fatalf("Count = %d after the first closed and the third came; want 1", total)
 	}
+}
+
+// readFromConn is a connection that can read from a source itself, as a
+// *net.TCPConn does with sendfile.
+type readFromConn struct {
+	net.Conn
+	got bytes.Buffer
+	via string
+}
+
+func (c *readFromConn) ReadFrom(r io.Reader) (int64, error) {
+	c.via = "ReadFrom"
+	return c.got.ReadFrom(r)
+}
+
+func (c *readFromConn) Write(b []byte) (int, error) {
+	c.via = "Write"
+	return c.got.Write(b)
+}
+
+// TestLimitedConnKeepsReadFrom: a body written to an admitted connection
+// through io.Copy reaches the inner connection's ReadFrom (sendfile for a
+// TCP connection), not a copy through Write.
+func TestLimitedConnKeepsReadFrom(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		inner net.Conn
+		via   string
+	}{
+		{"inner has ReadFrom", &readFromConn{}, "ReadFrom"},
+		{"inner has only Write", writeOnly{&readFromConn{}}, "Write"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := &limitedConn{Conn: tc.inner, release: func() {}}
+			body := bytes.Repeat([]byte("kernel"), 1000)
+			// net/http hands the connection a file, which has no WriteTo.
+			if n, err := io.Copy(c, struct{ io.Reader }{bytes.NewReader(body)}); err != nil || n != int64(len(body)) {
+				t.Fatalf("io.Copy = %d, %v; want %d, nil", n, err, len(body))
+			}
+			in := innerOf(tc.inner)
+			if in.via != tc.via || !bytes.Equal(in.got.Bytes(), body) {
+				t.Fatalf("body reached the inner connection via %s (%d bytes), want via %s, whole", in.via, in.got.Len(), tc.via)
+			}
+		})
+	}
+}
+
+// writeOnly hides its connection's ReadFrom.
+type writeOnly struct{ c *readFromConn }
+
+func (w writeOnly) Read(b []byte) (int, error)       { return 0, io.EOF }
+func (w writeOnly) Write(b []byte) (int, error)      { return w.c.Write(b) }
+func (w writeOnly) Close() error                     { return nil }
+func (w writeOnly) LocalAddr() net.Addr              { return nil }
+func (w writeOnly) RemoteAddr() net.Addr             { return nil }
+func (w writeOnly) SetDeadline(time.Time) error      { return nil }
+func (w writeOnly) SetReadDeadline(time.Time) error  { return nil }
+func (w writeOnly) SetWriteDeadline(time.Time) error { return nil }
+
+func innerOf(c net.Conn) *readFromConn {
+	if w, ok := c.(writeOnly); ok {
+		return w.c
+	}
+	return c.(*readFromConn)
 }
