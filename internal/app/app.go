@@ -124,6 +124,17 @@ func Run(ctx context.Context, c *config.Config, log *slog.Logger) error {
 		IdentityURL: baseURL + identitysvc.Path, TFTM: c.TFTP.Multicast != "" && c.TFTP.Listen != "off",
 		DiskARM64: httpboot.DiskChain{Shim: c.SecureBoot.ShimARM64, Grub: c.SecureBoot.GrubARM64Disk},
 	}
+	tfs := tftpFS(c, roots, hc)
+	mt, err := newMTFTP(c, mc, tfs, log)
+	if err != nil {
+		return err
+	}
+	if mt != nil {
+		hc.MTFTP = mt
+		if err := rec.Register(mtftpCollectors(mt)...); err != nil {
+			return err
+		}
+	}
 	boot := withIdentity(withPeers(httpboot.New(hc), peers, dl.OverlayBlocksHandler(), dl.ReadOrderHandler()), ids, dl.Disks())
 	front := frontHandler(rec, apiHandler, boot)
 	plain, mgmt, err := splitManagement(c, serverIP, front, boot, rec.Handler(), log)
@@ -139,10 +150,13 @@ func Run(ctx context.Context, c *config.Config, log *slog.Logger) error {
 		func(ctx context.Context) error { return serveHTTP(ctx, httpLn, plain, log) },
 		func(ctx context.Context) error { return dl.Serve(ctx, taps.nbd) })
 	runs = append(runs, mgmt...) // the HTTPS listener, with http.tls
+	if mt != nil {
+		runs = append(runs, mt.Run)
+	}
 	tftpActive := func() int { return 0 }
 	if c.TFTP.Listen != "off" {
 		srv := tftp.NewServer(tftp.Config{
-			FS:                 tftpFS(c, roots, hc),
+			FS:                 tfs,
 			Logger:             log,
 			MaxWindow:          c.TFTP.MaxWindow,
 			AllowFragmentation: c.TFTP.AllowFragmentation,
@@ -288,12 +302,13 @@ func tftpFS(c *config.Config, roots *safefs.Roots, hc httpboot.Config) tftp.File
 	if c.TFTP.CacheMB > 0 {
 		fs = tftp.NewCache(fs, int64(c.TFTP.CacheMB)<<20)
 	}
-	if c.SecureBoot.Grub == "" && c.SecureBoot.GrubARM64 == "" && c.TFTP.Multicast == "" {
+	if c.SecureBoot.Grub == "" && c.SecureBoot.GrubARM64 == "" && c.TFTP.Multicast == "" && !c.Multicast.MTFTPOn() {
 		return fs
 	}
 	// Debian's signed grub has no http: after PXE it fetches everything,
-	// its configs and the kernel, over TFTP. tftm:// URLs name the same
-	// profiles/ paths.
+	// its configs and the kernel, over TFTP. tftm:// and mtftp:// URLs
+	// name the same profiles/ and images/ paths, and iPXE falls back from
+	// mtftp:// to plain TFTP of its path.
 	return httpboot.GrubTFTP(hc, fs)
 }
 

@@ -90,6 +90,10 @@ func checkCmd() *cobra.Command {
 					return fmt.Errorf("%s: %w", path, err)
 				}
 			}
+			if c.Multicast.MTFTPOn() && c.TFTP.Listen != "off" {
+				fmt.Fprintf(cmd.OutOrStdout(), "mtftp: kernels of diskless profiles by mtftp:// first (requests on port %d, DATA to %s, one kernel at a time; multicast.mtftp: off to stop)\n",
+					c.Multicast.MTFTPPort, c.Multicast.MTFTPGroup)
+			}
 			fmt.Fprintln(cmd.OutOrStdout(), path+": ok")
 			return nil
 		},

@@ -2,6 +2,7 @@ package config
 
 import (
 	"fmt"
+	"net/netip"
 	"strconv"
 	"strings"
 
@@ -36,7 +37,38 @@ type Multicast struct {
 	Port int `yaml:"port"`
 	// TTL is the multicast TTL. Default 1: a storm stays on its segment.
 	TTL int `yaml:"ttl"`
+	// MTFTP is auto (default: where Mode is auto and TFTP is on, scripts
+	// of diskless profiles fetch the kernel by iPXE's mtftp:// first, the
+	// group carrying one kernel at a time; package mtftp) or off.
+	MTFTP string `yaml:"mtftp"`
+	// MTFTPPort is where iPXE sends MTFTP requests. Default 1759, iPXE's.
+	MTFTPPort int `yaml:"mtftp_port"`
+	// MTFTPGroup is the group and port of MTFTP DATA. Default
+	// 239.255.1.1:3001, the only one iPXE listens on (built in); in
+	// 239.0.0.0/8 unless AllowGlobalGroups.
+	MTFTPGroup string `yaml:"mtftp_group"`
 }
+
+// DefaultMTFTPGroup is where every iPXE listens for mtftp:// DATA.
+const DefaultMTFTPGroup = "239.255.1.1:3001"
+
+// MTFTPOn says whether kernels go by PXE MTFTP; the server also needs
+// TFTP on (iPXE falls back to it) and an IPv4 address.
+func (m Multicast) MTFTPOn() bool { return m.MTFTP == "auto" && m.Mode == "auto" }
+
+// MTFTPGroupAddr is MTFTPGroup parsed; validation has refused a bad one.
+func (m Multicast) MTFTPGroupAddr() (netip.AddrPort, error) {
+	g, err := netip.ParseAddrPort(m.MTFTPGroup)
+	if err != nil || !g.Addr().Is4() || !g.Addr().IsMulticast() || g.Port() == 0 {
+		return g, fmt.Errorf("want an IPv4 multicast group and port like %s, got %q", DefaultMTFTPGroup, m.MTFTPGroup)
+	}
+	if !m.AllowGlobalGroups && !adminScoped.Contains(g.Addr()) {
+		return g, fmt.Errorf("%s is outside %v, the administratively scoped block; set allow_global_groups: true to use it anyway", g.Addr(), adminScoped)
+	}
+	return g, nil
+}
+
+var adminScoped = netip.MustParsePrefix("239.0.0.0/8")
 
 // DefaultLinkBits is the link speed a rate share is taken of when the
 // interface reports none.
@@ -54,6 +86,15 @@ func (m *Multicast) applyDefaults() {
 	}
 	if m.TTL == 0 {
 		m.TTL = 1
+	}
+	if m.MTFTP == "" {
+		m.MTFTP = "auto"
+	}
+	if m.MTFTPPort == 0 {
+		m.MTFTPPort = 1759
+	}
+	if m.MTFTPGroup == "" {
+		m.MTFTPGroup = DefaultMTFTPGroup
 	}
 }
 
@@ -74,6 +115,17 @@ func (m Multicast) validate(bad func(key, format string, args ...any)) {
 	}
 	if m.TTL < 1 || m.TTL > 255 {
 		bad("multicast.ttl", "want 1..255 (default 1), got %d", m.TTL)
+	}
+	switch m.MTFTP {
+	case "auto", "off":
+	default:
+		bad("multicast.mtftp", "want auto (kernels of diskless profiles by mtftp:// first) or off, got %q", m.MTFTP)
+	}
+	if m.MTFTPPort < 1 || m.MTFTPPort > 65535 || m.MTFTPPort == m.Port {
+		bad("multicast.mtftp_port", "want 1..65535 (default 1759), not multicast.port %d, got %d", m.Port, m.MTFTPPort)
+	}
+	if _, err := m.MTFTPGroupAddr(); err != nil {
+		bad("multicast.mtftp_group", "%v", err)
 	}
 }
 

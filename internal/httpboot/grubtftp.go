@@ -22,7 +22,8 @@ import (
 // GrubTFTP serves over TFTP what grub asks for after PXE, in front of
 // next: its first config, each machine's config and milestones, and the
 // files machines' profiles name, under the same paths as over HTTP
-// (grub/..., profiles/NAME/kernel, profiles/NAME/initrd/I/BASE). A
+// (grub/..., profiles/NAME/kernel, profiles/NAME/initrd/I/BASE,
+// images/SHA256/vmlinuz and initrd.img). A
 // machine's config is only given to machines whose profile's loader is
 // grub, and a profile's files are only what the profile names.
 func GrubTFTP(c Config, next tftp.FileSystem) tftp.FileSystem {
@@ -59,6 +60,8 @@ func (g grubTFTP) Open(name string) (tftp.File, error) {
 		return g.milestone(parts[1], parts[3])
 	case len(parts) >= 3 && parts[0] == "profiles":
 		return g.profileFile(parts[1:])
+	case len(parts) == 3 && parts[0] == "images" && (parts[2] == kernelFile || parts[2] == initrdFile) && g.s.Kernels != nil:
+		return g.imageFile(parts[1], parts[2])
 	}
 	return g.next.Open(name)
 }
@@ -138,6 +141,25 @@ func (g grubTFTP) profileFile(parts []string) (tftp.File, error) {
 	if err != nil || !st.Mode().IsRegular() {
 		f.Close()
 		return nil, fmt.Errorf("profile %s: %s is not a regular file: %w", parts[0], local, fs.ErrPermission)
+	}
+	return sizedFile{File: f, size: st.Size()}, nil
+}
+
+// imageFile opens images/SHA256/vmlinuz or initrd.img, an image's boot
+// file as HTTP serves it, for mtftp:// and iPXE's TFTP fallback from it.
+// The first open of a content waits for its build.
+func (g grubTFTP) imageFile(sha, file string) (tftp.File, error) {
+	if !shaRE.MatchString(sha) {
+		return nil, fmt.Errorf("want images/SHA256/%s with a sha256 of 64 lower-case hex digits, got %q: %w", file, sha, fs.ErrNotExist)
+	}
+	f, err := g.s.Kernels.Open(context.Background(), sha, file)
+	if err != nil {
+		return nil, err
+	}
+	st, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return nil, fmt.Errorf("image %.12s %s: %w", sha, file, err)
 	}
 	return sizedFile{File: f, size: st.Size()}, nil
 }

@@ -104,6 +104,10 @@ type Config struct {
 	// initrds by RFC 2090 multicast TFTP first (tftm://ServerIP/...,
 	// served by GrubTFTP's profiles/ paths), HTTP after it if that fails.
 	TFTM bool
+	// MTFTP, when set, makes scripts of profiles with a diskless root
+	// fetch the kernel by PXE MTFTP first (mtftp://ServerIP/PATH, PATH
+	// as GrubTFTP serves it), when it grants the group; nil names none.
+	MTFTP Granter
 	// DiskARM64 is the chain of arm64 UEFI HTTP Boot's disk images; zero
 	// serves none.
 	DiskARM64 DiskChain
@@ -288,7 +292,8 @@ func (s *server) boot(ctx context.Context, t machineview.Target, arch string) (i
 	}
 	q := "?mac=" + mp
 	if t.Spec.Root.Kernel == inventory.RootKernelImage {
-		return s.spread(s.imageBoot(root, q, cmdline), t.Machine.MAC, root.SHA256, 0), nil
+		b := s.spread(s.imageBoot(root, q, cmdline), t.Machine.MAC, root.SHA256, 0)
+		return s.mtftp(b, "images/"+root.SHA256+"/"+kernelFile, s.imageKernelSize(root.SHA256)), nil
 	}
 	prof := s.BaseURL + "/profiles/" + url.PathEscape(t.Profile)
 	if arch != inventory.ArchX86_64 {
@@ -310,6 +315,9 @@ func (s *server) boot(ctx context.Context, t machineview.Target, arch string) (i
 	if s.TFTM {
 		b = s.tftm(b, files, t.Profile, arch)
 	}
+	if vars.Root != "" && !isURL(files.Kernel) {
+		b = s.mtftp(b, profilePath(t.Profile, arch)+"/kernel", localFileSize(files.Kernel))
+	}
 	return b, nil
 }
 
@@ -317,10 +325,7 @@ func (s *server) boot(ctx context.Context, t machineview.Target, arch string) (i
 // URLs, which stay as the fallback: a client that cannot take the group
 // (firmware without tftm, a switch that drops it) still boots.
 func (s *server) tftm(b ipxe.Boot, files inventory.ArchBoot, profile, arch string) ipxe.Boot {
-	prof := "tftm://" + s.ServerIP + "/profiles/" + url.PathEscape(profile)
-	if arch != inventory.ArchX86_64 {
-		prof += "/" + arch
-	}
+	prof := "tftm://" + s.ServerIP + "/" + profilePath(profile, arch)
 	if !isURL(files.Kernel) {
 		b.Kernel, b.KernelAlt = prof+"/kernel", append([]string{b.Kernel}, b.KernelAlt...)
 	}

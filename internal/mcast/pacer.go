@@ -11,9 +11,11 @@ import (
 // share of the link as its speed is quoted.
 const WireOverhead = 66
 
-// pacer is a token bucket: tokens are bytes, refilled at rate per second
-// up to burst. It is used by one goroutine.
-type pacer struct {
+// Pacer is a token bucket: tokens are bytes, refilled at rate per second
+// up to burst. It is used by one goroutine. The root's Sender and the PXE
+// MTFTP carousel (package mtftp) each hold one, so together they may send
+// twice multicast.rate.
+type Pacer struct {
 	rate   float64 // bytes per second
 	burst  float64
 	tokens float64
@@ -22,12 +24,14 @@ type pacer struct {
 	sleep  func(context.Context, time.Duration) error
 }
 
-func newPacer(rate, burst int64) *pacer {
-	return &pacer{rate: float64(rate), burst: float64(burst), tokens: float64(burst), now: time.Now, sleep: sleepCtx}
+// NewPacer paces at rate bytes per second with bursts of up to burst
+// bytes; count WireOverhead in each datagram's size.
+func NewPacer(rate, burst int64) *Pacer {
+	return &Pacer{rate: float64(rate), burst: float64(burst), tokens: float64(burst), now: time.Now, sleep: sleepCtx}
 }
 
-// wait returns once n bytes may leave, or when ctx ends.
-func (p *pacer) wait(ctx context.Context, n int) error {
+// Wait returns once n bytes may leave, or when ctx ends.
+func (p *Pacer) Wait(ctx context.Context, n int) error {
 	now := p.now()
 	if !p.last.IsZero() {
 		p.tokens = min(p.burst, p.tokens+now.Sub(p.last).Seconds()*p.rate)

@@ -12,7 +12,7 @@ import (
 func TestPacerHoldsTheRateAndForgivesLateWakeups(t *testing.T) {
 	for _, late := range []time.Duration{0, 3 * time.Millisecond} {
 		now := time.Unix(0, 0)
-		p := newPacer(1_000_000, 10_000)
+		p := NewPacer(1_000_000, 10_000)
 		p.now = func() time.Time { return now }
 		p.sleep = func(_ context.Context, d time.Duration) error {
 			now = now.Add(d + late)
@@ -20,7 +20,7 @@ func TestPacerHoldsTheRateAndForgivesLateWakeups(t *testing.T) {
 		}
 		const sends, n = 1000, 1000
 		for range sends {
-			if err := p.wait(t.Context(), n); err != nil {
+			if err := p.Wait(t.Context(), n); err != nil {
 				t.Fatal(err)
 			}
 		}

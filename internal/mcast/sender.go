@@ -297,7 +297,7 @@ func fragmentsMask(chunk uint32, size int64) uint32 {
 
 // sendLoop sends queued jobs until ctx ends.
 func (s *Sender) sendLoop(ctx context.Context) error {
-	p := newPacer(s.cfg.Rate, s.cfg.Burst)
+	p := NewPacer(s.cfg.Rate, s.cfg.Burst)
 	chunk := make([]byte, chunkwire.ChunkSize)
 	dgram := make([]byte, 0, chunkwire.MaxDataLen)
 	for {
@@ -326,7 +326,7 @@ func (s *Sender) sendLoop(ctx context.Context) error {
 }
 
 // sendChunk reads j's chunk and multicasts the fragments j asks for.
-func (s *Sender) sendChunk(ctx context.Context, p *pacer, c *served, j job, chunk, dgram []byte) error {
+func (s *Sender) sendChunk(ctx context.Context, p *Pacer, c *served, j job, chunk, dgram []byte) error {
 	off := int64(j.key.chunk) * chunkwire.ChunkSize
 	n := int(min(chunkwire.ChunkSize, c.Size-off))
 	// io.ReaderAt may say EOF with a full read at the end of the content.
@@ -348,7 +348,7 @@ func (s *Sender) sendChunk(ctx context.Context, p *pacer, c *served, j job, chun
 		start := f * chunkwire.FragmentSize
 		d.Payload = chunk[start:min(n, start+chunkwire.FragmentSize)]
 		dgram = d.Append(dgram[:0])
-		if err := p.wait(ctx, len(dgram)+WireOverhead); err != nil {
+		if err := p.Wait(ctx, len(dgram)+WireOverhead); err != nil {
 			return err
 		}
 		s.seq++

@@ -1,0 +1,371 @@
+package mtftp
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/netip"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"golang.org/x/net/ipv4"
+	"golang.org/x/sync/errgroup"
+
+	"github.com/bootfleet/bootfleet/internal/mcast"
+	"github.com/bootfleet/bootfleet/internal/tftp"
+)
+
+// DefaultPort is where iPXE sends MTFTP requests (its MTFTP_PORT).
+const DefaultPort = 1759
+
+// DefaultGroup is where every iPXE listens for MTFTP DATA.
+var DefaultGroup = netip.MustParseAddrPort("239.255.1.1:3001")
+
+// maxOpening bounds the RRQs whose file is being opened at once; more are
+// dropped, and their clients ask again when their timer runs out. Opening
+// an image's kernel waits for its build.
+const maxOpening = 32
+
+// Config sets up a Server. FS and Listen are required.
+type Config struct {
+	// FS is where files come from: the TFTP server's, so iPXE's fallback
+	// to plain TFTP for the same path gets the same bytes.
+	FS tftp.FileSystem
+	// Listen is the request socket's address: the server's IPv4 address
+	// and the MTFTP port (DefaultPort). The data socket binds the same
+	// address, on a port of the kernel's choosing.
+	Listen netip.AddrPort
+	// Group is where DATA goes; default DefaultGroup.
+	Group netip.AddrPort
+	// Interface sends to the group; nil leaves it to the routing table.
+	Interface *net.Interface
+	// TTL of DATA; default 1, the local segment.
+	TTL int
+	// Rate is the most the carousel sends, in bytes per second on the
+	// wire (mcast.WireOverhead counted); required.
+	Rate int64
+	// Now is the clock of ownership; default time.Now.
+	Now    func() time.Time
+	Logger *slog.Logger
+}
+
+// Stats are the Server's counters since it started.
+type Stats struct {
+	Bytes     uint64 // file bytes in DATA sent to the group
+	Datagrams uint64 // DATA datagrams sent
+	Cycles    uint64 // full cycles of a file sent
+	Requests  uint64 // RRQs received
+	Clients   uint64 // distinct client addresses that sent an RRQ
+	Errors    uint64 // ERRORs sent
+}
+
+// Server is an MTFTP responder. Grant may be called before Run.
+type Server struct {
+	cfg   Config
+	log   *slog.Logger
+	owner owner
+	kick  chan struct{}
+
+	mu      sync.Mutex
+	file    tftp.File // the carousel's file, open while it sends
+	path    string
+	car     carousel
+	askers  map[netip.Addr]bool // clients of the current run, for the log
+	clients map[netip.Addr]bool
+
+	bytes, datagrams, cycles, requests, errs atomic.Uint64
+}
+
+// New returns a Server for c.
+func New(c Config) *Server {
+	if !c.Group.IsValid() {
+		c.Group = DefaultGroup
+	}
+	if c.TTL == 0 {
+		c.TTL = 1
+	}
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+	log := c.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return &Server{cfg: c, log: log, owner: owner{now: c.Now}, kick: make(chan struct{}, 1),
+		clients: map[netip.Addr]bool{}}
+}
+
+// Grant says whether a script may name mtftp:// for path, a file of
+// size bytes (negative: not known yet; the RRQ checks it): true when path
+// owns the group now or the group is free, which makes path its owner. It
+// renews path's ownership, for Lapse.
+func (s *Server) Grant(path string, size int64) bool {
+	if size > MaxSize {
+		return false
+	}
+	return s.owner.grant(path)
+}
+
+// Stats returns the counters.
+func (s *Server) Stats() Stats {
+	s.mu.Lock()
+	clients := len(s.clients)
+	s.mu.Unlock()
+	return Stats{Bytes: s.bytes.Load(), Datagrams: s.datagrams.Load(), Cycles: s.cycles.Load(),
+		Requests: s.requests.Load(), Clients: uint64(clients), Errors: s.errs.Load()}
+}
+
+// Run serves until ctx ends; it fails if a socket cannot be opened or
+// fails.
+func (s *Server) Run(ctx context.Context) error {
+	req, err := net.ListenUDP("udp4", net.UDPAddrFromAddrPort(s.cfg.Listen))
+	if err != nil {
+		return fmt.Errorf("mtftp: listen on %v: %w (is the port taken? set multicast.mtftp_port, or multicast.mtftp: off)", s.cfg.Listen, err)
+	}
+	return s.Serve(ctx, req)
+}
+
+// Serve is Run on a request socket the caller opened; it closes req.
+func (s *Server) Serve(ctx context.Context, req *net.UDPConn) error {
+	defer req.Close()
+	data, err := s.dataSocket()
+	if err != nil {
+		return err
+	}
+	defer data.Close()
+	g, gctx := errgroup.WithContext(ctx)
+	go func() {
+		<-gctx.Done()
+		req.Close()
+		data.Close()
+	}()
+	g.Go(func() error { return s.readRequests(gctx, req, data) })
+	g.Go(func() error { return drain(gctx, data) })
+	g.Go(func() error { return s.send(gctx, data) })
+	err = g.Wait()
+	s.stop()
+	if ctx.Err() != nil {
+		return nil
+	}
+	return err
+}
+
+// dataSocket is the one source of every DATA and ERROR: iPXE takes the
+// first packet's source as its peer and drops packets from any other.
+func (s *Server) dataSocket() (*net.UDPConn, error) {
+	conn, err := net.ListenUDP("udp4", &net.UDPAddr{IP: s.cfg.Listen.Addr().AsSlice()})
+	if err != nil {
+		return nil, fmt.Errorf("mtftp: data socket on %v: %w", s.cfg.Listen.Addr(), err)
+	}
+	pc := ipv4.NewPacketConn(conn)
+	if err := pc.SetMulticastTTL(s.cfg.TTL); err != nil {
+		conn.Close()
+		return nil, fmt.Errorf("mtftp: multicast TTL %d: %w", s.cfg.TTL, err)
+	}
+	if s.cfg.Interface != nil {
+		if err := pc.SetMulticastInterface(s.cfg.Interface); err != nil {
+			conn.Close()
+			return nil, fmt.Errorf("mtftp: send the group out of %s: %w (set interface, or multicast.mtftp: off)", s.cfg.Interface.Name, err)
+		}
+	}
+	return conn, nil
+}
+
+// drain reads what clients send the data socket, ACKs of a client that
+// took itself for the master, and ignores it: the carousel needs none.
+func drain(ctx context.Context, conn *net.UDPConn) error {
+	b := make([]byte, 1500)
+	for {
+		if _, _, err := conn.ReadFromUDPAddrPort(b); err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			if isTransient(err) {
+				continue
+			}
+			return fmt.Errorf("mtftp: data socket: %w", err)
+		}
+	}
+}
+
+func (s *Server) readRequests(ctx context.Context, req, data *net.UDPConn) error {
+	sem := make(chan struct{}, maxOpening)
+	b := make([]byte, 1500)
+	for {
+		n, from, err := req.ReadFromUDPAddrPort(b)
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			if isTransient(err) {
+				continue
+			}
+			return fmt.Errorf("mtftp: request socket: %w", err)
+		}
+		s.requests.Add(1)
+		from = netip.AddrPortFrom(from.Addr().Unmap(), from.Port())
+		s.mu.Lock()
+		s.clients[from.Addr()] = true
+		s.mu.Unlock()
+		path, err := parseRRQ(b[:n])
+		if err != nil {
+			s.log.Debug("mtftp: request refused", "remote", from, "err", err)
+			s.sendError(data, from, tftp.ErrCodeIllegalOperation, err.Error())
+			continue
+		}
+		select {
+		case sem <- struct{}{}:
+			go func() {
+				defer func() { <-sem }()
+				s.request(data, from, path)
+			}()
+		default:
+			s.log.Warn("mtftp: too many requests at once; dropped one, the client will ask again", "remote", from, "file", path)
+		}
+	}
+}
+
+// request answers one RRQ: the owner's carousel owes a cycle, any other
+// file gets an ERROR.
+func (s *Server) request(data *net.UDPConn, from netip.AddrPort, path string) {
+	s.mu.Lock()
+	running := s.file != nil && s.path == path
+	s.mu.Unlock()
+	var f tftp.File
+	if !running {
+		var err error
+		if f, err = s.cfg.FS.Open(path); err != nil {
+			s.log.Warn("mtftp: file refused", "remote", from, "file", path, "err", err)
+			s.sendError(data, from, tftp.ErrCodeFileNotFound, "no such file: "+path)
+			return
+		}
+		if size := f.Size(); size > MaxSize {
+			f.Close()
+			s.sendError(data, from, tftp.ErrCodeAccessViolation,
+				fmt.Sprintf("%s is %d bytes; MTFTP sends at most %d; fetch it by TFTP or HTTP", path, size, MaxSize))
+			return
+		}
+	}
+	if !s.owner.grant(path) {
+		if f != nil {
+			f.Close()
+		}
+		s.sendError(data, from, tftp.ErrCodeAccessViolation, "the MTFTP group is sending another file; fetch "+path+" by TFTP or HTTP")
+		return
+	}
+	s.mu.Lock()
+	// grant refuses another file while the carousel runs, so a running
+	// carousel sends path.
+	if s.file == nil {
+		if f == nil { // its carousel stopped between the check and here
+			s.mu.Unlock()
+			s.request(data, from, path)
+			return
+		}
+		s.file, s.path, s.car, s.askers = f, path, newCarousel(f.Size()), map[netip.Addr]bool{}
+		f = nil
+		s.owner.sending(true)
+		s.log.Info(fmt.Sprintf("mtftp: sending %s to %v for 1 clients", path, s.cfg.Group), "file", path, "group", s.cfg.Group, "remote", from)
+	}
+	s.askers[from.Addr()] = true
+	s.car.want()
+	s.mu.Unlock()
+	if f != nil {
+		f.Close()
+	}
+	select {
+	case s.kick <- struct{}{}:
+	default:
+	}
+}
+
+// send runs the carousel whenever a cycle is owed.
+func (s *Server) send(ctx context.Context, conn *net.UDPConn) error {
+	pace := mcast.NewPacer(s.cfg.Rate, 16*(BlockSize+4+mcast.WireOverhead))
+	dst := net.UDPAddrFromAddrPort(s.cfg.Group)
+	pkt := make([]byte, 4+BlockSize)
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-s.kick:
+		}
+		for {
+			s.mu.Lock()
+			f, path := s.file, s.path
+			block, ok := 0, false
+			if f != nil {
+				block, ok = s.car.take()
+			}
+			if !ok {
+				// Stopped under the lock that took the last block, so an
+				// RRQ is either counted in this run or starts the next.
+				s.stopLocked()
+				s.mu.Unlock()
+				break
+			}
+			s.mu.Unlock()
+			n, err := f.ReadAt(pkt[4:], int64(block-1)*BlockSize)
+			if err != nil && !errors.Is(err, io.EOF) {
+				s.log.Error("mtftp: read failed; stopped sending it", "file", path, "block", block, "err", err)
+				s.stop()
+				break
+			}
+			pkt[0], pkt[1], pkt[2], pkt[3] = 0, byte(tftp.OpDATA), byte(block>>8), byte(block)
+			if err := pace.Wait(ctx, 4+n+mcast.WireOverhead); err != nil {
+				return nil
+			}
+			if _, err := conn.WriteToUDP(pkt[:4+n], dst); err != nil {
+				if ctx.Err() != nil {
+					return nil
+				}
+				if !isTransient(err) {
+					return fmt.Errorf("mtftp: send to %v: %w", dst, err)
+				}
+				continue
+			}
+			s.datagrams.Add(1)
+			s.bytes.Add(uint64(n))
+		}
+	}
+}
+
+// stop ends the carousel's run: its file is closed, and the group lapses
+// from now unless an RRQ renews it.
+func (s *Server) stop() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.stopLocked()
+}
+
+func (s *Server) stopLocked() {
+	if s.file == nil {
+		return
+	}
+	s.file.Close()
+	s.file = nil
+	s.cycles.Add(s.car.cycles)
+	s.owner.sending(false)
+	s.log.Info("mtftp: sent", "file", s.path, "group", s.cfg.Group, "clients", len(s.askers), "cycles", s.car.cycles)
+}
+
+func (s *Server) sendError(conn *net.UDPConn, to netip.AddrPort, code tftp.ErrorCode, msg string) {
+	e := tftp.Error{Code: code, Message: msg}
+	if _, err := conn.WriteToUDPAddrPort(e.Append(nil), to); err == nil {
+		s.errs.Add(1)
+	}
+}
+
+// isTransient is an error a UDP socket may report for one datagram that
+// does not break it: an ICMP error of an earlier one, a full buffer, or a
+// firewall dropping the group (EPERM), when clients time out and take
+// their fallback.
+func isTransient(err error) bool {
+	return errors.Is(err, syscall.ENOBUFS) || errors.Is(err, syscall.EAGAIN) || errors.Is(err, syscall.EPERM) ||
+		errors.Is(err, syscall.ECONNREFUSED)
+}
