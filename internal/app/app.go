@@ -130,7 +130,7 @@ func Run(ctx context.Context, c *config.Config, log *slog.Logger) error {
 		return err
 	}
 	if mt != nil {
-		hc.MTFTP = mt
+		hc.MTFTP, hc.Groups = mt, httpboot.NewGroupHealth()
 		if err := rec.Register(mtftpCollectors(mt)...); err != nil {
 			return err
 		}

@@ -2,6 +2,7 @@ package httpboot
 
 import (
 	"context"
+	"net"
 	"net/url"
 	"os"
 
@@ -22,8 +23,8 @@ type Granter interface {
 // mtftp puts mtftp://ServerIP/path ahead of the kernel's URLs, which stay
 // as its fallback, when the group is path's. Only the kernel: it is the
 // largest file, and one file at a time is all the group takes.
-func (s *server) mtftp(b ipxe.Boot, path string, size int64) ipxe.Boot {
-	if s.MTFTP == nil || !s.MTFTP.Grant(path, size) {
+func (s *server) mtftp(b ipxe.Boot, mac net.HardwareAddr, path string, size int64) ipxe.Boot {
+	if s.MTFTP == nil || s.Groups != nil && !s.Groups.Delivers(mac) || !s.MTFTP.Grant(path, size) {
 		return b
 	}
 	b.Kernel, b.KernelAlt = "mtftp://"+s.ServerIP+"/"+path, append([]string{b.Kernel}, b.KernelAlt...)

@@ -108,6 +108,9 @@ type Config struct {
 	// fetch the kernel by PXE MTFTP first (mtftp://ServerIP/PATH, PATH
 	// as GrubTFTP serves it), when it grants the group; nil names none.
 	MTFTP Granter
+	// Groups, when set, drops mtftp:// from the scripts of machines whose
+	// root proxies found the network dropping multicast (see GroupHealth).
+	Groups *GroupHealth
 	// DiskARM64 is the chain of arm64 UEFI HTTP Boot's disk images; zero
 	// serves none.
 	DiskARM64 DiskChain
@@ -293,7 +296,7 @@ func (s *server) boot(ctx context.Context, t machineview.Target, arch string) (i
 	q := "?mac=" + mp
 	if t.Spec.Root.Kernel == inventory.RootKernelImage {
 		b := s.spread(s.imageBoot(root, q, cmdline), t.Machine.MAC, root.SHA256, 0)
-		return s.mtftp(b, "images/"+root.SHA256+"/"+kernelFile, s.imageKernelSize(root.SHA256)), nil
+		return s.mtftp(b, t.Machine.MAC, "images/"+root.SHA256+"/"+kernelFile, s.imageKernelSize(root.SHA256)), nil
 	}
 	prof := s.BaseURL + "/profiles/" + url.PathEscape(t.Profile)
 	if arch != inventory.ArchX86_64 {
@@ -316,7 +319,7 @@ func (s *server) boot(ctx context.Context, t machineview.Target, arch string) (i
 		b = s.tftm(b, files, t.Profile, arch)
 	}
 	if vars.Root != "" && !isURL(files.Kernel) {
-		b = s.mtftp(b, profilePath(t.Profile, arch)+"/kernel", localFileSize(files.Kernel))
+		b = s.mtftp(b, t.Machine.MAC, profilePath(t.Profile, arch)+"/kernel", localFileSize(files.Kernel))
 	}
 	return b, nil
 }
@@ -473,6 +476,9 @@ func (s *server) milestone(w http.ResponseWriter, r *http.Request) {
 				http.Error(w, err.Error(), http.StatusBadRequest)
 				return
 			}
+		}
+		if s.Groups != nil {
+			s.Groups.Observe(mac, r.URL.Query())
 		}
 		io.WriteString(w, "ok\n")
 		return

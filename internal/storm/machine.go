@@ -147,6 +147,14 @@ func (m *machine) phases(ctx context.Context) error {
 		if err != nil {
 			return &phaseError{"nbd", fmt.Errorf("%s: %w", root, err)}
 		}
+		if ao.Milestones != "" && m.rep.Root != nil {
+			// The agent reports its root proxy's counters (its first report
+			// comes 5 s into a real boot, which the replay outruns); the
+			// server learns from them whether the network drops the group.
+			if _, _, err := f.get(ctx, ao.Milestones+"/"+agent.RootIOMilestone+"?"+agent.RootIOQuery(*m.rep.Root), 0); err != nil {
+				return &phaseError{"nbd", fmt.Errorf("root-io report: %w", err)}
+			}
+		}
 	}
 
 	done := cmdlineValue(kernel.Args, m.cfg.DoneParam)
