@@ -98,7 +98,11 @@ func TestSenderKeepsToItsRate(t *testing.T) {
 	if minTook := time.Duration((wire - burst) / rate * float64(time.Second)); took < minTook {
 		t.Fatalf("transfer took %v, the rate allows no less than %v", took, minTook)
 	}
-	if got < 0.7*rate {
+	// The floor catches a pacer that sleeps far too long (a unit or
+	// sign slip costs 8x or more), not a loaded machine's scheduling: with
+	// the e2e VMs of a parallel test run on the same 2 CPUs this transfer
+	// was measured at 0.38x its rate.
+	if got < 0.2*rate {
 		t.Fatalf("sent at %.2f MB/s, want near %.2f", got/1e6, rate/1e6)
 	}
 }
