@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs every Debian package the tests, demo and benchmarks need. Idempotent; run as root.
 set -euo pipefail
-PACKAGES="qemu-system-x86 gdb qemu-system-arm qemu-efi-aarch64 qemu-user-static qemu-utils ovmf ipxe ipxe-qemu busybox-static atftp tftp-hpa dnsmasq tshark iproute2 nftables curl cpio kmod xz-utils ca-certificates postgresql libnbd-bin chromium e2fsprogs nbdkit debootstrap fdisk xfsprogs btrfs-progs dosfstools mtools systemd adduser util-linux sqlite3 openssh-client openipmi"
+PACKAGES="qemu-system-x86 gdb qemu-system-arm qemu-efi-aarch64 qemu-user-static qemu-utils ovmf ipxe ipxe-qemu busybox-static atftp tftp-hpa dnsmasq tshark iproute2 nftables curl cpio kmod xz-utils ca-certificates postgresql libnbd-bin chromium e2fsprogs nbdkit debootstrap fdisk xfsprogs btrfs-progs dosfstools mtools systemd adduser util-linux sqlite3 openssh-client openipmi systemd-boot-efi"
 missing=""
 for p in $PACKAGES; do
   dpkg -s "$p" >/dev/null 2>&1 || missing="$missing $p"

@@ -3,11 +3,9 @@ package blockset
 import (
 	"cmp"
 	"errors"
-	"fmt"
+	"github.com/bootfleet/bootfleet/internal/testutil"
 	"math"
 	"math/rand/v2"
-	"os"
-	"path/filepath"
 	"slices"
 	"testing"
 )
@@ -161,21 +159,5 @@ func TestWriteSeeds(t *testing.T) {
 		"bitmap":     every3rd.Append(nil, 12),
 		"top-blocks": setOf(Extent{math.MaxUint64 - 9, 8}).Append(nil, 30),
 	}
-	dir := filepath.Join("testdata", "fuzz", "FuzzParse")
-	for name, b := range seeds {
-		want := fmt.Sprintf("go test fuzz v1\n[]byte(%q)\n", b)
-		path := filepath.Join(dir, name)
-		if os.Getenv("UPDATE_TESTDATA") == "1" {
-			if err := os.MkdirAll(dir, 0o755); err != nil {
-				t.Fatal(err)
-			}
-			if err := os.WriteFile(path, []byte(want), 0o644); err != nil {
-				t.Fatal(err)
-			}
-			continue
-		}
-		if got, err := os.ReadFile(path); err != nil || string(got) != want {
-			t.Fatalf("seed %s is missing or stale (%v); UPDATE_TESTDATA=1 rewrites it", path, err)
-		}
-	}
+	testutil.FuzzSeeds(t, "FuzzParse", seeds)
 }

@@ -2,10 +2,8 @@ package chunkwire
 
 import (
 	"bytes"
-	"fmt"
+	"github.com/bootfleet/bootfleet/internal/testutil"
 	"net/netip"
-	"os"
-	"path/filepath"
 	"testing"
 )
 
@@ -110,28 +108,7 @@ func seedDatagrams() map[string]map[string][]byte {
 // otherwise checks that the committed corpus holds every seed, so a change
 // of the wire format cannot leave the fuzzers starting from stale bytes.
 func TestWriteSeeds(t *testing.T) {
-	update := os.Getenv("UPDATE_TESTDATA") == "1"
 	for target, seeds := range seedDatagrams() {
-		dir := filepath.Join("testdata", "fuzz", target)
-		for name, b := range seeds {
-			want := fmt.Sprintf("go test fuzz v1\n[]byte(%q)\n", b)
-			path := filepath.Join(dir, name)
-			if update {
-				if err := os.MkdirAll(dir, 0o755); err != nil {
-					t.Fatal(err)
-				}
-				if err := os.WriteFile(path, []byte(want), 0o644); err != nil {
-					t.Fatal(err)
-				}
-				continue
-			}
-			got, err := os.ReadFile(path)
-			if err != nil {
-				t.Fatalf("seed %s: %v (UPDATE_TESTDATA=1 writes it)", path, err)
-			}
-			if string(got) != want {
-				t.Fatalf("seed %s is stale; UPDATE_TESTDATA=1 rewrites it", path)
-			}
-		}
+		testutil.FuzzSeeds(t, target, seeds)
 	}
 }
