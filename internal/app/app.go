@@ -124,6 +124,7 @@ func Run(ctx context.Context, c *config.Config, log *slog.Logger) error {
 		IdentityURL: baseURL + identitysvc.Path, TFTM: c.TFTP.Multicast != "" && c.TFTP.Listen != "off",
 		DiskARM64: httpboot.DiskChain{Shim: c.SecureBoot.ShimARM64, Grub: c.SecureBoot.GrubARM64Disk},
 	}
+	hc.UKIs = newUKIs(c, log)
 	tfs := tftpFS(c, roots, hc)
 	mt, err := newMTFTP(c, mc, tfs, log)
 	if err != nil {

@@ -3,13 +3,16 @@ package app
 import (
 	"log/slog"
 	"net/netip"
+	"path/filepath"
 
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/bootfleet/bootfleet/internal/config"
 	"github.com/bootfleet/bootfleet/internal/diskless"
+	"github.com/bootfleet/bootfleet/internal/httpboot"
 	"github.com/bootfleet/bootfleet/internal/mtftp"
 	"github.com/bootfleet/bootfleet/internal/tftp"
+	"github.com/bootfleet/bootfleet/internal/ukicache"
 )
 
 // newMTFTP is the PXE MTFTP responder for kernels of diskless profiles:
@@ -27,6 +30,21 @@ func newMTFTP(c *config.Config, mc *diskless.Multicast, fs tftp.FileSystem, log 
 	}
 	return mtftp.New(mtftp.Config{FS: fs, Listen: netip.AddrPortFrom(mc.Listen.Addr(), uint16(c.Multicast.MTFTPPort)),
 		Group: group, Interface: mc.Interface, TTL: mc.TTL, Rate: mc.Rate, Logger: log}), nil
+}
+
+// newUKIs is the cache of unified kernel images that UEFI machines take
+// by mtftp://, under DATA/uki: nil (the kernel alone by MTFTP) when MTFTP
+// is off or multicast.uki_stub is missing, which is logged once here.
+func newUKIs(c *config.Config, log *slog.Logger) httpboot.UKIs {
+	if !c.Multicast.MTFTPOn() || c.TFTP.Listen == "off" {
+		return nil
+	}
+	u := ukicache.New(filepath.Join(c.Data, "uki"), c.Multicast.UKIStub, log)
+	if err := u.Stub(); err != nil {
+		log.Warn("no unified kernel images: UEFI machines take only the kernel by mtftp://, the initrds by HTTP", "err", err)
+		return nil
+	}
+	return u
 }
 
 // mtftpCollectors are the responder's series for /metrics.

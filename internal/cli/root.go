@@ -93,6 +93,11 @@ func checkCmd() *cobra.Command {
 			if c.Multicast.MTFTPOn() && c.TFTP.Listen != "off" {
 				fmt.Fprintf(cmd.OutOrStdout(), "mtftp: kernels of diskless profiles by mtftp:// first (requests on port %d, DATA to %s, one kernel at a time; multicast.mtftp: off to stop)\n",
 					c.Multicast.MTFTPPort, c.Multicast.MTFTPGroup)
+				if st, err := os.Stat(c.Multicast.UKIStub); err == nil && st.Mode().IsRegular() {
+					fmt.Fprintf(cmd.OutOrStdout(), "mtftp: UEFI machines take kernel and initrds as one unified kernel image by mtftp://, built with %s\n", c.Multicast.UKIStub)
+				} else {
+					fmt.Fprintf(cmd.OutOrStdout(), "mtftp: no systemd-stub at %s (multicast.uki_stub; Debian: apt install systemd-boot-efi): UEFI machines take only the kernel by mtftp://, the initrds by HTTP\n", c.Multicast.UKIStub)
+				}
 			}
 			fmt.Fprintln(cmd.OutOrStdout(), path+": ok")
 			return nil

@@ -47,10 +47,21 @@ type Multicast struct {
 	// 239.255.1.1:3001, the only one iPXE listens on (built in); in
 	// 239.0.0.0/8 unless AllowGlobalGroups.
 	MTFTPGroup string `yaml:"mtftp_group"`
+	// UKIStub is systemd-stub, from which the server builds a unified
+	// kernel image (kernel and initrds in one EFI file, package ukicache)
+	// that UEFI machines of x86_64 diskless profiles fetch by mtftp:// in
+	// place of the kernel. Default
+	// /usr/lib/systemd/boot/efi/linuxx64.efi.stub (Debian's
+	// systemd-boot-efi); when the file is missing, the kernel alone goes
+	// by MTFTP.
+	UKIStub string `yaml:"uki_stub"`
 }
 
 // DefaultMTFTPGroup is where every iPXE listens for mtftp:// DATA.
 const DefaultMTFTPGroup = "239.255.1.1:3001"
+
+// DefaultUKIStub is where Debian's systemd-boot-efi puts the x86_64 stub.
+const DefaultUKIStub = "/usr/lib/systemd/boot/efi/linuxx64.efi.stub"
 
 // MTFTPOn says whether kernels go by PXE MTFTP; the server also needs
 // TFTP on (iPXE falls back to it) and an IPv4 address.
@@ -95,6 +106,9 @@ func (m *Multicast) applyDefaults() {
 	}
 	if m.MTFTPGroup == "" {
 		m.MTFTPGroup = DefaultMTFTPGroup
+	}
+	if m.UKIStub == "" {
+		m.UKIStub = DefaultUKIStub
 	}
 }
 

@@ -6,6 +6,7 @@ package durable
 import (
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 )
@@ -14,13 +15,22 @@ import (
 // directory is written and fsynced, renamed over path, and the directory
 // is fsynced. The file gets exactly mode perm.
 func WriteFile(path string, data []byte, perm os.FileMode) error {
+	return WriteWith(path, perm, func(w io.Writer) error {
+		_, err := w.Write(data)
+		return err
+	})
+}
+
+// WriteWith is WriteFile of what write writes, for content too large to
+// hold in memory; when write fails, path is left as it was.
+func WriteWith(path string, perm os.FileMode, write func(io.Writer) error) error {
 	dir := filepath.Dir(path)
 	tmp, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp*")
 	if err != nil {
 		return fmt.Errorf("write %s: %w", path, err)
 	}
 	defer os.Remove(tmp.Name()) // a no-op after the rename
-	_, werr := tmp.Write(data)
+	werr := write(tmp)
 	perr := tmp.Chmod(perm)
 	serr := tmp.Sync()
 	cerr := tmp.Close()

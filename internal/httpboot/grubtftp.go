@@ -58,8 +58,12 @@ func (g grubTFTP) Open(name string) (tftp.File, error) {
 		return g.config(parts[1], inventory.ArchARM64)
 	case len(parts) == 4 && parts[0] == "grub" && parts[2] == "milestone":
 		return g.milestone(parts[1], parts[3])
+	case len(parts) == 3 && parts[0] == "profiles" && parts[2] == ukiFile:
+		return g.uki(parts[1], "")
 	case len(parts) >= 3 && parts[0] == "profiles":
 		return g.profileFile(parts[1:])
+	case len(parts) == 3 && parts[0] == "images" && parts[2] == ukiFile:
+		return g.uki("", parts[1])
 	case len(parts) == 3 && parts[0] == "images" && (parts[2] == kernelFile || parts[2] == initrdFile) && g.s.Kernels != nil:
 		return g.imageFile(parts[1], parts[2])
 	}
@@ -160,6 +164,22 @@ func (g grubTFTP) imageFile(sha, file string) (tftp.File, error) {
 	if err != nil {
 		f.Close()
 		return nil, fmt.Errorf("image %.12s %s: %w", sha, file, err)
+	}
+	return sizedFile{File: f, size: st.Size()}, nil
+}
+
+// uki opens a profile's or an image's boot.efi; the first open of one
+// waits for its build.
+func (g grubTFTP) uki(profile, sha string) (tftp.File, error) {
+	f, err := g.s.openUKI(context.Background(), profile, sha)
+	if err != nil {
+		g.s.log.Warn("unified kernel image refused", "profile", profile, "sha256", sha, "via", "tftp", "err", err)
+		return nil, err
+	}
+	st, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return nil, fmt.Errorf("%s: %w", ukiFile, err)
 	}
 	return sizedFile{File: f, size: st.Size()}, nil
 }

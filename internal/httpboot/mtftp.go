@@ -2,12 +2,10 @@ package httpboot
 
 import (
 	"context"
-	"net"
 	"net/url"
 	"os"
 
 	"github.com/bootfleet/bootfleet/internal/inventory"
-	"github.com/bootfleet/bootfleet/internal/ipxe"
 )
 
 // Granter hands out the PXE MTFTP group, which carries one file at a
@@ -18,17 +16,6 @@ type Granter interface {
 	// serves it), of size bytes (negative: not known yet), and renews
 	// path's hold on the group if so.
 	Grant(path string, size int64) bool
-}
-
-// mtftp puts mtftp://ServerIP/path ahead of the kernel's URLs, which stay
-// as its fallback, when the group is path's. Only the kernel: it is the
-// largest file, and one file at a time is all the group takes.
-func (s *server) mtftp(b ipxe.Boot, mac net.HardwareAddr, path string, size int64) ipxe.Boot {
-	if s.MTFTP == nil || s.Groups != nil && !s.Groups.Delivers(mac) || !s.MTFTP.Grant(path, size) {
-		return b
-	}
-	b.Kernel, b.KernelAlt = "mtftp://"+s.ServerIP+"/"+path, append([]string{b.Kernel}, b.KernelAlt...)
-	return b
 }
 
 // profilePath is where a profile's files for arch sit, over HTTP and

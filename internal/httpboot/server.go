@@ -111,6 +111,10 @@ type Config struct {
 	// Groups, when set, drops mtftp:// from the scripts of machines whose
 	// root proxies found the network dropping multicast (see GroupHealth).
 	Groups *GroupHealth
+	// UKIs, when set with MTFTP, builds the unified kernel image that
+	// UEFI machines of x86_64 diskless profiles fetch by mtftp:// in
+	// place of kernel and initrds; nil sends the kernel alone.
+	UKIs UKIs
 	// DiskARM64 is the chain of arm64 UEFI HTTP Boot's disk images; zero
 	// serves none.
 	DiskARM64 DiskChain
@@ -140,6 +144,8 @@ func New(c Config) http.Handler {
 		mux.HandleFunc("GET "+dir+"kernel", s.profileFile(arch))
 		mux.HandleFunc("GET "+dir+"initrd/{i}/{base}", s.profileFile(arch))
 	}
+	mux.HandleFunc("GET /profiles/{name}/"+ukiFile, s.ukiHTTP)
+	mux.HandleFunc("GET /images/{sha}/"+ukiFile, s.ukiHTTP)
 	mux.HandleFunc("GET /images/{sha}/"+kernelFile, s.imageFile(kernelFile))
 	mux.HandleFunc("GET /images/{sha}/"+initrdFile, s.imageFile(initrdFile))
 	mux.HandleFunc("GET /files/{path...}", s.file)
@@ -296,7 +302,7 @@ func (s *server) boot(ctx context.Context, t machineview.Target, arch string) (i
 	q := "?mac=" + mp
 	if t.Spec.Root.Kernel == inventory.RootKernelImage {
 		b := s.spread(s.imageBoot(root, q, cmdline), t.Machine.MAC, root.SHA256, 0)
-		return s.mtftp(b, t.Machine.MAC, "images/"+root.SHA256+"/"+kernelFile, s.imageKernelSize(root.SHA256)), nil
+		return s.mtftp(b, t.Machine.MAC, "images/"+root.SHA256, kernelFile, s.imageKernelSize(root.SHA256), s.imageUKI(ctx, root.SHA256, false)), nil
 	}
 	prof := s.BaseURL + "/profiles/" + url.PathEscape(t.Profile)
 	if arch != inventory.ArchX86_64 {
@@ -319,7 +325,11 @@ func (s *server) boot(ctx context.Context, t machineview.Target, arch string) (i
 		b = s.tftm(b, files, t.Profile, arch)
 	}
 	if vars.Root != "" && !isURL(files.Kernel) {
-		b = s.mtftp(b, t.Machine.MAC, profilePath(t.Profile, arch)+"/kernel", localFileSize(files.Kernel))
+		in := localUKI(files)
+		if arch != inventory.ArchX86_64 {
+			in = func() (string, []string, bool) { return "", nil, false }
+		}
+		b = s.mtftp(b, t.Machine.MAC, profilePath(t.Profile, arch), "kernel", localFileSize(files.Kernel), in)
 	}
 	return b, nil
 }

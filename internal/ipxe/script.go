@@ -56,6 +56,10 @@ type Boot struct {
 	KernelAlt []string // the kernel on other servers, tried in order when Kernel fails
 	Initrds   []Initrd
 	Cmdline   string // already rendered
+	// UKI, if set, is the URL of a unified kernel image of Kernel and
+	// Initrds (package uki) that UEFI machines load first, alone: see
+	// Script.
+	UKI string
 }
 
 // Script renders an iPXE script that loads the kernel and initrds and boots.
@@ -68,6 +72,14 @@ type Boot struct {
 // || only when the one before failed). On failure of every alternative
 // the script waits and retries rather than dropping to a shell nobody
 // watches.
+//
+// With a UKI, a UEFI iPXE (${platform} efi) loads it with the command line
+// and boots it, and nothing else: systemd-stub hands the kernel its
+// .initrd itself, an initrd loaded beside it would make a newer iPXE
+// offer a second LINUX_INITRD_MEDIA device that stub 252 refuses, and
+// initrd= would name a file the kernel never gets. BIOS, and a UEFI
+// machine whose UKI fetch or boot fails, go on to the kernel and initrds
+// after freeing what the UKI attempt left loaded.
 func Script(b Boot) string {
 	names := initrdNames(b.Initrds)
 	var args []string
@@ -80,6 +92,13 @@ func Script(b Boot) string {
 	var s strings.Builder
 	s.WriteString("#!ipxe\n")
 	s.WriteString(":start\n")
+	if b.UKI != "" {
+		s.WriteString("iseq ${platform} efi || goto plain\n")
+		fmt.Fprintf(&s, "kernel %s || goto plain\n", strings.Join(append([]string{b.UKI}, withoutInitrd(b.Cmdline)...), " "))
+		s.WriteString("boot || goto plain\n")
+		s.WriteString(":plain\n")
+		s.WriteString("imgfree\n")
+	}
 	line := strings.Join(args, " ")
 	for _, u := range append([]string{b.Kernel}, b.KernelAlt...) {
 		fmt.Fprintf(&s, "kernel %s %s || ", u, line)
@@ -97,6 +116,18 @@ func Script(b Boot) string {
 	s.WriteString("sleep 5\n")
 	s.WriteString("goto start\n")
 	return s.String()
+}
+
+// withoutInitrd is cmdline's words less initrd=: a UKI's initrd is its
+// own, never a file named on the command line.
+func withoutInitrd(cmdline string) []string {
+	var words []string
+	for _, w := range strings.Fields(cmdline) {
+		if !strings.HasPrefix(w, "initrd=") {
+			words = append(words, w)
+		}
+	}
+	return words
 }
 
 // initrdNames gives each initrd a distinct name made only of characters

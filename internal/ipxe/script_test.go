@@ -64,6 +64,15 @@ func TestScriptGolden(t *testing.T) {
 				Alt: []string{"http://10.0.0.1:8080/profiles/linux/initrd/0/initrd.img?mac=52-54-00-12-34-56"}}},
 			Cmdline: "console=ttyS0",
 		}},
+		// UEFI takes the UKI by MTFTP, without initrd=; BIOS, and UEFI
+		// when the UKI fails, the kernel and initrd by HTTP.
+		{"uki", Boot{
+			UKI:     "mtftp://10.0.0.1/profiles/linux/boot.efi",
+			Kernel:  "http://10.0.0.1:8080/profiles/linux/kernel?mac=52-54-00-12-34-56",
+			Initrds: []Initrd{{URL: "http://10.0.0.1:8080/profiles/linux/initrd/0/initrd.img?mac=52-54-00-12-34-56", Name: "initrd.img"}},
+			Cmdline: "console=ttyS0 initrd=x.img bootfleet.root=nbd:10.0.0.1:10809:x",
+		}},
+		{"uki-no-cmdline", Boot{UKI: "mtftp://10.0.0.1/images/ab/boot.efi", Kernel: "http://10.0.0.1:8080/images/ab/vmlinuz"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
