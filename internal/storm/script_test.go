@@ -117,20 +117,30 @@ func TestParseRenderedScripts(t *testing.T) {
 		}
 		return string(b)
 	}
+	efi := map[string]string{"platform": "efi"}
 	tests := []struct {
 		name   string
 		script string
+		vars   map[string]string
 		want   Script
 	}{
-		{"one-initrd.ipxe", golden("one-initrd.ipxe"), Script{
+		// A UEFI iPXE takes the UKI alone, without initrd=; BIOS skips to
+		// the plain lines.
+		{"uki.ipxe on efi", golden("uki.ipxe"), efi, Script{
+			Kernel: Image{Name: "boot.efi", URL: "mtftp://10.0.0.1/profiles/linux/boot.efi", Args: "console=ttyS0 bootfleet.root=nbd:10.0.0.1:10809:x"}}},
+		{"uki.ipxe on bios", golden("uki.ipxe"), map[string]string{"platform": "pcbios"}, Script{
+			Kernel: Image{Name: "kernel", URL: "http://10.0.0.1:8080/profiles/linux/kernel?mac=52-54-00-12-34-56",
+				Args: "initrd=initrd.img console=ttyS0 initrd=x.img bootfleet.root=nbd:10.0.0.1:10809:x"},
+			Initrds: []Image{{Name: "initrd.img", URL: "http://10.0.0.1:8080/profiles/linux/initrd/0/initrd.img?mac=52-54-00-12-34-56"}}}},
+		{"one-initrd.ipxe", golden("one-initrd.ipxe"), nil, Script{
 			Kernel: Image{Name: "kernel", URL: "http://10.0.0.1:8080/profiles/linux/kernel?mac=52-54-00-12-34-56",
 				Args: "initrd=initrd.img console=ttyS0 done=http://10.0.0.1:8080/done/52-54-00-12-34-56"},
 			Initrds: []Image{{Name: "initrd.img", URL: "http://10.0.0.1:8080/profiles/linux/initrd/0/initrd.img?mac=52-54-00-12-34-56"}}}},
-		{"no-initrd.ipxe", golden("no-initrd.ipxe"), Script{
+		{"no-initrd.ipxe", golden("no-initrd.ipxe"), nil, Script{
 			Kernel: Image{Name: "vmlinuz", URL: "http://mirror/vmlinuz", Args: "quiet"}}},
 		// The third URL has a blank that bootfleet does not quote: iPXE,
 		// and so this parser, take "ird$name" as an argument.
-		{"duplicate-names.ipxe", golden("duplicate-names.ipxe"), Script{
+		{"duplicate-names.ipxe", golden("duplicate-names.ipxe"), nil, Script{
 			Kernel: Image{Name: "vmlinuz", URL: "http://mirror/vmlinuz", Args: "initrd=initrd.img initrd=1-initrd.img initrd=we_ird_name"},
 			Initrds: []Image{
 				{Name: "initrd.img", URL: "http://a/initrd.img"},
@@ -140,7 +150,7 @@ func TestParseRenderedScripts(t *testing.T) {
 			Kernel:  "http://10.0.0.1:8080/profiles/lab/kernel?mac=52-54-00-00-00-01",
 			Initrds: []ipxe.Initrd{{URL: "http://10.0.0.1:8080/profiles/lab/initrd/0/bootfleet-initrd.img?mac=52-54-00-00-00-01"}},
 			Cmdline: "console=ttyS0 done=http://10.0.0.1:8080/done/52-54-00-00-00-01 bootfleet.root=nbd:10.0.0.1:10809:m-52-54-00-00-00-01-s3cret",
-		}), Script{
+		}), nil, Script{
 			Kernel: Image{Name: "kernel", URL: "http://10.0.0.1:8080/profiles/lab/kernel?mac=52-54-00-00-00-01",
 				Args: "initrd=bootfleet-initrd.img console=ttyS0 done=http://10.0.0.1:8080/done/52-54-00-00-00-01 bootfleet.root=nbd:10.0.0.1:10809:m-52-54-00-00-00-01-s3cret"},
 			Initrds: []Image{{Name: "bootfleet-initrd.img", URL: "http://10.0.0.1:8080/profiles/lab/initrd/0/bootfleet-initrd.img?mac=52-54-00-00-00-01"}}}},
@@ -149,7 +159,7 @@ func TestParseRenderedScripts(t *testing.T) {
 			KernelAlt: []string{"http://10.0.0.1:8080/profiles/lab/kernel"},
 			Initrds:   []ipxe.Initrd{{URL: "http://10.0.0.1:8080/rd.img", Alt: []string{"http://10.0.0.2:8080/rd.img"}}},
 			Cmdline:   "quiet",
-		}), Script{
+		}), nil, Script{
 			Kernel: Image{Name: "kernel", URL: "mtftp://10.0.0.1/profiles/lab/kernel", Args: "initrd=rd.img quiet",
 				Alt: []Image{{Name: "kernel", URL: "http://10.0.0.1:8080/profiles/lab/kernel", Args: "initrd=rd.img quiet"}}},
 			Initrds: []Image{{Name: "rd.img", URL: "http://10.0.0.1:8080/rd.img",
@@ -157,7 +167,7 @@ func TestParseRenderedScripts(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got, err := ParseScript(tt.script, mustURL(t, "http://10.0.0.1:8080/ipxe/52-54-00-12-34-56"), nil)
+			got, err := ParseScript(tt.script, mustURL(t, "http://10.0.0.1:8080/ipxe/52-54-00-12-34-56"), tt.vars)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -169,7 +179,7 @@ func TestParseRenderedScripts(t *testing.T) {
 }
 
 func FuzzParseScript(f *testing.F) {
-	for _, name := range []string{"one-initrd.ipxe", "no-initrd.ipxe", "duplicate-names.ipxe"} {
+	for _, name := range []string{"one-initrd.ipxe", "no-initrd.ipxe", "duplicate-names.ipxe", "uki.ipxe"} {
 		b, err := os.ReadFile(filepath.Join("..", "ipxe", "testdata", name))
 		if err != nil {
 			f.Fatal(err)
