@@ -39,7 +39,28 @@ func (c serverCounters) minus(o serverCounters) serverCounters {
 // counters reads them inside the LAN.
 func (d *debianServer) counters(t *testing.T) serverCounters {
 	t.Helper()
-	resp, err := d.lan.httpClient(10 * time.Second).Get("http://" + serverIP + ":8080/metrics")
+	sum := scrape(t, d.lan)
+	tx, err := strconv.ParseFloat(strings.TrimSpace(d.lan.out(t, "cat", "/sys/class/net/"+bridge+"/statistics/tx_bytes")), 64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return serverCounters{
+		nbdRead:       sum("bootfleet_nbd_bytes_total", "direction", "read"),
+		mcastSent:     sum("bootfleet_multicast_sent_bytes_total"),
+		mcastAgain:    sum("bootfleet_multicast_again_bytes_total"),
+		files:         sum("bootfleet_transfer_bytes_total"),
+		nbdSessions:   sum("bootfleet_nbd_sessions_total"),
+		txBytes:       tx,
+		mtftpSent:     sum("bootfleet_mtftp_sent_bytes_total"),
+		mtftpRequests: sum("bootfleet_mtftp_requests_total"),
+	}
+}
+
+// scrape reads the server's /metrics inside lan and returns the sum
+// of one counter's series, those with the given label pairs if any.
+func scrape(t *testing.T, lan *netns) func(name string, labels ...string) float64 {
+	t.Helper()
+	resp, err := lan.httpClient(10 * time.Second).Get("http://" + serverIP + ":8080/metrics")
 	if err != nil {
 		t.Fatalf("GET /metrics: %v", err)
 	}
@@ -50,7 +71,7 @@ func (d *debianServer) counters(t *testing.T) serverCounters {
 	if err != nil {
 		t.Fatalf("/metrics: %v", err)
 	}
-	sum := func(name string, labels ...string) float64 {
+	return func(name string, labels ...string) float64 {
 		var v float64
 		f := fams[name]
 		if f == nil {
@@ -70,20 +91,6 @@ func (d *debianServer) counters(t *testing.T) serverCounters {
 			v += m.Counter.GetValue()
 		}
 		return v
-	}
-	tx, err := strconv.ParseFloat(strings.TrimSpace(d.lan.out(t, "cat", "/sys/class/net/"+bridge+"/statistics/tx_bytes")), 64)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return serverCounters{
-		nbdRead:       sum("bootfleet_nbd_bytes_total", "direction", "read"),
-		mcastSent:     sum("bootfleet_multicast_sent_bytes_total"),
-		mcastAgain:    sum("bootfleet_multicast_again_bytes_total"),
-		files:         sum("bootfleet_transfer_bytes_total"),
-		nbdSessions:   sum("bootfleet_nbd_sessions_total"),
-		txBytes:       tx,
-		mtftpSent:     sum("bootfleet_mtftp_sent_bytes_total"),
-		mtftpRequests: sum("bootfleet_mtftp_requests_total"),
 	}
 }
 

@@ -15,11 +15,17 @@ func (d *debianServer) logLen() int {
 // since line from: over HTTP (the profile's file, named by its local
 // path) and over TFTP (its profiles/ path, iPXE's fallback from mtftp://).
 func (d *debianServer) kernelFetches(from int) (http, tftp int) {
-	lines, _ := d.server.out.snapshotAll()
+	return kernelFetches(d.server, from, d.vmlinuz)
+}
+
+// kernelFetches is what server logged of kernel, a local path, by HTTP
+// and of any profile's kernel by TFTP, since line from.
+func kernelFetches(server *proc, from int, kernel string) (http, tftp int) {
+	lines, _ := server.out.snapshotAll()
 	for _, l := range lines[from:] {
 		kv := parseLogfmt(l)
 		switch {
-		case kv["msg"] == "file sent" && kv["file"] == d.vmlinuz:
+		case kv["msg"] == "file sent" && kv["file"] == kernel:
 			http++
 		case kv["msg"] == "tftp transfer done" && strings.HasSuffix(kv["file"], "/kernel"):
 			tftp++
