@@ -29,15 +29,29 @@ const NameEvery = 250 * time.Millisecond
 // next; a guest under TCG answers within about a second.
 const Silence = 2 * time.Second
 
+// MaxRenames is how many unicast copies in a row a master may need
+// (NameEvery apart, no ACK between) while its first gap stays put. A
+// master that only ACKs the copies gets nothing from the group: a switch
+// that does not forward it to iPXE, which sends no IGMP report. It is
+// dropped, so its iPXE falls back to plain TFTP, and the server names the
+// group in no script for StallHold.
+const MaxRenames = 8
+
+// StallHold is how long scripts name no mtftp:// after a master stalled.
+const StallHold = 10 * time.Minute
+
 // masters is the clients of the carousel's file not yet known to hold
 // it, in the order they asked; the first is the master client.
 type masters struct {
-	queue  []netip.AddrPort
-	since  time.Time // when the head became the head
-	named  time.Time // when the head was last sent a unicast copy
-	ackAt  time.Time // the head's latest ACK
-	gap    int       // the head's first missing block, from that ACK; 0 before one
-	wholes uint64    // masters that ACKed the whole file
+	queue    []netip.AddrPort
+	since    time.Time // when the head became the head
+	named    time.Time // when the head was last sent a unicast copy
+	ackAt    time.Time // the head's latest ACK
+	gap      int       // the head's first missing block, from that ACK; 0 before one
+	renames  int       // copies the head needed since the group moved its gap
+	gapNamed int       // the head's gap when it was last sent a copy
+	wholes   uint64    // masters that ACKed the whole file
+	stalls   uint64    // masters dropped for MaxRenames copies without progress
 }
 
 // add queues a client that asked; an address already queued takes the
@@ -59,7 +73,7 @@ func (m *masters) add(from netip.AddrPort, now time.Time) {
 }
 
 func (m *masters) promote(now time.Time) {
-	m.since, m.named, m.ackAt, m.gap = now, time.Time{}, time.Time{}, 0
+	m.since, m.named, m.ackAt, m.gap, m.renames, m.gapNamed = now, time.Time{}, time.Time{}, 0, 0, 0
 }
 
 func (m *masters) pop(now time.Time) {
@@ -79,6 +93,11 @@ func (m *masters) ack(from netip.AddrPort, block, blocks int, now time.Time) {
 		m.pop(now)
 		return
 	}
+	// A copy of its first missing block moves the gap by one; more than
+	// that, the group brought the blocks after it.
+	if block+1 > m.gapNamed+1 {
+		m.renames = 0
+	}
 	m.ackAt, m.gap = now, block+1
 }
 
@@ -90,7 +109,14 @@ func (m *masters) unicast(now time.Time) (netip.AddrPort, bool) {
 	if len(m.queue) == 0 || now.Sub(m.ackAt) < NameEvery || now.Sub(m.named) < NameEvery {
 		return netip.AddrPort{}, false
 	}
-	m.named = now
+	if !m.named.IsZero() {
+		if m.renames++; m.renames > MaxRenames {
+			m.stalls++
+			m.pop(now)
+			return m.unicast(now)
+		}
+	}
+	m.named, m.gapNamed = now, m.gap
 	return m.queue[0], true
 }
 

@@ -64,6 +64,7 @@ type Stats struct {
 	Clients   uint64 // distinct client addresses that sent an RRQ
 	Errors    uint64 // ERRORs sent
 	Unicasts  uint64 // DATA copies sent to a client to make it the master
+	Stalls    uint64 // masters that got nothing from the group (MaxRenames)
 }
 
 // Server is an MTFTP responder. Grant may be called before Run.
@@ -77,11 +78,15 @@ type Server struct {
 	file    tftp.File // the carousel's file, open while it sends
 	path    string
 	car     carousel
-	masters masters             // clients of the run not known to hold the file; the first ACKs
-	askers  map[netip.Addr]bool // clients of the current run, for the log
-	clients map[netip.Addr]bool
+	masters masters // clients of the run not known to hold the file; the first ACKs
+	// stalledAt is when a master last stalled (MaxRenames): the group
+	// does not reach iPXE here, and Grant refuses for StallHold.
+	stalledAt time.Time
+	runStalls uint64              // masters.stalls of this run already logged
+	askers    map[netip.Addr]bool // clients of the current run, for the log
+	clients   map[netip.Addr]bool
 
-	bytes, datagrams, cycles, requests, errs, unicasts atomic.Uint64
+	bytes, datagrams, cycles, requests, errs, unicasts, stallCount atomic.Uint64
 }
 
 // New returns a Server for c.
@@ -111,6 +116,12 @@ func (s *Server) Grant(path string, size int64) bool {
 	if size > MaxSize {
 		return false
 	}
+	s.mu.Lock()
+	stalled := !s.stalledAt.IsZero() && s.cfg.Now().Sub(s.stalledAt) < StallHold
+	s.mu.Unlock()
+	if stalled {
+		return false
+	}
 	return s.owner.grant(path)
 }
 
@@ -120,7 +131,8 @@ func (s *Server) Stats() Stats {
 	clients := len(s.clients)
 	s.mu.Unlock()
 	return Stats{Bytes: s.bytes.Load(), Datagrams: s.datagrams.Load(), Cycles: s.cycles.Load(),
-		Requests: s.requests.Load(), Clients: uint64(clients), Errors: s.errs.Load(), Unicasts: s.unicasts.Load()}
+		Requests: s.requests.Load(), Clients: uint64(clients), Errors: s.errs.Load(), Unicasts: s.unicasts.Load(),
+		Stalls: s.stallCount.Load()}
 }
 
 // Run serves until ctx ends; it fails if a socket cannot be opened or
@@ -283,7 +295,7 @@ func (s *Server) request(data *net.UDPConn, from netip.AddrPort, path string) {
 			s.request(data, from, path)
 			return
 		}
-		s.file, s.path, s.car, s.askers, s.masters = f, path, newCarousel(f.Size()), map[netip.Addr]bool{}, masters{}
+		s.file, s.path, s.car, s.askers, s.masters, s.runStalls = f, path, newCarousel(f.Size()), map[netip.Addr]bool{}, masters{}, 0
 		f = nil
 		s.owner.sending(true)
 		s.log.Info(fmt.Sprintf("mtftp: sending %s to %v for 1 clients", path, s.cfg.Group), "file", path, "group", s.cfg.Group, "remote", from)
@@ -305,7 +317,7 @@ func (s *Server) request(data *net.UDPConn, from netip.AddrPort, path string) {
 func (s *Server) send(ctx context.Context, conn *net.UDPConn) error {
 	pace := mcast.NewPacer(s.cfg.Rate, 16*(BlockSize+4+mcast.WireOverhead))
 	dst := net.UDPAddrFromAddrPort(s.cfg.Group)
-	pkt := make([]byte, 4+BlockSize)
+	pkt, gpkt := make([]byte, 4+BlockSize), make([]byte, 4+BlockSize)
 	for {
 		select {
 		case <-ctx.Done():
@@ -318,12 +330,20 @@ func (s *Server) send(ctx context.Context, conn *net.UDPConn) error {
 			block, ok := 0, false
 			var master netip.AddrPort
 			var copyTo bool
+			gap := 0
 			if f != nil {
 				if block, ok = s.car.take(); !ok {
 					s.masters.owe(&s.car, s.cfg.Now())
 					block, ok = s.car.take()
 				}
 				master, copyTo = s.masters.unicast(s.cfg.Now())
+				gap = s.masters.gap
+				if n := s.masters.stalls; n > s.runStalls {
+					s.runStalls, s.stalledAt = n, s.cfg.Now()
+					s.stallCount.Add(1)
+					s.log.Warn("mtftp: a master client got nothing from the group, only the server's unicast copies: no mtftp:// in scripts for a while",
+						"file", path, "group", s.cfg.Group, "hold", StallHold)
+				}
 			}
 			if !ok {
 				// Stopped under the lock that took the last block, so an
@@ -355,7 +375,16 @@ func (s *Server) send(ctx context.Context, conn *net.UDPConn) error {
 			s.datagrams.Add(1)
 			s.bytes.Add(uint64(n))
 			if copyTo {
-				s.nameMaster(ctx, conn, pace, master, pkt[:4+n])
+				// The copy is the block the master lacks first, when it has
+				// said: so even a master the group reaches poorly moves on.
+				cp := pkt[:4+n]
+				if gap > 0 && gap != block {
+					if k, err := f.ReadAt(gpkt[4:], int64(gap-1)*BlockSize); err == nil || errors.Is(err, io.EOF) {
+						gpkt[0], gpkt[1], gpkt[2], gpkt[3] = 0, byte(tftp.OpDATA), byte(gap>>8), byte(gap)
+						cp = gpkt[:4+k]
+					}
+				}
+				s.nameMaster(ctx, conn, pace, master, cp)
 			}
 		}
 	}
