@@ -2,6 +2,7 @@ package mtftp
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -62,6 +63,8 @@ type Stats struct {
 	Requests  uint64 // RRQs received
 	Clients   uint64 // distinct client addresses that sent an RRQ
 	Errors    uint64 // ERRORs sent
+	Unicasts  uint64 // DATA copies sent to a client to make it the master
+	Stalls    uint64 // masters that got nothing from the group (MaxRenames)
 }
 
 // Server is an MTFTP responder. Grant may be called before Run.
@@ -75,10 +78,15 @@ type Server struct {
 	file    tftp.File // the carousel's file, open while it sends
 	path    string
 	car     carousel
-	askers  map[netip.Addr]bool // clients of the current run, for the log
-	clients map[netip.Addr]bool
+	masters masters // clients of the run not known to hold the file; the first ACKs
+	// stalledAt is when a master last stalled (MaxRenames): the group
+	// does not reach iPXE here, and Grant refuses for StallHold.
+	stalledAt time.Time
+	runStalls uint64              // masters.stalls of this run already logged
+	askers    map[netip.Addr]bool // clients of the current run, for the log
+	clients   map[netip.Addr]bool
 
-	bytes, datagrams, cycles, requests, errs atomic.Uint64
+	bytes, datagrams, cycles, requests, errs, unicasts, stallCount atomic.Uint64
 }
 
 // New returns a Server for c.
@@ -108,6 +116,12 @@ func (s *Server) Grant(path string, size int64) bool {
 	if size > MaxSize {
 		return false
 	}
+	s.mu.Lock()
+	stalled := !s.stalledAt.IsZero() && s.cfg.Now().Sub(s.stalledAt) < StallHold
+	s.mu.Unlock()
+	if stalled {
+		return false
+	}
 	return s.owner.grant(path)
 }
 
@@ -117,7 +131,8 @@ func (s *Server) Stats() Stats {
 	clients := len(s.clients)
 	s.mu.Unlock()
 	return Stats{Bytes: s.bytes.Load(), Datagrams: s.datagrams.Load(), Cycles: s.cycles.Load(),
-		Requests: s.requests.Load(), Clients: uint64(clients), Errors: s.errs.Load()}
+		Requests: s.requests.Load(), Clients: uint64(clients), Errors: s.errs.Load(), Unicasts: s.unicasts.Load(),
+		Stalls: s.stallCount.Load()}
 }
 
 // Run serves until ctx ends; it fails if a socket cannot be opened or
@@ -145,7 +160,7 @@ func (s *Server) Serve(ctx context.Context, req *net.UDPConn) error {
 		data.Close()
 	}()
 	g.Go(func() error { return s.readRequests(gctx, req, data) })
-	g.Go(func() error { return drain(gctx, data) })
+	g.Go(func() error { return s.readACKs(gctx, data) })
 	g.Go(func() error { return s.send(gctx, data) })
 	err = g.Wait()
 	s.stop()
@@ -176,12 +191,13 @@ func (s *Server) dataSocket() (*net.UDPConn, error) {
 	return conn, nil
 }
 
-// drain reads what clients send the data socket, ACKs of a client that
-// took itself for the master, and ignores it: the carousel needs none.
-func drain(ctx context.Context, conn *net.UDPConn) error {
+// readACKs reads what clients send the data socket: ACKs of the master
+// client (master.go) say what it lacks; the rest is ignored.
+func (s *Server) readACKs(ctx context.Context, conn *net.UDPConn) error {
 	b := make([]byte, 1500)
 	for {
-		if _, _, err := conn.ReadFromUDPAddrPort(b); err != nil {
+		n, from, err := conn.ReadFromUDPAddrPort(b)
+		if err != nil {
 			if ctx.Err() != nil {
 				return nil
 			}
@@ -190,6 +206,18 @@ func drain(ctx context.Context, conn *net.UDPConn) error {
 			}
 			return fmt.Errorf("mtftp: data socket: %w", err)
 		}
+		if n < 4 || binary.BigEndian.Uint16(b) != uint16(tftp.OpACK) {
+			continue
+		}
+		from = netip.AddrPortFrom(from.Addr().Unmap(), from.Port())
+		s.mu.Lock()
+		if s.file != nil {
+			s.masters.ack(from, int(binary.BigEndian.Uint16(b[2:])), s.car.blocks, s.cfg.Now())
+			if len(s.masters.queue) == 0 {
+				s.car.left = 0 // the last who asked holds the file
+			}
+		}
+		s.mu.Unlock()
 	}
 }
 
@@ -267,13 +295,14 @@ func (s *Server) request(data *net.UDPConn, from netip.AddrPort, path string) {
 			s.request(data, from, path)
 			return
 		}
-		s.file, s.path, s.car, s.askers = f, path, newCarousel(f.Size()), map[netip.Addr]bool{}
+		s.file, s.path, s.car, s.askers, s.masters, s.runStalls = f, path, newCarousel(f.Size()), map[netip.Addr]bool{}, masters{}, 0
 		f = nil
 		s.owner.sending(true)
 		s.log.Info(fmt.Sprintf("mtftp: sending %s to %v for 1 clients", path, s.cfg.Group), "file", path, "group", s.cfg.Group, "remote", from)
 	}
 	s.askers[from.Addr()] = true
 	s.car.want()
+	s.masters.add(from, s.cfg.Now())
 	s.mu.Unlock()
 	if f != nil {
 		f.Close()
@@ -288,7 +317,7 @@ func (s *Server) request(data *net.UDPConn, from netip.AddrPort, path string) {
 func (s *Server) send(ctx context.Context, conn *net.UDPConn) error {
 	pace := mcast.NewPacer(s.cfg.Rate, 16*(BlockSize+4+mcast.WireOverhead))
 	dst := net.UDPAddrFromAddrPort(s.cfg.Group)
-	pkt := make([]byte, 4+BlockSize)
+	pkt, gpkt := make([]byte, 4+BlockSize), make([]byte, 4+BlockSize)
 	for {
 		select {
 		case <-ctx.Done():
@@ -299,8 +328,22 @@ func (s *Server) send(ctx context.Context, conn *net.UDPConn) error {
 			s.mu.Lock()
 			f, path := s.file, s.path
 			block, ok := 0, false
+			var master netip.AddrPort
+			var copyTo bool
+			gap := 0
 			if f != nil {
-				block, ok = s.car.take()
+				if block, ok = s.car.take(); !ok {
+					s.masters.owe(&s.car, s.cfg.Now())
+					block, ok = s.car.take()
+				}
+				master, copyTo = s.masters.unicast(s.cfg.Now())
+				gap = s.masters.gap
+				if n := s.masters.stalls; n > s.runStalls {
+					s.runStalls, s.stalledAt = n, s.cfg.Now()
+					s.stallCount.Add(1)
+					s.log.Warn("mtftp: a master client got nothing from the group, only the server's unicast copies: no mtftp:// in scripts for a while",
+						"file", path, "group", s.cfg.Group, "hold", StallHold)
+				}
 			}
 			if !ok {
 				// Stopped under the lock that took the last block, so an
@@ -331,7 +374,30 @@ func (s *Server) send(ctx context.Context, conn *net.UDPConn) error {
 			}
 			s.datagrams.Add(1)
 			s.bytes.Add(uint64(n))
+			if copyTo {
+				// The copy is the block the master lacks first, when it has
+				// said: so even a master the group reaches poorly moves on.
+				cp := pkt[:4+n]
+				if gap > 0 && gap != block {
+					if k, err := f.ReadAt(gpkt[4:], int64(gap-1)*BlockSize); err == nil || errors.Is(err, io.EOF) {
+						gpkt[0], gpkt[1], gpkt[2], gpkt[3] = 0, byte(tftp.OpDATA), byte(gap>>8), byte(gap)
+						cp = gpkt[:4+k]
+					}
+				}
+				s.nameMaster(ctx, conn, pace, master, cp)
+			}
 		}
+	}
+}
+
+// nameMaster sends master a unicast copy of one DATA, which makes iPXE
+// the master client: it ACKs from then on.
+func (s *Server) nameMaster(ctx context.Context, conn *net.UDPConn, pace *mcast.Pacer, master netip.AddrPort, pkt []byte) {
+	if pace.Wait(ctx, len(pkt)+mcast.WireOverhead) != nil {
+		return
+	}
+	if _, err := conn.WriteToUDPAddrPort(pkt, master); err == nil {
+		s.unicasts.Add(1)
 	}
 }
 
@@ -351,7 +417,8 @@ func (s *Server) stopLocked() {
 	s.file = nil
 	s.cycles.Add(s.car.cycles)
 	s.owner.sending(false)
-	s.log.Info("mtftp: sent", "file", s.path, "group", s.cfg.Group, "clients", len(s.askers), "cycles", s.car.cycles)
+	s.log.Info("mtftp: sent", "file", s.path, "group", s.cfg.Group, "clients", len(s.askers), "cycles", s.car.cycles,
+		"masters_whole", s.masters.wholes)
 }
 
 func (s *Server) sendError(conn *net.UDPConn, to netip.AddrPort, code tftp.ErrorCode, msg string) {

@@ -244,7 +244,7 @@ func nbdFailover(t *testing.T, multicast string) {
 		os.MkdirAll(s.dir, 0o755)
 		data := filepath.Join(t.TempDir(), "data")
 		s.vars = map[string]string{"Interface": iface, "IP": sv.ip, "Data": data, "Store": store, "Name": sv.name,
-			"NBDInitrd": n.initrd, "Multicast": multicast}
+			"NBDInitrd": n.initrd, "Multicast": multicast, "MTFTP": "off"}
 		s.start(t, e)
 		s.cli = &bootfleetCLI{t: t, e: e, ns: s.ns, data: data, log: filepath.Join(s.dir, "cli.log"), server: "http://" + sv.ip + ":8080"}
 		s.cli.run("image", "import", nbdImageName, image)

@@ -39,7 +39,28 @@ func (c serverCounters) minus(o serverCounters) serverCounters {
 // counters reads them inside the LAN.
 func (d *debianServer) counters(t *testing.T) serverCounters {
 	t.Helper()
-	resp, err := d.lan.httpClient(10 * time.Second).Get("http://" + serverIP + ":8080/metrics")
+	sum := scrape(t, d.lan)
+	tx, err := strconv.ParseFloat(strings.TrimSpace(d.lan.out(t, "cat", "/sys/class/net/"+bridge+"/statistics/tx_bytes")), 64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return serverCounters{
+		nbdRead:       sum("bootfleet_nbd_bytes_total", "direction", "read"),
+		mcastSent:     sum("bootfleet_multicast_sent_bytes_total"),
+		mcastAgain:    sum("bootfleet_multicast_again_bytes_total"),
+		files:         sum("bootfleet_transfer_bytes_total"),
+		nbdSessions:   sum("bootfleet_nbd_sessions_total"),
+		txBytes:       tx,
+		mtftpSent:     sum("bootfleet_mtftp_sent_bytes_total"),
+		mtftpRequests: sum("bootfleet_mtftp_requests_total"),
+	}
+}
+
+// scrape reads the server's /metrics inside lan and returns the sum
+// of one counter's series, those with the given label pairs if any.
+func scrape(t *testing.T, lan *netns) func(name string, labels ...string) float64 {
+	t.Helper()
+	resp, err := lan.httpClient(10 * time.Second).Get("http://" + serverIP + ":8080/metrics")
 	if err != nil {
 		t.Fatalf("GET /metrics: %v", err)
 	}
@@ -50,7 +71,7 @@ func (d *debianServer) counters(t *testing.T) serverCounters {
 	if err != nil {
 		t.Fatalf("/metrics: %v", err)
 	}
-	sum := func(name string, labels ...string) float64 {
+	return func(name string, labels ...string) float64 {
 		var v float64
 		f := fams[name]
 		if f == nil {
@@ -70,20 +91,6 @@ func (d *debianServer) counters(t *testing.T) serverCounters {
 			v += m.Counter.GetValue()
 		}
 		return v
-	}
-	tx, err := strconv.ParseFloat(strings.TrimSpace(d.lan.out(t, "cat", "/sys/class/net/"+bridge+"/statistics/tx_bytes")), 64)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return serverCounters{
-		nbdRead:       sum("bootfleet_nbd_bytes_total", "direction", "read"),
-		mcastSent:     sum("bootfleet_multicast_sent_bytes_total"),
-		mcastAgain:    sum("bootfleet_multicast_again_bytes_total"),
-		files:         sum("bootfleet_transfer_bytes_total"),
-		nbdSessions:   sum("bootfleet_nbd_sessions_total"),
-		txBytes:       tx,
-		mtftpSent:     sum("bootfleet_mtftp_sent_bytes_total"),
-		mtftpRequests: sum("bootfleet_mtftp_requests_total"),
 	}
 }
 
@@ -178,11 +185,10 @@ func (d *debianServer) bootTogether(t *testing.T, what string, macs, taps []stri
 // root (NBD reads and multicast payload, its own counts, checked against
 // its bridge's transmit counter) is at most 1.5 times what one machine
 // alone reads by NBD, with the read-ahead on by default: some asked, at
-// least 3/4 of it read, and no machine's group given up. The kernel
-// comes by PXE MTFTP (multicast.mtftp auto, QEMU's BIOS iPXE): with the
-// groups dropped every iPXE that asked falls back to plain TFTP of the
-// same path; with them lifted the kernel's bytes go to the group and the
-// machines that had mtftp:// fetch no kernel by unicast.
+// least 3/4 of it read, and no machine's group given up. The kernel goes
+// by HTTP (multicast.mtftp off): TestMTFTPiPXEKernel proves PXE MTFTP
+// with real iPXE, whose TCG guests take in a kernel by multicast at
+// under a thousand datagrams a second, too slowly for four at once here.
 func TestMulticastRootDebian(t *testing.T) {
 	// Four VMs under TCG share the host's two cores: each takes in far
 	// less than a real NIC, so the multicast is paced to about what they
@@ -192,7 +198,7 @@ func TestMulticastRootDebian(t *testing.T) {
 	// queue of 10000 the taps dropped none but the guests, busy starting
 	// systemd on one emulated CPU, lost 25-85% in their sockets. Each then
 	// fell back to unicast, as a slow machine should.
-	d := startDebianServer(t, map[string]string{"Multicast": "auto", "MulticastRate": "8M"})
+	d := startDebianServer(t, map[string]string{"Multicast": "auto", "MulticastRate": "8M", "MTFTP": "off"})
 	// A querier, so the bridge's IGMP snooping learns the agents' joins.
 	d.lan.must(t, "link", "set", bridge, "type", "bridge", "mcast_querier", "1")
 	macs, taps := []string{}, []string{"tap0"}
@@ -258,9 +264,7 @@ func TestMulticastRootDebian(t *testing.T) {
 	nft("add", "chain", "ip", "mcdrop", "out", "{ type filter hook output priority 0 ; }")
 	nft("add", "rule", "ip", "mcdrop", "out", "ip", "daddr", "239.0.0.0/8", "drop")
 	before = d.counters(t)
-	logFrom := d.logLen()
 	d.bootTogether(t, "dropped", macs, taps, nil)
-	d.checkKernels(t, "dropped", logFrom, before, len(macs), true)
 	for _, mac := range macs {
 		r := d.rootIO(t, mac).RootIO
 		if r == nil || r.Group != "silent" || r.MulticastBytes != 0 || r.UnicastBytes == 0 {
@@ -276,9 +280,7 @@ func TestMulticastRootDebian(t *testing.T) {
 	nft("delete", "table", "ip", "mcdrop")
 	d.lan.must(t, "link", "set", bridge, "type", "bridge", "mcast_querier", "1")
 	before = d.counters(t)
-	logFrom = d.logLen()
 	d.bootTogether(t, "multicast", macs, taps, map[string]ending{pers: {"present mc4", "Power down"}})
-	d.checkKernels(t, "multicast", logFrom, before, len(macs), false)
 	four := d.settled(t, before, len(macs))
 	root := four.nbdRead + four.mcastSent
 	report := fmt.Sprintf("four machines: NBD %.1f MiB + multicast %.1f MiB (%.1f MiB of it chunks sent before) = %.1f MiB, %.2f x one boot's %.1f MiB; files %.1f MiB; br0 sent %.1f MiB",

@@ -49,6 +49,9 @@ log:
 multicast:
   mode: {{ or .Multicast "off" }}
   rate: "{{ or .MulticastRate "50%" }}"
+{{- with .MTFTP }}
+  mtftp: {{ . }}
+{{- end }}
 `
 	defaultProfileKeys = `  ` + defaultProfile + `:
     kernel: {{ .Kernel }}
