@@ -30,6 +30,11 @@ func (u fakeUKIs) Open(kernel string, initrds []string) (*os.File, error) {
 	if u.err != nil {
 		return nil, u.err
 	}
+	if u.dir == "" {
+		// The scripts' background builds need no bytes; a relative path
+		// would write into the package's source directory.
+		return nil, errors.New("fakeUKIs: no dir to build in")
+	}
 	p := filepath.Join(u.dir, "uki")
 	if err := os.WriteFile(p, []byte("uki of "+strings.Join(append([]string{kernel}, initrds...), " ")), 0o644); err != nil {
 		return nil, err
