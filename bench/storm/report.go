@@ -62,28 +62,35 @@ const mcastWire = float64(chunkwire.FragmentSize+chunkwire.DataHeaderLen+mcast.W
 // 70 bytes of headers as a TFTP block.
 const mtftpWire = (512.0 + 70) / 512
 
-// mtftpKernel is the part of the kernel that crosses the link once, by
-// iPXE's MTFTP: all of it when it is under 65535 blocks of 512 bytes
-// (the server names no larger file mtftp://), else none.
-func (r *report) mtftpKernel() int64 {
-	if k := r.Files["vmlinuz"]; k < 65535*512 {
-		return k
+// mtftpOnce is what crosses the link once by iPXE's MTFTP for a machine
+// of firmware fw, and the unicast bytes it replaces: on UEFI the UKI the
+// server builds of kernel and initrd (when it can: a real kernel and the
+// stub), else the kernel alone; nothing for a file of 65535 blocks of 512
+// bytes or more, which the server names no mtftp:// for.
+func (r *report) mtftpOnce(fw string) (once, replaces int64) {
+	if u := r.Files[ukiFile]; u > 0 && u < 65535*512 && fw == "uefi" {
+		return u, r.Files["vmlinuz"] + r.Files["initrd.img"]
 	}
-	return 0
+	if k := r.Files["vmlinuz"]; k < 65535*512 {
+		return k, k
+	}
+	return 0, 0
 }
 
 // mcastLimit is the physical limit for n machines when the root's working
-// set W crosses the link once by multicast and the kernel K once by
-// MTFTP: (N × U + K + W) / link, U being what each machine still fetches
-// by unicast (ipxe.efi, initrd; the trace replays no writes).
+// set W crosses the link once by multicast and the MTFTP file K (UKI or
+// kernel) once: (N × U + K + W) / link, U being what each machine still
+// fetches by unicast (ipxe.efi, and the initrd where K is the kernel; the
+// trace replays no writes).
 func (r *report) mcastLimit(fw string, n int) float64 {
 	tftp, tcp := r.perMachine(fw)
 	bps, err := harness.ParseRate(r.Opts.rate)
 	if err != nil || bps <= 0 {
 		return math.NaN()
 	}
-	w, k := r.Files["trace reads"], r.mtftpKernel()
-	u := float64(tftp)*tftpWire + float64(tcp-w-k)*tcpWire
+	w := r.Files["trace reads"]
+	k, replaces := r.mtftpOnce(fw)
+	u := float64(tftp)*tftpWire + float64(tcp-w-replaces)*tcpWire
 	return (float64(n)*u + float64(k)*mtftpWire + float64(w)*mcastWire) * 8 / bps
 }
 
@@ -213,14 +220,24 @@ func (r *report) render() string {
 	p("The Hub checks each datagram (its CRC) once and hands the parsed datagram to every Receiver, where a real machine ")
 	p("checks its own copy, and a fragment already in the SharedSlab is not written again, though each machine's cache ")
 	p("still counts it and commits the chunk for itself. ")
-	p("The kernel goes by iPXE's PXE MTFTP (`mtftp://`, the server's default `multicast.mtftp: auto`): the script names it ")
-	p("mtftp:// with its HTTP URL after ||, and the server's carousel sends it to 239.255.1.1:3001 for every machine that asked. ")
-	p("The simulator's machines run iPXE's mtftp client (internal/storm, mtftp.go: its RRQ, peer, bitmap, retry timer and ")
-	p("fallback to plain TFTP), sharing one socket on the group as they share one per root group. The initrd stays unicast ")
-	p("(RFC 2090 `tftm://` is blocked by an iPXE bug, README). ")
-	p("Its limit is **(N × U + K + W) / link**: U = %s, what each machine still fetches by unicast (ipxe.efi, initrd; ",
-		harness.MiB(tftp+tcp-r.Files["trace reads"]-r.mtftpKernel()))
-	p("the trace replays no writes), K = %s, the kernel, sent once by MTFTP (512-byte blocks, framing included), ", harness.MiB(r.mtftpKernel()))
+	k, replaces := r.mtftpOnce("uefi")
+	if r.Files[ukiFile] > 0 {
+		p("Kernel and initrd go as one file by iPXE's PXE MTFTP (`mtftp://`, the server's default `multicast.mtftp: auto`): ")
+		p("the server builds UEFI machines a unified kernel image (internal/uki: Debian's systemd-stub, the kernel, the ")
+		p("initrd) and the script names it mtftp:// ahead of the plain kernel and initrd lines; its carousel sends it to ")
+		p("239.255.1.1:3001 for every machine that asked, and repairs the latest asker's gaps through it as iPXE's master ")
+		p("client. The kernel is Debian's (%s), the initrd random bytes. ", harness.MiB(r.Files["vmlinuz"]))
+	} else {
+		p("The kernel goes by iPXE's PXE MTFTP (`mtftp://`, the server's default `multicast.mtftp: auto`): the script names it ")
+		p("mtftp:// with its HTTP URL after ||, and the server's carousel sends it to 239.255.1.1:3001 for every machine that ")
+		p("asked; the kernel here is random bytes, from which no UKI can be built, so the initrd stays unicast. ")
+	}
+	p("The simulator's machines run iPXE's mtftp client (internal/storm, mtftp.go: its RRQ, peer, bitmap, retry timer, ")
+	p("master client's ACKs and fallback to plain TFTP), sharing one socket on the group as they share one per root group. ")
+	p("Its limit is **(N × U + K + W) / link**: U = %s, what each machine still fetches by unicast (ipxe.efi%s; ",
+		harness.MiB(tftp+tcp-r.Files["trace reads"]-replaces), map[bool]string{true: "", false: ", initrd"}[r.Files[ukiFile] > 0])
+	p("the trace replays no writes), K = %s, the %s, sent once by MTFTP (512-byte blocks, framing included), ", harness.MiB(k),
+		map[bool]string{true: "UKI", false: "kernel"}[r.Files[ukiFile] > 0])
 	p("W = %s, the trace's working set, sent once (multicast framing included). ", harness.MiB(r.Files["trace reads"]))
 	p("**bootfleet-multicast-dropped** is the same with every datagram to 239.0.0.0/8 dropped by nft on the server, as a ")
 	p("network that drops the group would: the agents must notice the silence and read by unicast, and each iPXE hears ")

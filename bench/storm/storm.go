@@ -43,6 +43,9 @@ type options struct {
 	mcastRate string
 	initrd    int64
 	kernel    int64
+	// kernelFile is a real kernel to serve instead of kernel random
+	// bytes; ukiStub the systemd-stub the server builds UKIs from.
+	kernelFile, ukiStub string
 	trace     string
 	timeout   time.Duration
 	bootfleet string
@@ -136,7 +139,9 @@ func parseFlags(args []string) (*options, error) {
 	fs.StringVar(&o.rate, "rate", "1gbit", "tbf rate of the server's link")
 	fs.StringVar(&o.mcastRate, "mcast-rate", "500M", "multicast.rate of the multicast stacks: what the default, 50% of the link, gives on the 1 Gbit/s NIC the shaped link stands for (the veth reports 10 Gbit/s)")
 	initrdMiB := fs.Int("initrd-mib", 5, "initrd size in MiB (5: what `bootfleet initramfs build` makes for the Debian 12 image, see the README)")
-	kernelMiB := fs.Int("kernel-mib", 8, "kernel size in MiB")
+	kernelMiB := fs.Int("kernel-mib", 8, "kernel size in MiB, of random bytes when -kernel-file is not there")
+	fs.StringVar(&o.kernelFile, "kernel-file", "/var/cache/bootfleet-e2e/image/vmlinuz", "a real kernel (EFI stub) to serve, so the multicast stacks' server can build UEFI machines a UKI (scripts/mkimage.sh makes this one); missing: -kernel-mib of random bytes, kernel alone by MTFTP")
+	fs.StringVar(&o.ukiStub, "uki-stub", "/usr/lib/systemd/boot/efi/linuxx64.efi.stub", "systemd-stub the server builds UKIs from (multicast.uki_stub)")
 	fs.StringVar(&o.trace, "trace", "internal/storm/testdata/debian12.trace", "NBD read trace every machine replays")
 	fs.DurationVar(&o.timeout, "timeout", 15*time.Minute, "per machine, power-on to DoneURL")
 	fs.StringVar(&o.bootfleet, "bootfleet", "bin/bootfleet", "bootfleet binary (server and simulator)")
@@ -223,11 +228,19 @@ func setup(ctx context.Context, o *options) (*bench, error) {
 	}
 	imgSize := min(max(int64(end+(1<<20)-1)&^((1<<20)-1), 16<<20), maxImage)
 	b.image = filepath.Join(o.work, "root.img")
-	for name, size := range map[string]int64{"www/vmlinuz": o.kernel, "www/initrd.img": o.initrd, "root.img": imgSize} {
+	random := map[string]int64{"www/vmlinuz": o.kernel, "www/initrd.img": o.initrd, "root.img": imgSize}
+	if n, err := copyFile(o.kernelFile, filepath.Join(o.work, "www", "vmlinuz")); err == nil {
+		delete(random, "www/vmlinuz")
+		b.files["vmlinuz"] = n
+	}
+	for name, size := range random {
 		if err := randomFile(filepath.Join(o.work, name), size); err != nil {
 			return nil, fmt.Errorf("write %s (is %s a tmpfs with room?): %w", name, o.work, err)
 		}
 		b.files[filepath.Base(name)] = size
+	}
+	if n, err := ukiSize(o.ukiStub, filepath.Join(o.work, "www", "vmlinuz"), filepath.Join(o.work, "www", "initrd.img")); err == nil {
+		b.files[ukiFile] = n
 	}
 	b.files["trace reads"] = tr.Bytes()
 	if st, err := os.Stat(filepath.Join(o.ipxeDir, "ipxe.efi")); err == nil {
