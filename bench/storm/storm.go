@@ -46,14 +46,14 @@ type options struct {
 	// kernelFile is a real kernel to serve instead of kernel random
 	// bytes; ukiStub the systemd-stub the server builds UKIs from.
 	kernelFile, ukiStub string
-	trace     string
-	timeout   time.Duration
-	bootfleet string
-	ipxeDir   string
-	out       string
-	plots     string
-	work      string
-	warmUp    bool
+	trace               string
+	timeout             time.Duration
+	bootfleet           string
+	ipxeDir             string
+	out                 string
+	plots               string
+	work                string
+	warmUp              bool
 }
 
 // run is one storm: a stack, a firmware, N machines.
