@@ -62,5 +62,7 @@ func mtftpCollectors(s *mtftp.Server) []prometheus.Collector {
 		counter("requests_total", "MTFTP read requests received.", func(x mtftp.Stats) uint64 { return x.Requests }),
 		counter("clients_total", "Distinct client addresses that sent an MTFTP read request.", func(x mtftp.Stats) uint64 { return x.Clients }),
 		counter("errors_total", "TFTP ERRORs sent to MTFTP clients: another file owns the group, the file is missing or too large.", func(x mtftp.Stats) uint64 { return x.Errors }),
+		counter("master_copies_total", "Unicast copies of a DATA that make a client iPXE's master client, which ACKs its first missing block.", func(x mtftp.Stats) uint64 { return x.Unicasts }),
+		counter("stalls_total", "Master clients dropped for getting nothing from the group but the copies: the network keeps the group from iPXE, and scripts name no mtftp:// for a while.", func(x mtftp.Stats) uint64 { return x.Stalls }),
 	}
 }
