@@ -86,7 +86,7 @@ func TestRootArgsNameTheGroup(t *testing.T) {
 	if _, ok := s.MulticastStats(res.SHA256); !ok {
 		t.Fatal("the content is not served by the multicast sender")
 	}
-	if n := len(s.Collectors()); n != 5 {
-		t.Fatalf("%d multicast series for /metrics, want 5", n)
+	if n := len(s.Collectors()); n != 6 {
+		t.Fatalf("%d multicast series for /metrics, want 6", n)
 	}
 }
