@@ -3,14 +3,12 @@ package e2e
 import (
 	"bytes"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
 	"text/template"
-	"time"
 
 	"github.com/bootfleet/bootfleet/internal/uki"
 )
@@ -158,8 +156,8 @@ func TestUEFIUKIByMTFTP(t *testing.T) {
 		t.Fatalf("UKIs built under %s: %v, want one", filepath.Join(cli.data, "uki"), ukis)
 	}
 	size := fileSize(t, ukis[0])
-	metrics := lan.metrics(t)
-	sent, rrqs := metrics["bootfleet_mtftp_sent_bytes_total"], metrics["bootfleet_mtftp_requests_total"]
+	sum := scrape(t, lan)
+	sent, rrqs := sum("bootfleet_mtftp_sent_bytes_total"), sum("bootfleet_mtftp_requests_total")
 	lines, _ := server.out.snapshotAll()
 	var unicast []string
 	for _, l := range lines[len(from):] {
@@ -184,30 +182,6 @@ func TestUEFIUKIByMTFTP(t *testing.T) {
 
 // ukiFileName is the UKI's name in the server's profiles/NAME/ paths.
 const ukiFileName = "boot.efi"
-
-// metrics reads the server's /metrics inside the LAN: each series' value
-// summed over its labels.
-func (ns *netns) metrics(t *testing.T) map[string]float64 {
-	t.Helper()
-	resp, err := ns.httpClient(10 * time.Second).Get("http://" + serverIP + ":8080/metrics")
-	if err != nil {
-		t.Fatalf("metrics: %v", err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	m := map[string]float64{}
-	for _, line := range strings.Split(string(b), "\n") {
-		name, val, ok := strings.Cut(line, " ")
-		if !ok || strings.HasPrefix(line, "#") {
-			continue
-		}
-		name, _, _ = strings.Cut(name, "{")
-		if v, err := strconv.ParseFloat(strings.TrimSpace(val), 64); err == nil {
-			m[name] += v
-		}
-	}
-	return m
-}
 
 // needStub skips, or under BOOTFLEET_CI fails, without systemd-stub.
 func needStub(t *testing.T) {
