@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"runtime"
@@ -103,4 +104,23 @@ func FSType(path string) string {
 		return "overlayfs"
 	}
 	return fmt.Sprintf("filesystem magic %#x", st.Type)
+}
+
+// CopyFile copies src to dst (created or truncated) and returns the bytes
+// copied.
+func CopyFile(dst, src string) (int64, error) {
+	in, err := os.Open(src)
+	if err != nil {
+		return 0, err
+	}
+	defer in.Close()
+	out, err := os.Create(dst)
+	if err != nil {
+		return 0, err
+	}
+	n, err := io.Copy(out, in)
+	if cerr := out.Close(); err == nil {
+		err = cerr
+	}
+	return n, err
 }

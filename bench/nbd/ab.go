@@ -146,7 +146,7 @@ func runAB(ctx context.Context, log *slog.Logger, o abOptions, out io.Writer) er
 	if err := randomFile(img, imgBytes); err != nil {
 		return err
 	}
-	if err := copyFile(kitImg, img); err != nil {
+	if _, err := harness.CopyFile(kitImg, img); err != nil {
 		return err
 	}
 	kernel, ipxe, err := standIns(w)

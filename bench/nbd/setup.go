@@ -144,7 +144,7 @@ func (b *bed) startBootfleets(ctx context.Context, small string) error {
 	// The disk-write case: the big image on the disk too, as the second
 	// server's image and as the file the peers write.
 	b.dimg = filepath.Join(b.disk, "disk.img")
-	if err := copyFile(b.dimg, b.img); err != nil {
+	if _, err := harness.CopyFile(b.dimg, b.img); err != nil {
 		return err
 	}
 	if err := bf2.importImage(ctx, "bench", b.dimg, filepath.Join(b.work, "bf2.log.import")); err != nil {

@@ -229,7 +229,7 @@ func setup(ctx context.Context, o *options) (*bench, error) {
 	imgSize := min(max(int64(end+(1<<20)-1)&^((1<<20)-1), 16<<20), maxImage)
 	b.image = filepath.Join(o.work, "root.img")
 	random := map[string]int64{"www/vmlinuz": o.kernel, "www/initrd.img": o.initrd, "root.img": imgSize}
-	if n, err := copyFile(o.kernelFile, filepath.Join(o.work, "www", "vmlinuz")); err == nil {
+	if n, err := harness.CopyFile(filepath.Join(o.work, "www", "vmlinuz"), o.kernelFile); err == nil {
 		delete(random, "www/vmlinuz")
 		b.files["vmlinuz"] = n
 	}

@@ -1,7 +1,6 @@
 package storm
 
 import (
-	"io"
 	"os"
 
 	"github.com/bootfleet/bootfleet/internal/uki"
@@ -38,22 +37,4 @@ func ukiSize(stub, kernel, initrd string) (int64, error) {
 	}
 	img.Initrds = []uki.Blob{{Size: st.Size()}}
 	return uki.Size(img)
-}
-
-// copyFile copies src to dst and returns its size.
-func copyFile(src, dst string) (int64, error) {
-	in, err := os.Open(src)
-	if err != nil {
-		return 0, err
-	}
-	defer in.Close()
-	out, err := os.Create(dst)
-	if err != nil {
-		return 0, err
-	}
-	n, err := io.Copy(out, in)
-	if cerr := out.Close(); err == nil {
-		err = cerr
-	}
-	return n, err
 }
