@@ -198,6 +198,8 @@ func (s *Service) drop(sha string) {
 	s.mu.Unlock()
 	ctx, cancel := context.WithTimeout(s.ctx, storeTimeout)
 	defer cancel()
+	s.rows.Lock()
+	defer s.rows.Unlock()
 	if err := s.cfg.Store.RemoveImageCopy(ctx, s.cfg.Self, sha); err != nil {
 		s.log.Warn("image copies: forgetting a deleted copy in the store failed", "sha256", sha, "err", err)
 	}
@@ -212,6 +214,8 @@ func (s *Service) arrive(ctx context.Context, sha string) {
 	s.mu.Unlock()
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), storeTimeout)
 	defer cancel()
+	s.rows.Lock()
+	defer s.rows.Unlock()
 	if err := s.cfg.Store.AddImageCopy(ctx, inventory.ImageCopy{Server: s.cfg.Self, SHA256: sha, Since: s.cfg.Now()}); err != nil {
 		s.log.Warn("image copies: recording a copy in the store failed; peers learn of it at this server's next start",
 			"sha256", sha, "err", err)

@@ -130,6 +130,10 @@ type Service struct {
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 	bg     chan struct{} // background fetch slots
+	// rows serializes writes of this server's image_copies rows: record
+	// replaces them all from a listing of the image store, so an import
+	// or a delete between that listing and its write would be undone.
+	rows sync.Mutex
 
 	mu      sync.Mutex
 	flights map[string]*flight   // fetches in progress, by sha
@@ -250,6 +254,8 @@ func (s *Service) Check(ctx context.Context) {
 // record replaces this server's rows with what its image store holds,
 // first noting as known the content the rows held before.
 func (s *Service) record(ctx context.Context) {
+	s.rows.Lock()
+	defer s.rows.Unlock()
 	before, err := s.cfg.Store.ListImageCopies(ctx)
 	if err != nil {
 		s.warn(ctx, "image copies: reading the copies failed; trying again at the next check", err)

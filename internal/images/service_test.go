@@ -88,8 +88,9 @@ func (c checkFirst) PutImage(ctx context.Context, img inventory.Image) (inventor
 func TestCheckGrace(t *testing.T) {
 	f := newFleet(t)
 	s := f.service(time.Second)
-	s.Check(context.Background())
+	// Set before the first check: its background fetch reads the store.
 	s.cfg.Store = checkFirst{f.store, s}
+	s.Check(context.Background())
 	res, err := s.Import(context.Background(), Upload{Name: "alpine", Body: bytes.NewReader([]byte("just imported; its name comes next"))})
 	if err != nil {
 		t.Fatal(err)
@@ -180,5 +181,62 @@ func TestCheckRacesFetch(t *testing.T) {
 	}
 	if s.fresh(f.img.SHA256, time.Now()) {
 		t.Fatal("a check newer than the fetch may not delete the copy of an image since removed")
+	}
+}
+
+// gatedCopies holds the first SetImageCopies until release is closed.
+type gatedCopies struct {
+	Store
+	entered, release chan struct{}
+}
+
+func (g gatedCopies) SetImageCopies(ctx context.Context, server string, copies []inventory.ImageCopy) error {
+	close(g.entered)
+	<-g.release
+	return g.Store.SetImageCopies(ctx, server, copies)
+}
+
+// TestRecordRacesImport: an import that lands while the first check
+// replaces this server's copies from an older listing of the image
+// store is still recorded when both are done, so peers can fetch it.
+func TestRecordRacesImport(t *testing.T) {
+	f := newFleet(t)
+	s := f.service(time.Second)
+	g := gatedCopies{f.store, make(chan struct{}), make(chan struct{})}
+	s.cfg.Store = g
+	checked := make(chan struct{})
+	go func() { s.Check(context.Background()); close(checked) }()
+	select { // the check listed an empty image store
+	case <-g.entered:
+	case <-checked:
+		t.Fatalf("the check did not record this server's copies\n%s", f.log)
+	}
+	imports := make(chan error, 1)
+	var res Imported
+	go func() {
+		var err error
+		res, err = s.Import(context.Background(), Upload{Name: "alpine", Body: bytes.NewReader(contentA)})
+		imports <- err
+	}()
+	// Without the lock the import's row is written here, before the
+	// check's replacement; with it the import waits for the check.
+	var err error
+	imported := false
+	select {
+	case err = <-imports:
+		imported = true
+	case <-time.After(300 * time.Millisecond):
+	}
+	close(g.release)
+	<-checked
+	if !imported {
+		err = <-imports
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	copies, _ := f.store.ListImageCopies(context.Background())
+	if !hasCopy(copies, "self", res.Image.SHA256) {
+		t.Fatalf("copies after an import racing the first check = %+v, want self's copy of %.12s", copies, res.Image.SHA256)
 	}
 }
