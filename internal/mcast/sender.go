@@ -299,7 +299,7 @@ func fragmentsMask(chunk uint32, size int64) uint32 {
 func (s *Sender) sendLoop(ctx context.Context) error {
 	p := NewPacer(s.cfg.Rate, s.cfg.Burst)
 	chunk := make([]byte, chunkwire.ChunkSize)
-	dgram := make([]byte, 0, chunkwire.MaxDataLen)
+	b := newBatch(s.conn, int(s.cfg.Burst/(chunkwire.MaxDataLen+WireOverhead)))
 	for {
 		s.mu.Lock()
 		j, ok := s.q.next(time.Now(), s.cfg.Suppress)
@@ -316,7 +316,7 @@ func (s *Sender) sendLoop(ctx context.Context) error {
 		if c == nil {
 			continue
 		}
-		if err := s.sendChunk(ctx, p, c, j, chunk, dgram); err != nil {
+		if err := s.sendChunk(ctx, p, c, j, chunk, b); err != nil {
 			if ctx.Err() != nil {
 				return nil
 			}
@@ -325,8 +325,10 @@ func (s *Sender) sendLoop(ctx context.Context) error {
 	}
 }
 
-// sendChunk reads j's chunk and multicasts the fragments j asks for.
-func (s *Sender) sendChunk(ctx context.Context, p *Pacer, c *served, j job, chunk, dgram []byte) error {
+// sendChunk reads j's chunk and multicasts the fragments j asks for, up
+// to a burst of them per system call: at a storm's rate, a wake-up and a
+// syscall per datagram were most of the server's CPU.
+func (s *Sender) sendChunk(ctx context.Context, p *Pacer, c *served, j job, chunk []byte, b *batch) error {
 	off := int64(j.key.chunk) * chunkwire.ChunkSize
 	n := int(min(chunkwire.ChunkSize, c.Size-off))
 	// io.ReaderAt may say EOF with a full read at the end of the content.
@@ -336,41 +338,47 @@ func (s *Sender) sendChunk(ctx context.Context, p *Pacer, c *served, j job, chun
 	s.chunks.Add(1)
 	c.chunks.Add(1)
 	again := !c.firstPass(j.key.chunk)
-	to := net.UDPAddrFromAddrPort(c.Group)
+	b.to = net.UDPAddrFromAddrPort(c.Group)
 	for f := 0; f < chunkwire.FragmentsPerChunk; f++ {
 		if j.mask&(1<<f) == 0 {
 			continue
 		}
-		d := chunkwire.Data{Content: c.ID, Sender: s.id, Seq: s.seq, Chunk: j.key.chunk, Fragment: uint8(f)}
-		if j.mask>>(f+1) == 0 {
+		d := chunkwire.Data{Content: c.ID, Sender: s.id, Seq: s.seq + uint32(b.n), Chunk: j.key.chunk, Fragment: uint8(f)}
+		last := j.mask>>(f+1) == 0
+		if last {
 			d.Flags = chunkwire.FlagEnd
 		}
 		start := f * chunkwire.FragmentSize
 		d.Payload = chunk[start:min(n, start+chunkwire.FragmentSize)]
-		dgram = d.Append(dgram[:0])
-		if err := p.Wait(ctx, len(dgram)+WireOverhead); err != nil {
-			return err
-		}
-		s.seq++
-		s.nextSeq.Store(s.seq)
-		if _, err := s.conn.WriteTo(dgram, to); err != nil {
-			// A full socket buffer or a route that went away loses this
-			// datagram like the network would; the agents ask again. The
-			// log gets the 1st, 2nd, 4th, 8th... failure, not a line per
-			// datagram at line rate.
-			if n := s.sendErrors.Add(1); n&(n-1) == 0 {
-				s.log.Warn("multicast: send failed", "group", c.Group, "chunk", j.key.chunk, "failures", n, "err", err)
-			}
+		b.add(d)
+		if !last && !b.full() {
 			continue
 		}
-		s.datagrams.Add(1)
-		s.bytes.Add(uint64(len(dgram)))
-		c.datagrams.Add(1)
-		c.bytes.Add(uint64(len(dgram)))
-		if again {
-			s.again.Add(uint64(len(dgram)))
-			c.again.Add(uint64(len(dgram)))
+		if err := p.Wait(ctx, b.wireBytes); err != nil {
+			return err
 		}
+		s.seq += uint32(b.n)
+		s.nextSeq.Store(s.seq)
+		b.send(func(sent int, bytes uint64, err error) {
+			if err != nil {
+				// A full socket buffer or a route that went away loses
+				// this datagram like the network would; the agents ask
+				// again. The log gets the 1st, 2nd, 4th, 8th... failure,
+				// not a line per datagram at line rate.
+				if n := s.sendErrors.Add(1); n&(n-1) == 0 {
+					s.log.Warn("multicast: send failed", "group", c.Group, "chunk", j.key.chunk, "failures", n, "err", err)
+				}
+				return
+			}
+			s.datagrams.Add(uint64(sent))
+			s.bytes.Add(bytes)
+			c.datagrams.Add(uint64(sent))
+			c.bytes.Add(bytes)
+			if again {
+				s.again.Add(bytes)
+				c.again.Add(bytes)
+			}
+		})
 	}
 	return nil
 }
