@@ -158,7 +158,12 @@ func (r *report) renderRoots(p func(string, ...any)) {
 // it had sent before (repairs, machines that asked after a chunk passed),
 // from its /metrics; Refused the datagrams its socket refused (a local
 // firewall dropping the group) and Requests the agents' requests.
-type groupSent struct{ Bytes, Again, Refused, Requests float64 }
+type groupSent struct {
+	Bytes, Again, Refused, Requests float64
+	// MTFTPBytes and MTFTPCycles are the PXE MTFTP carousel's file bytes
+	// sent to its group and its full cycles of a file.
+	MTFTPBytes, MTFTPCycles float64
+}
 
 // scrapeGroup reads groupSent from the bootfleet server's /metrics; zero
 // when the stack serves none.
@@ -191,6 +196,10 @@ func parseGroupSent(metrics string) groupSent {
 			g.Refused = v
 		case "bootfleet_multicast_requests_total":
 			g.Requests = v
+		case "bootfleet_mtftp_sent_bytes_total":
+			g.MTFTPBytes = v
+		case "bootfleet_mtftp_cycles_total":
+			g.MTFTPCycles = v
 		}
 	}
 	return g

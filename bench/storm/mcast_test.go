@@ -97,12 +97,13 @@ func TestImagesTable(t *testing.T) {
 		switch x.Stack {
 		case stackMulticast:
 			x.Report.Summary.Images = &storm.ImageSummary{Fetches: 400, MulticastBytes: 200 * 8 << 20, UnicastBytes: 200 * 40 << 20, MTFTP: 200}
+			x.MTFTPBytes, x.MTFTPCycles = 24<<20, 3
 		case stackDropped:
 			x.Report.Summary.Images = &storm.ImageSummary{Fetches: 400, UnicastBytes: 200 * 48 << 20, MTFTPFellBack: 200}
 		}
 		r.Runs[i] = x
 	}
 	reportHas(t, r.render(),
-		"| uefi | 200 | bootfleet-multicast | 8.0 MiB | 40.0 MiB | 200 | 0 | 0 |",
-		"| uefi | 200 | bootfleet-multicast-dropped | 0.0 MiB | 48.0 MiB | 0 | 200 | 0 |")
+		"| uefi | 200 | bootfleet-multicast | 8.0 MiB | 40.0 MiB | 200 | 0 | 0 | 24 MiB (3.0×), 3 cycles |",
+		"| uefi | 200 | bootfleet-multicast-dropped | 0.0 MiB | 48.0 MiB | 0 | 200 | 0 | – |")
 }

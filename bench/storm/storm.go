@@ -74,6 +74,9 @@ type run struct {
 	// GroupRefused is the datagrams the server's socket refused (the
 	// dropped stack's nft), GroupRequests the agents' requests.
 	GroupRefused, GroupRequests float64 `json:",omitempty"`
+	// MTFTPBytes is what the PXE MTFTP carousel sent during the storm
+	// (file bytes), MTFTPCycles its full cycles of a file.
+	MTFTPBytes, MTFTPCycles float64 `json:",omitempty"`
 }
 
 // Main runs the storms args select (see -h) and writes the report.
@@ -340,6 +343,7 @@ func (b *bench) storm(ctx context.Context, stack, fw string, n int) run {
 		g := b.scrapeGroup(ctx)
 		res.GroupBytes, res.GroupAgain = g.Bytes-g0.Bytes, g.Again-g0.Again
 		res.GroupRefused, res.GroupRequests = g.Refused-g0.Refused, g.Requests-g0.Requests
+		res.MTFTPBytes, res.MTFTPCycles = g.MTFTPBytes-g0.MTFTPBytes, g.MTFTPCycles-g0.MTFTPCycles
 	}
 	for _, p := range procs {
 		res.PeakRSS += p.PeakRSS()

@@ -40,6 +40,13 @@ const MaxRenames = 8
 // StallHold is how long scripts name no mtftp:// after a master stalled.
 const StallHold = 10 * time.Minute
 
+// UnheardCopies is how many unicast copies (NameEvery apart) a head that
+// has never ACKed gets before it is taken for whole: iPXE closes its
+// socket once it holds the file, so of a storm's clients, those the group
+// served in full never answer. Two, so one lost copy does not drop a
+// client that lacks blocks.
+const UnheardCopies = 2
+
 // masters is the clients of the carousel's file not yet known to hold
 // it, in the order they asked; the first is the master client.
 type masters struct {
@@ -51,6 +58,8 @@ type masters struct {
 	renames  int       // copies the head needed since the group moved its gap
 	gapNamed int       // the head's gap when it was last sent a copy
 	wholes   uint64    // masters that ACKed the whole file
+	unheard  int       // copies the head got without ever ACKing
+	gone     uint64    // heads that never ACKed UnheardCopies copies
 	stalls   uint64    // masters dropped for MaxRenames copies without progress
 }
 
@@ -73,7 +82,7 @@ func (m *masters) add(from netip.AddrPort, now time.Time) {
 }
 
 func (m *masters) promote(now time.Time) {
-	m.since, m.named, m.ackAt, m.gap, m.renames, m.gapNamed = now, time.Time{}, time.Time{}, 0, 0, 0
+	m.since, m.named, m.ackAt, m.gap, m.renames, m.gapNamed, m.unheard = now, time.Time{}, time.Time{}, 0, 0, 0, 0
 }
 
 func (m *masters) pop(now time.Time) {
@@ -109,7 +118,14 @@ func (m *masters) unicast(now time.Time) (netip.AddrPort, bool) {
 	if len(m.queue) == 0 || now.Sub(m.ackAt) < NameEvery || now.Sub(m.named) < NameEvery {
 		return netip.AddrPort{}, false
 	}
-	if !m.named.IsZero() {
+	if m.ackAt.IsZero() {
+		if m.unheard == UnheardCopies {
+			m.gone++
+			m.pop(now)
+			return m.unicast(now)
+		}
+		m.unheard++
+	} else if !m.named.IsZero() {
 		if m.renames++; m.renames > MaxRenames {
 			m.stalls++
 			m.pop(now)
@@ -136,20 +152,15 @@ func (m *masters) dropSilent(now time.Time) {
 }
 
 // owe is what the carousel owes once a cycle is done: from the master's
-// first gap to the end when it ACKed, a full cycle for a master not heard
-// yet, nothing when nobody waits.
+// first gap to the end when it ACKed, else nothing. Every client in the
+// queue asked at least a full cycle ago (each RRQ owes one), so a head
+// not heard from is more likely whole than not: it is named with copies
+// while the carousel idles (unicast), which costs a datagram where a
+// cycle per client kept a storm's group busy long after its machines
+// had booted.
 func (m *masters) owe(c *carousel, now time.Time) {
 	m.dropSilent(now)
-	if len(m.queue) > 0 && m.gap == 0 && !m.named.IsZero() {
-		// Named for a cycle and never ACKed: done and closed, or not an
-		// iPXE; the next in the queue gets its cycle.
-		m.pop(now)
-	}
-	switch {
-	case len(m.queue) == 0:
-	case m.gap > 0:
+	if len(m.queue) > 0 && m.gap > 0 {
 		c.next, c.left = m.gap, c.blocks-m.gap+1
-	default:
-		c.want()
 	}
 }

@@ -172,3 +172,54 @@ func TestMasterStallsWithoutTheGroup(t *testing.T) {
 		t.Errorf("Grant gave the group away right after a master stalled, want no for %v", StallHold)
 	}
 }
+
+// TestStormOfWholeClients: a storm's clients ask within one cycle and the
+// group serves each in full, so none ACKs (iPXE closes its socket once it
+// holds the file). The carousel sends that cycle and no more: each client
+// is taken for whole after UnheardCopies copies while it idles, where a
+// full cycle per queued client kept a 200-machine storm's group busy long
+// after the machines had booted.
+func TestStormOfWholeClients(t *testing.T) {
+	kernel := content(200*BlockSize + 9) // 201 blocks
+	r := newRig(t, memFS{"k": fileOf(kernel)}, 4<<20)
+	const others = 5
+	rrq := (&tftp.Request{Op: tftp.OpRRQ, Filename: "k", Mode: "octet"}).Append(nil)
+	for i := range others {
+		c, err := net.ListenUDP("udp4", &net.UDPAddr{IP: net.IPv4(127, 0, 0, byte(2+i))})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := c.WriteToUDPAddrPort(rrq, r.req); err != nil {
+			t.Fatal(err)
+		}
+		c.Close() // whole, as far as the server will learn
+	}
+	a := r.client(t)
+	a.rrq(r, "k")
+	a.read(0, time.Second)
+	if !a.whole() || !bytes.Equal(a.file(), kernel) {
+		t.Fatalf("listener: %d of 201 blocks, want the file", len(a.blocks))
+	}
+	// Six heads, each UnheardCopies copies NameEvery apart, then a stop.
+	deadline := time.Now().Add(time.Duration((others+1)*(UnheardCopies+1))*NameEvery + 2*time.Second)
+	for {
+		r.srv.mu.Lock()
+		stopped, gone := r.srv.file == nil, r.srv.masters.gone
+		r.srv.mu.Unlock()
+		if stopped {
+			if gone != others+1 {
+				t.Errorf("%d clients taken for whole, want all %d", gone, others+1)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the carousel still runs %v after a cycle served every client", time.Until(deadline))
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	// The RRQs came within the first blocks: one cycle from the last of
+	// them, and the pacer's burst.
+	if st := r.srv.Stats(); st.Datagrams > 201+40 || st.Cycles != 1 {
+		t.Errorf("stats %+v: want one cycle of 201 datagrams (and a burst), not one per client", st)
+	}
+}

@@ -129,8 +129,12 @@ func (s *Server) Grant(path string, size int64) bool {
 func (s *Server) Stats() Stats {
 	s.mu.Lock()
 	clients := len(s.clients)
+	cycles := s.cycles.Load() // the runs ended, and the one running:
+	if s.file != nil {
+		cycles += s.car.cycles
+	}
 	s.mu.Unlock()
-	return Stats{Bytes: s.bytes.Load(), Datagrams: s.datagrams.Load(), Cycles: s.cycles.Load(),
+	return Stats{Bytes: s.bytes.Load(), Datagrams: s.datagrams.Load(), Cycles: cycles,
 		Requests: s.requests.Load(), Clients: uint64(clients), Errors: s.errs.Load(), Unicasts: s.unicasts.Load(),
 		Stalls: s.stallCount.Load()}
 }
@@ -217,7 +221,16 @@ func (s *Server) readACKs(ctx context.Context, conn *net.UDPConn) error {
 				s.car.left = 0 // the last who asked holds the file
 			}
 		}
+		idle := s.car.left == 0
 		s.mu.Unlock()
+		if idle {
+			// An idle carousel learns at once what the ACK owes, or
+			// names the next head.
+			select {
+			case s.kick <- struct{}{}:
+			default:
+			}
+		}
 	}
 }
 
@@ -318,6 +331,8 @@ func (s *Server) send(ctx context.Context, conn *net.UDPConn) error {
 	pace := mcast.NewPacer(s.cfg.Rate, 16*(BlockSize+4+mcast.WireOverhead))
 	dst := net.UDPAddrFromAddrPort(s.cfg.Group)
 	pkt, gpkt := make([]byte, 4+BlockSize), make([]byte, 4+BlockSize)
+	idle := time.NewTimer(NameEvery)
+	defer idle.Stop()
 	for {
 		select {
 		case <-ctx.Done():
@@ -344,6 +359,28 @@ func (s *Server) send(ctx context.Context, conn *net.UDPConn) error {
 					s.log.Warn("mtftp: a master client got nothing from the group, only the server's unicast copies: no mtftp:// in scripts for a while",
 						"file", path, "group", s.cfg.Group, "hold", StallHold)
 				}
+			}
+			if !ok && f != nil && len(s.masters.queue) > 0 {
+				// Idle: the head is named with a copy of its first
+				// missing block (block 1 if it never said) until it
+				// ACKs, which owes a pass from its gap, or is taken for
+				// whole.
+				gap = max(gap, 1)
+				s.mu.Unlock()
+				if copyTo {
+					if k, err := f.ReadAt(gpkt[4:], int64(gap-1)*BlockSize); err == nil || errors.Is(err, io.EOF) {
+						gpkt[0], gpkt[1], gpkt[2], gpkt[3] = 0, byte(tftp.OpDATA), byte(gap>>8), byte(gap)
+						s.nameMaster(ctx, conn, pace, master, gpkt[:4+k])
+					}
+				}
+				idle.Reset(NameEvery)
+				select {
+				case <-ctx.Done():
+					return nil
+				case <-s.kick:
+				case <-idle.C:
+				}
+				continue
 			}
 			if !ok {
 				// Stopped under the lock that took the last block, so an
@@ -418,7 +455,7 @@ func (s *Server) stopLocked() {
 	s.cycles.Add(s.car.cycles)
 	s.owner.sending(false)
 	s.log.Info("mtftp: sent", "file", s.path, "group", s.cfg.Group, "clients", len(s.askers), "cycles", s.car.cycles,
-		"masters_whole", s.masters.wholes)
+		"masters_whole", s.masters.wholes, "taken_for_whole", s.masters.gone)
 }
 
 func (s *Server) sendError(conn *net.UDPConn, to netip.AddrPort, code tftp.ErrorCode, msg string) {
