@@ -24,6 +24,20 @@ type Pacer struct {
 	sleep  func(context.Context, time.Duration) error
 }
 
+// TimerSlack is how late a short sleep may wake: Go's timers wake within
+// about a millisecond when the process is otherwise idle (measured here:
+// 20 µs sleeps took 1.0 ms, 430 µs ones 1.2 ms).
+const TimerSlack = 2 * time.Millisecond
+
+// Burst is the bucket a pacer at rate bytes per second needs so that a
+// late wake-up does not lower the rate: TimerSlack's worth of bytes, and
+// at least 16 datagrams of size bytes. A bucket smaller than what the
+// rate brings in one late wake-up drops the rest, which held a 500M
+// group to a few hundred Mbit/s.
+func Burst(rate int64, size int) int64 {
+	return max(16*int64(size), rate*int64(TimerSlack)/int64(time.Second))
+}
+
 // NewPacer paces at rate bytes per second with bursts of up to burst
 // bytes; count WireOverhead in each datagram's size.
 func NewPacer(rate, burst int64) *Pacer {

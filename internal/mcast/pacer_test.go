@@ -40,3 +40,40 @@ func TestPacerHoldsTheRateAndForgivesLateWakeups(t *testing.T) {
 		}
 	}
 }
+
+// TestPacerBurstCoversLateTimers: every sleep wakes no sooner than a
+// millisecond, as Go's timers do on an idle process; with the bucket
+// Burst gives, the pacer still sends at its rate, where a bucket of 16
+// datagrams held 500 Mbit/s to about a third of it.
+func TestPacerBurstCoversLateTimers(t *testing.T) {
+	const rate, size, sends = 62_500_000, 1126, 20_000 // 500 Mbit/s
+	for _, tc := range []struct {
+		name  string
+		burst int64
+		ok    bool
+	}{
+		{"Burst", Burst(rate, size), true},
+		{"16 datagrams", 16 * size, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			now := time.Unix(0, 0)
+			p := NewPacer(rate, tc.burst)
+			p.now = func() time.Time { return now }
+			p.sleep = func(_ context.Context, d time.Duration) error {
+				now = now.Add(max(d, time.Millisecond) + 200*time.Microsecond)
+				return nil
+			}
+			for range sends {
+				if err := p.Wait(t.Context(), size); err != nil {
+					t.Fatal(err)
+				}
+			}
+			want := time.Duration(float64(sends*size) / rate * float64(time.Second))
+			got := now.Sub(time.Unix(0, 0))
+			if held := got < want*11/10; held != tc.ok {
+				t.Errorf("burst %d bytes: %d sends took %v, %.2fx the %v the rate allows; want the rate held: %v",
+					tc.burst, sends, got, float64(got)/float64(want), want, tc.ok)
+			}
+		})
+	}
+}

@@ -23,7 +23,7 @@ type SenderConfig struct {
 	// take. Required; at least 64 KiB/s.
 	Rate int64
 	// Burst is how many bytes may leave back to back after a pause.
-	// Default 16 data datagrams; at least one.
+	// Default Burst(Rate, a data datagram); at least one datagram.
 	Burst int64
 	// Suppress is how long after a chunk's pass a request for the same
 	// fragments is taken to have crossed them and is dropped. Default
@@ -133,7 +133,7 @@ func NewSender(conn net.PacketConn, cfg SenderConfig) (*Sender, error) {
 		return nil, fmt.Errorf("mcast: sender rate %d bytes/s, want at least %d", cfg.Rate, 64<<10)
 	}
 	if cfg.Burst == 0 {
-		cfg.Burst = 16 * (chunkwire.MaxDataLen + WireOverhead)
+		cfg.Burst = Burst(cfg.Rate, chunkwire.MaxDataLen+WireOverhead)
 	}
 	if cfg.Burst < chunkwire.MaxDataLen+WireOverhead {
 		return nil, fmt.Errorf("mcast: sender burst %d bytes, want at least one datagram (%d)", cfg.Burst, chunkwire.MaxDataLen+WireOverhead)

@@ -328,7 +328,7 @@ func (s *Server) request(data *net.UDPConn, from netip.AddrPort, path string) {
 
 // send runs the carousel whenever a cycle is owed.
 func (s *Server) send(ctx context.Context, conn *net.UDPConn) error {
-	pace := mcast.NewPacer(s.cfg.Rate, 16*(BlockSize+4+mcast.WireOverhead))
+	pace := mcast.NewPacer(s.cfg.Rate, mcast.Burst(s.cfg.Rate, BlockSize+4+mcast.WireOverhead))
 	dst := net.UDPAddrFromAddrPort(s.cfg.Group)
 	pkt, gpkt := make([]byte, 4+BlockSize), make([]byte, 4+BlockSize)
 	idle := time.NewTimer(NameEvery)
