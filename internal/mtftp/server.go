@@ -368,9 +368,8 @@ func (s *Server) send(ctx context.Context, conn *net.UDPConn) error {
 				gap = max(gap, 1)
 				s.mu.Unlock()
 				if copyTo {
-					if k, err := f.ReadAt(gpkt[4:], int64(gap-1)*BlockSize); err == nil || errors.Is(err, io.EOF) {
-						gpkt[0], gpkt[1], gpkt[2], gpkt[3] = 0, byte(tftp.OpDATA), byte(gap>>8), byte(gap)
-						s.nameMaster(ctx, conn, pace, master, gpkt[:4+k])
+					if cp, err := dataPacket(f, gpkt, gap); err == nil {
+						s.nameMaster(ctx, conn, pace, master, cp)
 					}
 				}
 				idle.Reset(NameEvery)
@@ -390,17 +389,17 @@ func (s *Server) send(ctx context.Context, conn *net.UDPConn) error {
 				break
 			}
 			s.mu.Unlock()
-			n, err := f.ReadAt(pkt[4:], int64(block-1)*BlockSize)
-			if err != nil && !errors.Is(err, io.EOF) {
+			data, err := dataPacket(f, pkt, block)
+			if err != nil {
 				s.log.Error("mtftp: read failed; stopped sending it", "file", path, "block", block, "err", err)
 				s.stop()
 				break
 			}
-			pkt[0], pkt[1], pkt[2], pkt[3] = 0, byte(tftp.OpDATA), byte(block>>8), byte(block)
-			if err := pace.Wait(ctx, 4+n+mcast.WireOverhead); err != nil {
+			n := len(data) - 4
+			if err := pace.Wait(ctx, len(data)+mcast.WireOverhead); err != nil {
 				return nil
 			}
-			if _, err := conn.WriteToUDP(pkt[:4+n], dst); err != nil {
+			if _, err := conn.WriteToUDP(data, dst); err != nil {
 				if ctx.Err() != nil {
 					return nil
 				}
@@ -414,17 +413,28 @@ func (s *Server) send(ctx context.Context, conn *net.UDPConn) error {
 			if copyTo {
 				// The copy is the block the master lacks first, when it has
 				// said: so even a master the group reaches poorly moves on.
-				cp := pkt[:4+n]
+				cp := data
 				if gap > 0 && gap != block {
-					if k, err := f.ReadAt(gpkt[4:], int64(gap-1)*BlockSize); err == nil || errors.Is(err, io.EOF) {
-						gpkt[0], gpkt[1], gpkt[2], gpkt[3] = 0, byte(tftp.OpDATA), byte(gap>>8), byte(gap)
-						cp = gpkt[:4+k]
+					if g, err := dataPacket(f, gpkt, gap); err == nil {
+						cp = g
 					}
 				}
 				s.nameMaster(ctx, conn, pace, master, cp)
 			}
 		}
 	}
+}
+
+// dataPacket reads block (1-based) of f into pkt, which holds 4 +
+// BlockSize bytes, as a DATA packet and returns it; a read that reaches
+// the file's end is no error.
+func dataPacket(f io.ReaderAt, pkt []byte, block int) ([]byte, error) {
+	n, err := f.ReadAt(pkt[4:4+BlockSize], int64(block-1)*BlockSize)
+	if err != nil && !errors.Is(err, io.EOF) {
+		return nil, err
+	}
+	pkt[0], pkt[1], pkt[2], pkt[3] = 0, byte(tftp.OpDATA), byte(block>>8), byte(block)
+	return pkt[:4+n], nil
 }
 
 // nameMaster sends master a unicast copy of one DATA, which makes iPXE
