@@ -39,11 +39,11 @@ func TestBatchSends(t *testing.T) {
 			if tc.wrap {
 				conn = wrappedConn{tx}
 			}
-			b := newBatch(conn, 4)
+			b := NewBatch(conn, 4, chunkwire.MaxDataLen)
 			if got := b.pc != nil; got != tc.batch {
 				t.Fatalf("batch uses sendmmsg: %v, want %v", got, tc.batch)
 			}
-			b.to = rx.LocalAddr().(*net.UDPAddr)
+			to := rx.LocalAddr().(*net.UDPAddr)
 			payload := make([]byte, chunkwire.FragmentSize)
 			var sent, calls int
 			var bytes uint64
@@ -54,9 +54,10 @@ func TestBatchSends(t *testing.T) {
 				sent, bytes, calls = sent+n, bytes+by, calls+1
 			}
 			for f := range 6 {
-				b.add(chunkwire.Data{Content: chunkwire.ContentID{1}, Sender: 7, Seq: uint32(f), Chunk: 3, Fragment: uint8(f), Payload: payload})
-				if b.full() || f == 5 {
-					b.send(report)
+				d := chunkwire.Data{Content: chunkwire.ContentID{1}, Sender: 7, Seq: uint32(f), Chunk: 3, Fragment: uint8(f), Payload: payload}
+				b.Push(d.Append(b.Next()))
+				if b.Full() || f == 5 {
+					b.Send(to, report)
 				}
 			}
 			want := uint64(6 * (chunkwire.DataHeaderLen + chunkwire.FragmentSize))
@@ -81,19 +82,20 @@ func TestBatchSends(t *testing.T) {
 
 			// An address the socket cannot send to: every datagram is
 			// refused and reported, none stops the others.
-			b.to = &net.UDPAddr{IP: net.ParseIP("2001:db8::1"), Port: 9}
+			to = &net.UDPAddr{IP: net.ParseIP("2001:db8::1"), Port: 9}
 			var refused int
 			for f := range 3 {
-				b.add(chunkwire.Data{Content: chunkwire.ContentID{1}, Seq: uint32(f), Chunk: 3, Fragment: uint8(f), Payload: payload})
+				d := chunkwire.Data{Content: chunkwire.ContentID{1}, Seq: uint32(f), Chunk: 3, Fragment: uint8(f), Payload: payload}
+				b.Push(d.Append(b.Next()))
 			}
-			b.send(func(n int, _ uint64, err error) {
+			b.Send(to, func(n int, _ uint64, err error) {
 				if err == nil {
 					t.Errorf("%d datagrams sent to an IPv6 address on an IPv4 socket", n)
 					return
 				}
 				refused++
 			})
-			if refused != 3 || b.n != 0 {
+			if refused != 3 || b.Len() != 0 {
 				t.Fatalf("%d refusals reported and %d datagrams held, want 3 and 0", refused, b.n)
 			}
 		})

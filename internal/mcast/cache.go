@@ -274,7 +274,9 @@ func (c *MemCache) ReadAt(p []byte, off int64) (int, error) {
 		chunk := uint32(at / chunkwire.ChunkSize)
 		s := c.committed(chunk)
 		if s < 0 {
-			return 0, fmt.Errorf("%w: chunk %d (offset %d)", ErrNotCached, chunk, at)
+			// A miss is the agent's read path's everyday case, where it
+			// must not allocate: the bare error.
+			return 0, ErrNotCached
 		}
 		c.slots[s].ref = true
 		in := int(at % chunkwire.ChunkSize)

@@ -299,7 +299,7 @@ func fragmentsMask(chunk uint32, size int64) uint32 {
 func (s *Sender) sendLoop(ctx context.Context) error {
 	p := NewPacer(s.cfg.Rate, s.cfg.Burst)
 	chunk := make([]byte, chunkwire.ChunkSize)
-	b := newBatch(s.conn, int(s.cfg.Burst/(chunkwire.MaxDataLen+WireOverhead)))
+	b := NewBatch(s.conn, min(chunkwire.FragmentsPerChunk, int(s.cfg.Burst/(chunkwire.MaxDataLen+WireOverhead))), chunkwire.MaxDataLen)
 	for {
 		s.mu.Lock()
 		j, ok := s.q.next(time.Now(), s.cfg.Suppress)
@@ -328,7 +328,7 @@ func (s *Sender) sendLoop(ctx context.Context) error {
 // sendChunk reads j's chunk and multicasts the fragments j asks for, up
 // to a burst of them per system call: at a storm's rate, a wake-up and a
 // syscall per datagram were most of the server's CPU.
-func (s *Sender) sendChunk(ctx context.Context, p *Pacer, c *served, j job, chunk []byte, b *batch) error {
+func (s *Sender) sendChunk(ctx context.Context, p *Pacer, c *served, j job, chunk []byte, b *Batch) error {
 	off := int64(j.key.chunk) * chunkwire.ChunkSize
 	n := int(min(chunkwire.ChunkSize, c.Size-off))
 	// io.ReaderAt may say EOF with a full read at the end of the content.
@@ -338,28 +338,28 @@ func (s *Sender) sendChunk(ctx context.Context, p *Pacer, c *served, j job, chun
 	s.chunks.Add(1)
 	c.chunks.Add(1)
 	again := !c.firstPass(j.key.chunk)
-	b.to = net.UDPAddrFromAddrPort(c.Group)
+	to := net.UDPAddrFromAddrPort(c.Group)
 	for f := 0; f < chunkwire.FragmentsPerChunk; f++ {
 		if j.mask&(1<<f) == 0 {
 			continue
 		}
-		d := chunkwire.Data{Content: c.ID, Sender: s.id, Seq: s.seq + uint32(b.n), Chunk: j.key.chunk, Fragment: uint8(f)}
+		d := chunkwire.Data{Content: c.ID, Sender: s.id, Seq: s.seq + uint32(b.Len()), Chunk: j.key.chunk, Fragment: uint8(f)}
 		last := j.mask>>(f+1) == 0
 		if last {
 			d.Flags = chunkwire.FlagEnd
 		}
 		start := f * chunkwire.FragmentSize
 		d.Payload = chunk[start:min(n, start+chunkwire.FragmentSize)]
-		b.add(d)
-		if !last && !b.full() {
+		b.Push(d.Append(b.Next()))
+		if !last && !b.Full() {
 			continue
 		}
-		if err := p.Wait(ctx, b.wireBytes); err != nil {
+		if err := p.Wait(ctx, b.WireBytes()); err != nil {
 			return err
 		}
-		s.seq += uint32(b.n)
+		s.seq += uint32(b.Len())
 		s.nextSeq.Store(s.seq)
-		b.send(func(sent int, bytes uint64, err error) {
+		b.Send(to, func(sent int, bytes uint64, err error) {
 			if err != nil {
 				// A full socket buffer or a route that went away loses
 				// this datagram like the network would; the agents ask
