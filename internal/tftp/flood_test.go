@@ -17,8 +17,9 @@ import (
 // TestRRQFloodFromOneHost: 500 ports of one host (127.0.0.2) send RRQs and
 // never ACK. The server runs at most MaxPerClient transfers for that host,
 // drops the rest with a log line, and a machine elsewhere (127.0.0.1)
-// downloads within 1.5× its quiet time (plus 200 ms of slack: other tests
-// share the CPUs).
+// is not starved: its downloads take at most 3× (plus 500 ms) what the
+// same downloads take meanwhile from a twin server nobody floods. The
+// two are sampled in turn, so load from outside the test slows both.
 func TestRRQFloodFromOneHost(t *testing.T) {
 	if testing.Short() {
 		t.Skip("floods for a few seconds")
@@ -29,26 +30,23 @@ func TestRRQFloodFromOneHost(t *testing.T) {
 	fs.put("nbp.efi", randBytes(8, 1<<20))
 	var srv *Server
 	addr, _, logs := startServer(t, Config{FS: fs, MaxPerClient: 8}, func(s *Server) { srv = s })
+	twin, _, _ := startServer(t, Config{FS: fs, MaxPerClient: 8})
 
-	download := func() time.Duration {
+	download := func(from net.Addr) time.Duration {
 		t.Helper()
 		ctx := testCtx(t, 30*time.Second)
 		start := time.Now()
-		got, err := fetch(ctx, addr, "big.img", ClientOptions{BlockSize: 1456, WindowSize: 16})
+		got, err := fetch(ctx, from, "big.img", ClientOptions{BlockSize: 1456, WindowSize: 16})
 		if err != nil || !bytes.Equal(got, big) {
-			t.Fatalf("legitimate download: %v (%d bytes, want %d)", err, len(got), len(big))
+			t.Fatalf("legitimate download from %v: %v (%d bytes, want %d)", from, err, len(got), len(big))
 		}
 		return time.Since(start)
 	}
-	median := func(n int) time.Duration {
-		ds := make([]time.Duration, n)
-		for i := range ds {
-			ds[i] = download()
-		}
+	median := func(ds []time.Duration) time.Duration {
 		sort.Slice(ds, func(i, j int) bool { return ds[i] < ds[j] })
-		return ds[n/2]
+		return ds[len(ds)/2]
 	}
-	quiet := median(3)
+	download(addr) // warms both servers' file cache and the test's buffers
 	goroutines := runtime.NumGoroutine()
 
 	flooders := make([]*net.UDPConn, 500)
@@ -100,13 +98,18 @@ func TestRRQFloodFromOneHost(t *testing.T) {
 		}
 		return nil
 	})
-	during := median(3)
+	var quiets, durings []time.Duration
+	for range 3 {
+		quiets = append(quiets, download(twin))
+		durings = append(durings, download(addr))
+	}
+	quiet, during := median(quiets), median(durings)
 	extra := runtime.NumGoroutine() - goroutines
 	close(stop)
 	wg.Wait()
 	<-sampled
 
-	t.Logf("quiet %v, during the flood %v; flooding host peaked at %d transfers (%d in all), %d goroutines more",
+	t.Logf("unflooded twin %v, flooded server %v; flooding host peaked at %d transfers (%d in all), %d goroutines more",
 		quiet, during, peak, peakTotal, extra)
 	if peak > 8 || peak == 0 {
 		t.Errorf("the flooding host had up to %d transfers at once, want 1..8 (MaxPerClient)", peak)
@@ -114,11 +117,10 @@ func TestRRQFloodFromOneHost(t *testing.T) {
 	if extra > 100 {
 		t.Errorf("%d goroutines more during the flood: the server is not bounding it", extra)
 	}
-	// The bound is for starvation, not speed: 10,000 refused RRQs a second
-	// cost the server CPU that the download shares on a 2-core host, which
-	// a tighter bound turned into a failure of a quiet CI run.
+	// The bound is for starvation, not speed: the flood's 10,000 refused
+	// RRQs a second cost the CPU both servers share.
 	if limit := quiet*3 + 500*time.Millisecond; during > limit {
-		t.Errorf("a legitimate download took %v during the flood, want at most %v (3× its quiet %v + 500 ms)", during, limit, quiet)
+		t.Errorf("a legitimate download took %v from the flooded server, want at most %v (3× the unflooded twin's %v + 500 ms)", during, limit, quiet)
 	}
 	if !strings.Contains(logs.String(), "requests dropped, too many transfers") {
 		t.Errorf("no log line says requests were dropped")
