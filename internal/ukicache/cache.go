@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"time"
 
@@ -20,6 +21,16 @@ import (
 // ErrNoStub means the configured stub is not there: no images are built.
 var ErrNoStub = errors.New("ukicache: no systemd-stub")
 
+// Unused is how long an image stays on disk after it was last opened. A
+// changed kernel or initrd names a new image and the old one is never
+// opened again; two weeks outlast a lab's weekly reboot, and an image
+// removed too early only costs one rebuild.
+const Unused = 14 * 24 * time.Hour
+
+// touchEvery bounds how often opening an image records its use on disk
+// (its modification time), which outlives a restart.
+const touchEvery = time.Hour
+
 // Cache builds and keeps unified kernel images under Dir.
 type Cache struct {
 	dir, stub string
@@ -27,6 +38,8 @@ type Cache struct {
 
 	mu       sync.Mutex
 	building map[string]*build
+	touched  map[string]time.Time // when an image's use was last recorded
+	now      func() time.Time
 }
 
 // build is one image being built; done closes when err is set.
@@ -41,7 +54,7 @@ func New(dir, stub string, log *slog.Logger) *Cache {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Cache{dir: dir, stub: stub, log: log, building: map[string]*build{}}
+	return &Cache{dir: dir, stub: stub, log: log, building: map[string]*build{}, touched: map[string]time.Time{}, now: time.Now}
 }
 
 // Stub checks that the stub is a readable regular file; the error wraps
@@ -80,6 +93,7 @@ func (c *Cache) Open(kernel string, initrds []string) (*os.File, error) {
 		return nil, err
 	}
 	if f, err := os.Open(name); err == nil {
+		c.touch(name)
 		return f, nil
 	}
 	c.mu.Lock()
@@ -100,7 +114,59 @@ func (c *Cache) Open(kernel string, initrds []string) (*os.File, error) {
 	if b.err != nil {
 		return nil, b.err
 	}
+	c.touch(name)
 	return os.Open(name)
+}
+
+// touch records that name was opened now, at most every touchEvery.
+func (c *Cache) touch(name string) {
+	now := c.now()
+	c.mu.Lock()
+	due := now.Sub(c.touched[name]) >= touchEvery
+	if due {
+		c.touched[name] = now
+	}
+	c.mu.Unlock()
+	if due {
+		if err := os.Chtimes(name, now, now); err != nil {
+			c.log.Warn("unified kernel image: cannot record its use; it may be removed and rebuilt", "file", name, "err", err)
+		}
+	}
+}
+
+// prune removes the images not opened for Unused, and what builds that
+// crashed left behind. A server still sending a removed image keeps
+// reading it through its open file.
+func (c *Cache) prune() {
+	entries, err := os.ReadDir(c.dir)
+	if err != nil {
+		c.log.Warn("unified kernel images: cannot list them to remove unused ones", "dir", c.dir, "err", err)
+		return
+	}
+	now := c.now()
+	for _, e := range entries {
+		name := e.Name()
+		image, tmp := !strings.HasPrefix(name, ".") && strings.HasSuffix(name, ".efi"), strings.HasPrefix(name, ".") && strings.Contains(name, ".efi.tmp")
+		if !e.Type().IsRegular() || (!image && !tmp) {
+			continue
+		}
+		info, err := e.Info()
+		if err != nil {
+			continue
+		}
+		age := now.Sub(info.ModTime())
+		if (image && age < Unused) || (tmp && age < touchEvery) {
+			continue
+		}
+		// A build's temporary file is written as it goes: one an hour
+		// old belongs to a build that died.
+		path := filepath.Join(c.dir, name)
+		if err := os.Remove(path); err != nil {
+			c.log.Warn("unified kernel image: cannot remove it", "file", path, "err", err)
+			continue
+		}
+		c.log.Info("unified kernel image removed, unused", "file", path, "days", int(age.Hours()/24))
+	}
 }
 
 // name is the image's path: Dir/HASH.efi, HASH of the inputs' identities.
@@ -139,6 +205,8 @@ func (c *Cache) build(name, kernel string, initrds []string) error {
 	}
 	c.log.Info("unified kernel image built", "file", name, "kernel", kernel, "initrds", len(initrds),
 		"bytes", n, "seconds", time.Since(start).Round(10*time.Millisecond).Seconds())
+	// A new image is when an older one may have stopped being used.
+	c.prune()
 	return nil
 }
 

@@ -25,13 +25,20 @@ func stubFile(t *testing.T) string {
 	return config.DefaultUKIStub
 }
 
-func TestOpenBuildsOnceAndCaches(t *testing.T) {
-	stub := stubFile(t)
-	dir := t.TempDir()
-	kernel := filepath.Join(dir, "kernel")
+// testInputs is a stub, a kernel and an initrd of n bytes in dir.
+func testInputs(t *testing.T, n int) (stub, dir, kernel, initrd string) {
+	t.Helper()
+	stub, dir = stubFile(t), t.TempDir()
+	kernel, initrd = filepath.Join(dir, "kernel"), filepath.Join(dir, "initrd")
 	copyFile(t, stub, kernel)
-	rd := filepath.Join(dir, "initrd")
-	os.WriteFile(rd, bytes.Repeat([]byte("initrd"), 1000), 0o644)
+	if err := os.WriteFile(initrd, bytes.Repeat([]byte("initrd"), n/6), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return stub, dir, kernel, initrd
+}
+
+func TestOpenBuildsOnceAndCaches(t *testing.T) {
+	stub, dir, kernel, rd := testInputs(t, 6000)
 	c := New(filepath.Join(dir, "uki"), stub, nil)
 
 	want, err := c.Size(kernel, []string{rd})
