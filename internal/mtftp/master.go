@@ -90,6 +90,14 @@ func (m *masters) pop(now time.Time) {
 	m.promote(now)
 }
 
+// dropBehindHead takes every client queued behind the head for gone.
+func (m *masters) dropBehindHead() {
+	if len(m.queue) > 1 {
+		m.gone += uint64(len(m.queue) - 1)
+		m.queue = m.queue[:1]
+	}
+}
+
 // ack takes an ACK of block (iPXE's first missing block, 0-based: the
 // 1-based count of blocks it holds in a row) from a client of a file of
 // blocks blocks.

@@ -83,6 +83,7 @@ type Server struct {
 	// does not reach iPXE here, and Grant refuses for StallHold.
 	stalledAt time.Time
 	runStalls uint64              // masters.stalls of this run already logged
+	idleSince time.Time           // when the running carousel last found nothing owed; zero while it sends
 	askers    map[netip.Addr]bool // clients of the current run, for the log
 	clients   map[netip.Addr]bool
 
@@ -308,7 +309,7 @@ func (s *Server) request(data *net.UDPConn, from netip.AddrPort, path string) {
 			s.request(data, from, path)
 			return
 		}
-		s.file, s.path, s.car, s.askers, s.masters, s.runStalls = f, path, newCarousel(f.Size()), map[netip.Addr]bool{}, masters{}, 0
+		s.file, s.path, s.car, s.askers, s.masters, s.runStalls, s.idleSince = f, path, newCarousel(f.Size()), map[netip.Addr]bool{}, masters{}, 0, time.Time{}
 		f = nil
 		s.owner.sending(true)
 		s.log.Info(fmt.Sprintf("mtftp: sending %s to %v for 1 clients", path, s.cfg.Group), "file", path, "group", s.cfg.Group, "remote", from)
@@ -359,6 +360,18 @@ func (s *Server) send(ctx context.Context, conn *net.UDPConn) error {
 			if f != nil {
 				now := s.cfg.Now()
 				blocks = s.takeLocked(blocks, batch.Cap(), now)
+				switch {
+				case len(blocks) > 0:
+					s.idleSince = time.Time{}
+				case s.idleSince.IsZero():
+					s.idleSince = now
+				case now.Sub(s.idleSince) >= Silence:
+					// A client lacking blocks has heard a silent group
+					// for Silence: its iPXE asked again (and is queued
+					// anew) or fell back to plain TFTP. Naming the rest
+					// one by one would hold the group half a second each.
+					s.masters.dropBehindHead()
+				}
 				master, copyTo = s.masters.unicast(now)
 				gap = s.masters.gap
 				if n := s.masters.stalls; n > s.runStalls {
