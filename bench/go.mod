@@ -3,6 +3,7 @@ module github.com/bootfleet/bootfleet/bench
 go 1.26.8
 
 require (
+	github.com/google/pprof v0.0.0-20261105003125-4bf881d7fb0b
 	golang.org/x/sys v0.49.0
 	gonum.org/v1/plot v0.17.0
 )

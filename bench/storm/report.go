@@ -124,13 +124,14 @@ type row struct {
 	wall, p50, p99      float64
 	serverCPU, clientCP float64
 	rss                 float64
-	booted, failed      int // of the median-wall run
+	machineBusy         float64 // share of all CPUs' time, 0 when not measured
+	booted, failed      int     // of the median-wall run
 	failures            []string
 }
 
 func (r *report) row(stack, fw string, n int) *row {
 	out := &row{}
-	var walls, p50s, p99s, scpu, ccpu, rss []float64
+	var walls, p50s, p99s, scpu, ccpu, rss, busy []float64
 	for _, x := range r.Runs {
 		if x.Stack != stack || x.Firmware != fw || x.N != n {
 			continue
@@ -151,12 +152,14 @@ func (r *report) row(stack, fw string, n int) *row {
 			p50s, p99s = append(p50s, b.P50), append(p99s, b.P99)
 		}
 		scpu, ccpu, rss = append(scpu, x.ServerCPU), append(ccpu, x.ClientCPU), append(rss, float64(x.PeakRSS))
+		busy = append(busy, x.MachineBusy)
 	}
 	if len(out.runs) == 0 {
 		return nil
 	}
 	out.wall, out.p50, out.p99 = harness.Median(walls), harness.Median(p50s), harness.Median(p99s)
 	out.serverCPU, out.clientCP, out.rss = harness.Median(scpu), harness.Median(ccpu), harness.Median(rss)
+	out.machineBusy = harness.Median(busy)
 	return out
 }
 
@@ -294,10 +297,17 @@ func (r *report) render() string {
 		p("socket). The machines then move together: at N = 200 each one's root phase ends within a fraction of a second ")
 		p("of the others', however early it began. A real machine reads its own socket with its own CPU.\n\n")
 	}
+	r.renderCPU(p)
 	p("## Commands\n\n```sh\n# as root, from the repository root:\nmake bench-tools\nbin/bench storm -out %s -clients %s -firmware %s -stacks %s -runs %d -initrd-mib %d -trace %s -mcast-rate %s\n\n",
 		filepath.Base(o.out), joinInts(o.clients), strings.Join(o.firmwares, ","), strings.Join(o.stacks, ","), o.runs, r.Files["initrd.img"]>>20, o.trace, o.mcastRate)
 	p("# link\n%s\n\n# simulator, in %s, for each firmware F and N:\n", strings.Join(r.Shaping, "\n"), nsClient)
-	p("bin/bootfleet storm -i %s -n N --firmware F --trace %s --timeout %s -o json\n```\n\n", devClient, o.trace, o.timeout)
+	p("bin/bootfleet storm -i %s -n N --firmware F --trace %s --timeout %s -o json\n", devClient, o.trace, o.timeout)
+	if slices.Contains(o.stacks, stackMulticast) {
+		top := o.clients[len(o.clients)-1]
+		p("# %s, N = %d, firmware %s, adds: --cpu-profile %s-cpu/%s-%s-%d-runR.pprof\n", stackMulticast, top, o.firmwares[0],
+			strings.TrimSuffix(filepath.Base(o.out), ".md"), stackMulticast, o.firmwares[0], top)
+	}
+	p("```\n\n")
 	p("bootfleet's config for bootfleet-multicast (DIR is fresh per storm; the unicast stack has `multicast: {mode: off}`):\n\n```yaml\n%s```\n\n", strings.ReplaceAll(
 		(&bench{o: o}).bootfleetConfig(stackMulticast, "DIR"), o.work, "$WORK"))
 	var drop []string

@@ -77,6 +77,16 @@ type run struct {
 	// MTFTPBytes is what the PXE MTFTP carousel sent during the storm
 	// (file bytes), MTFTPCycles its full cycles of a file.
 	MTFTPBytes, MTFTPCycles float64 `json:",omitempty"`
+	// CPUProfile is the simulator's CPU profile of this storm (the
+	// multicast stack at the largest N only), CPU its seconds by
+	// component, CPUErr why it could not be read.
+	CPUProfile string     `json:",omitempty"`
+	CPU        []cpuShare `json:",omitempty"`
+	CPUErr     string     `json:",omitempty"`
+	// MachineBusy is the share of all CPUs' time the machine was busy
+	// during the storm: the processes' CPU above, the kernel's packet work
+	// in softirq (charged to no process) and anything else running.
+	MachineBusy float64 `json:",omitempty"`
 }
 
 // Main runs the storms args select (see -h) and writes the report.
@@ -111,8 +121,7 @@ func Main(ctx context.Context, log *slog.Logger, args []string) error {
 					if ctx.Err() != nil {
 						break
 					}
-					res := b.storm(ctx, st, fw, n)
-					res.Run = r
+					res := b.storm(ctx, st, fw, n, r)
 					log.Info("storm", "stack", st, "firmware", fw, "clients", n, "run", r, "err", res.Err,
 						"wall", wallOf(res), "booted", bootedOf(res), "server_cpu", res.ServerCPU, "client_cpu", res.ClientCPU)
 					runs = append(runs, res)
@@ -293,8 +302,8 @@ func randomFile(path string, size int64) error {
 }
 
 // storm starts a fresh stack, runs the simulator against it and stops it.
-func (b *bench) storm(ctx context.Context, stack, fw string, n int) run {
-	res := run{Stack: stack, Firmware: fw, N: n}
+func (b *bench) storm(ctx context.Context, stack, fw string, n, r int) run {
+	res := run{Stack: stack, Firmware: fw, N: n, Run: r}
 	dir := filepath.Join(b.o.work, fmt.Sprintf("%s-%s-%d", stack, fw, n))
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		res.Err = err.Error()
@@ -319,7 +328,7 @@ func (b *bench) storm(ctx context.Context, stack, fw string, n int) run {
 		// content's read order (internal/readorder) from those boots, which
 		// the machines of a storm then read ahead by. A server started
 		// fresh has seen none, so one machine boots first, not counted.
-		w, _, stderr, err := b.simulate(ctx, fw, 1)
+		w, _, stderr, err := b.simulate(ctx, fw, 1, "")
 		var rep storm.Report
 		if err == nil {
 			if err = json.Unmarshal(w.Bytes(), &rep); err == nil && rep.Summary.Booted != 1 {
@@ -337,7 +346,27 @@ func (b *bench) storm(ctx context.Context, stack, fw string, n int) run {
 	if multicastStack(stack) {
 		g0 = b.scrapeGroup(ctx)
 	}
-	stdout, cmd, stderr, runErr := b.simulate(ctx, fw, n) // runErr: non-zero when a machine failed; the JSON says which
+	if stack == stackMulticast && fw == b.o.firmwares[0] && n == b.o.clients[len(b.o.clients)-1] {
+		// The storm the report's CPU section explains; the others would
+		// only cost the profiler's share of a CPU.
+		res.CPUProfile = filepath.Join(strings.TrimSuffix(b.o.out, ".md")+"-cpu", fmt.Sprintf("%s-%s-%d-run%d.pprof", stack, fw, n, r))
+	}
+	var prof string // absolute: the simulator runs in its namespace
+	if res.CPUProfile != "" {
+		var err error
+		if prof, err = filepath.Abs(res.CPUProfile); err == nil {
+			err = os.MkdirAll(filepath.Dir(prof), 0o755)
+		}
+		if err != nil {
+			res.Err = fmt.Sprintf("directory for the CPU profile: %v", err)
+			return res
+		}
+	}
+	busy0, total0, _ := harness.MachineCPU()
+	stdout, cmd, stderr, runErr := b.simulate(ctx, fw, n, prof) // runErr: non-zero when a machine failed; the JSON says which
+	if busy1, total1, _ := harness.MachineCPU(); total1 > total0 {
+		res.MachineBusy = (busy1 - busy0) / (total1 - total0)
+	}
 	res.ServerCPU = cpuOf(procs) - cpu0
 	if multicastStack(stack) {
 		g := b.scrapeGroup(ctx)
@@ -351,6 +380,12 @@ func (b *bench) storm(ctx context.Context, stack, fw string, n int) run {
 	if cmd.ProcessState != nil {
 		res.ClientCPU = (cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()).Seconds()
 	}
+	if res.CPUProfile != "" {
+		var err error
+		if res.CPU, err = readCPUProfile(prof); err != nil {
+			res.CPUErr = err.Error()
+		}
+	}
 	var rep storm.Report
 	if err := json.Unmarshal(stdout.Bytes(), &rep); err != nil {
 		res.Err = fmt.Sprintf("simulator: %v; no JSON report (%v): %s", runErr, err, harness.Tail(stderr.String(), 400))
@@ -360,10 +395,14 @@ func (b *bench) storm(ctx context.Context, stack, fw string, n int) run {
 	return res
 }
 
-// simulate runs the simulator's storm of n machines with fw to its end
-// and returns its output and its process.
-func (b *bench) simulate(ctx context.Context, fw string, n int) (*bytes.Buffer, *exec.Cmd, *bytes.Buffer, error) {
+// simulate runs the simulator's storm of n machines with fw to its end,
+// with a CPU profile into cpuProfile unless it is "", and returns its
+// output and its process.
+func (b *bench) simulate(ctx context.Context, fw string, n int, cpuProfile string) (*bytes.Buffer, *exec.Cmd, *bytes.Buffer, error) {
 	argv := append([]string{"ip", "netns", "exec", nsClient}, b.stormArgv(fw, n)...)
+	if cpuProfile != "" {
+		argv = append(argv, "--cpu-profile", cpuProfile)
+	}
 	cctx, cancel := context.WithTimeout(ctx, b.o.timeout+time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(cctx, argv[0], argv[1:]...)

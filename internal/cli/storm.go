@@ -1,11 +1,13 @@
 package cli
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"net/netip"
 	"os"
+	"runtime/pprof"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -22,6 +24,7 @@ func stormCmd() *cobra.Command {
 		sizeProbe   bool
 		realProfile string
 		wave        string
+		cpuProfile  string
 		conn        clientOpts
 	)
 	cmd := &cobra.Command{
@@ -43,11 +46,26 @@ PROFILE through their power drivers (as bootfleet power on --profile, with
 --wave), follows their boot records on the server until each has ended or
 --timeout has passed, and prints the same table, timed from each machine's
 power-on. It needs an operate token (--server, --token, as the other API
-commands) and no --interface.`,
+commands) and no --interface.
+
+With --cpu-profile FILE it writes a Go CPU profile of the whole emulated
+run to FILE (go tool pprof reads it), also when machines fail: a storm of
+hundreds of machines on a few CPUs can be bound by the simulator rather
+than by the server or the link, and the profile shows where its CPU went.`,
 		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
+		RunE: func(cmd *cobra.Command, _ []string) (err error) {
 			if realProfile != "" {
+				if cpuProfile != "" {
+					return fmt.Errorf("--cpu-profile profiles the emulated machines, and --real emulates none: leave one out")
+				}
 				return runRealStorm(cmd, &conn, realProfile, wave, cfg.Timeout, output)
+			}
+			if cpuProfile != "" {
+				stop, perr := startCPUProfile(cpuProfile)
+				if perr != nil {
+					return perr
+				}
+				defer func() { err = errors.Join(err, stop()) }()
 			}
 			if cfg.Interface == "" {
 				return fmt.Errorf("--interface is required, or --real PROFILE to power on real machines")
@@ -135,6 +153,7 @@ commands) and no --interface.`,
 	f.StringVar(&cfg.DoneParam, "done-param", "done", "kernel command line parameter that holds the DoneURL")
 	f.StringVar(&realProfile, "real", "", "power on the real machines of this profile through their drivers instead of emulating any")
 	f.StringVar(&wave, "wave", "", "with --real: N/T, N machines every T (default: all at once)")
+	f.StringVar(&cpuProfile, "cpu-profile", "", "write a Go CPU profile of the whole run to this file, to see where the simulator's CPU goes (go tool pprof reads it)")
 	conn.connFlags(f.StringVar)
 	cmd.AddCommand(stormRecordCmd())
 	return cmd
@@ -203,6 +222,27 @@ with Ctrl-C once the machine is up, or let --idle stop it. Needs root.`,
 	cmd.MarkFlagRequired("interface")
 	cmd.MarkFlagRequired("out")
 	return cmd
+}
+
+// startCPUProfile starts a CPU profile of this process into path; stop
+// ends it and closes the file, so the profile is whole however the storm
+// ended.
+func startCPUProfile(path string) (stop func() error, err error) {
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, fmt.Errorf("--cpu-profile: %w", err)
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("--cpu-profile %s: %w", path, err)
+	}
+	return func() error {
+		pprof.StopCPUProfile()
+		if err := f.Close(); err != nil {
+			return fmt.Errorf("--cpu-profile %s: %w", path, err)
+		}
+		return nil
+	}, nil
 }
 
 // isTerminal reports whether w is a character device (a terminal), where
