@@ -288,7 +288,9 @@ func (r *report) render() string {
 	p("The machine has %d CPUs for the server, the simulator playing all N machines, and the kernel's packet work on both ", r.Host.CPUs)
 	p("sides of the link. A storm whose server CPU plus simulator CPU approaches %d × its wall time was bound by the CPUs, ", r.Host.CPUs)
 	p("not by the server's link; its × limit then measures this machine, not the server. Server CPU is the server's cgroup ")
-	p("(every process of the stack), simulator CPU the simulator's own rusage.\n\n")
+	p("(every process of the stack), simulator CPU the simulator's own rusage. The kernel delivers a datagram through ")
+	p("the veth pair in the sender's system call, so the server's CPU includes taking its datagrams into the simulator's ")
+	p("sockets: `perf record -a -g` during a storm shows it under the server's sendmmsg.\n\n")
 	if slices.Contains(o.stacks, stackMulticast) {
 		p("With multicast, a storm can be bound by the simulator's CPUs without using them all. Every emulated machine ")
 		p("takes the group's datagrams from the simulator's one socket per group (mcast.Hub), so when the Hub's goroutine ")
