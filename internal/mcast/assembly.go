@@ -86,6 +86,7 @@ func (r *Receiver) room() bool {
 	}
 	r.cfg.Cache.Release(chunk)
 	delete(r.pend, chunk)
+	r.recycle(stalest)
 	return true
 }
 
@@ -95,8 +96,8 @@ func (r *Receiver) start(chunk uint32, now time.Time) *assembly {
 	if !ok {
 		return nil
 	}
-	a := &assembly{buf: buf, need: fragmentsMask(chunk, r.cfg.Size), since: now, progress: now, done: make(chan struct{}),
-		slab: r.cfg.Hub.onSlab(chunk, buf)}
+	a := r.newAssembly()
+	a.buf, a.need, a.since, a.progress, a.slab = buf, fragmentsMask(chunk, r.cfg.Size), now, now, r.cfg.Hub.onSlab(chunk, buf)
 	r.pend[chunk] = a
 	return a
 }
@@ -132,18 +133,24 @@ func (r *Receiver) Wait(ctx context.Context, chunk uint32) error {
 		r.mu.Unlock()
 		return err
 	}
+	ch := r.waitChan()
+	a.waiters = append(a.waiters, ch)
 	r.mu.Unlock()
 	select {
-	case <-a.done:
+	case err = <-ch:
 	case <-ctx.Done():
+		r.mu.Lock()
+		r.leave(a, ch)
+		r.mu.Unlock()
 		return ctx.Err()
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if a.err != nil {
+	r.waitChans = append(r.waitChans, ch)
+	if err != nil {
 		r.st.Fallbacks++
 	}
-	return a.err
+	return err
 }
 
 // take files one datagram of the content. r.mu is held.
@@ -189,7 +196,7 @@ func (r *Receiver) take(d chunkwire.Data, now time.Time) {
 		r.st.Chunks++
 		r.undefer(a)
 		delete(r.pend, d.Chunk)
-		close(a.done)
+		r.finish(a, nil)
 		return
 	}
 	if d.Flags&chunkwire.FlagEnd != 0 {
@@ -235,8 +242,7 @@ func (r *Receiver) fail(chunk uint32, err error) {
 	r.undefer(a)
 	delete(r.pend, chunk)
 	r.cfg.Cache.Release(chunk)
-	a.err = err
-	close(a.done)
+	r.finish(a, err)
 }
 
 // tick declares silence, asks again for stalled chunks and drops
@@ -271,6 +277,7 @@ func (r *Receiver) tick(now time.Time) {
 			if now.Sub(a.progress) >= r.cfg.KeepPartial {
 				r.cfg.Cache.Release(c)
 				delete(r.pend, c)
+				r.recycle(a)
 			}
 			continue
 		}

@@ -150,6 +150,8 @@ type Receiver struct {
 	reqBuf         []byte
 	repairList     []chunkwire.Range
 	aheadRanges    []chunkwire.Range // WantAhead's, reused
+	free           []*assembly       // assemblies to reuse (pool.go)
+	waitChans      []chan error      // Wait's channels to reuse
 }
 
 // assembly is a chunk being received.
@@ -162,10 +164,9 @@ type assembly struct {
 	asked    time.Time // last request for it
 	progress time.Time // last fragment
 	repairs  int
-	deferred bool          // wanted while datagrams waited unread: not asked for yet
-	slab     *SharedSlab   // buf's SharedSlab (Hub.onSlab); nil: buf is this cache's own
-	done     chan struct{} // closed when committed or failed
-	err      error
+	deferred bool         // wanted while datagrams waited unread: not asked for yet
+	slab     *SharedSlab  // buf's SharedSlab (Hub.onSlab); nil: buf is this cache's own
+	waiters  []chan error // each Wait on the chunk, told how it ended
 }
 
 // NewReceiver checks cfg, joins the group and opens the request socket.
@@ -229,7 +230,9 @@ func newReceiver(cfg ReceiverConfig) (*Receiver, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Receiver{cfg: cfg, log: log, pend: map[uint32]*assembly{}, queued: func() int { return 0 }}, nil
+	r := &Receiver{cfg: cfg, log: log, pend: make(map[uint32]*assembly, cfg.MaxPending), queued: func() int { return 0 }}
+	r.preallocate()
+	return r, nil
 }
 
 // Close leaves the group and closes the sockets; Run returns.
