@@ -51,16 +51,17 @@ const UnheardCopies = 2
 // it, in the order they asked; the first is the master client.
 type masters struct {
 	queue    []netip.AddrPort
-	since    time.Time // when the head became the head
-	named    time.Time // when the head was last sent a unicast copy
-	ackAt    time.Time // the head's latest ACK
-	gap      int       // the head's first missing block, from that ACK; 0 before one
-	renames  int       // copies the head needed since the group moved its gap
-	gapNamed int       // the head's gap when it was last sent a copy
-	wholes   uint64    // masters that ACKed the whole file
-	unheard  int       // copies the head got without ever ACKing
-	gone     uint64    // heads that never ACKed UnheardCopies copies
-	stalls   uint64    // masters dropped for MaxRenames copies without progress
+	since    time.Time    // when the head became the head
+	named    time.Time    // when the head was last sent a unicast copy
+	ackAt    time.Time    // the head's latest ACK
+	gap      int          // the head's first missing block, from that ACK; 0 before one
+	renames  int          // copies the head needed since the group moved its gap
+	gapNamed int          // the head's gap when it was last sent a copy
+	wholes   uint64       // masters that ACKed the whole file
+	unheard  int          // copies the head got without ever ACKing
+	gone     uint64       // heads that never ACKed UnheardCopies copies
+	stalls   uint64       // masters dropped for MaxRenames copies without progress
+	stalled  []netip.Addr // their addresses, until the server takes them
 }
 
 // add queues a client that asked; an address already queued takes the
@@ -136,6 +137,7 @@ func (m *masters) unicast(now time.Time) (netip.AddrPort, bool) {
 	} else if !m.named.IsZero() {
 		if m.renames++; m.renames > MaxRenames {
 			m.stalls++
+			m.stalled = append(m.stalled, m.queue[0].Addr())
 			m.pop(now)
 			return m.unicast(now)
 		}

@@ -171,6 +171,18 @@ func TestMasterStallsWithoutTheGroup(t *testing.T) {
 	if r.srv.Grant("k", int64(len(kernel))) {
 		t.Errorf("Grant gave the group away right after a master stalled, want no for %v", StallHold)
 	}
+	// Its iPXE times out with a peer and asks again from a new port: named
+	// master again it would stall again, round and round, so it is
+	// refused and its script takes the next URL.
+	again := r.client(t)
+	again.rrq(r, "k")
+	p, _, err := again.unicast(2 * time.Second)
+	if e, ok := p.(*tftp.Error); err != nil || !ok || e.Code != tftp.ErrCodeAccessViolation {
+		t.Fatalf("the stalled client asked again and got %v (%v), want an access violation ERROR", p, err)
+	}
+	if got := r.srv.Stats().Datagrams; got != st.Datagrams {
+		t.Errorf("the carousel ran again for the stalled client: %d datagrams, then %d", st.Datagrams, got)
+	}
 }
 
 // TestStormOfWholeClients: a storm's clients ask within one cycle and the

@@ -82,8 +82,11 @@ type Server struct {
 	// stalledAt is when a master last stalled (MaxRenames): the group
 	// does not reach iPXE here, and Grant refuses for StallHold.
 	stalledAt time.Time
-	runStalls uint64              // masters.stalls of this run already logged
-	idleSince time.Time           // when the running carousel last found nothing owed; zero while it sends
+	runStalls uint64    // masters.stalls of this run already logged
+	idleSince time.Time // when the running carousel last found nothing owed; zero while it sends
+	// unreached is when each client the group did not reach stalled as
+	// master; its RRQs get an ERROR for StallHold.
+	unreached map[netip.Addr]time.Time
 	askers    map[netip.Addr]bool // clients of the current run, for the log
 	clients   map[netip.Addr]bool
 
@@ -106,7 +109,22 @@ func New(c Config) *Server {
 		log = slog.New(slog.DiscardHandler)
 	}
 	return &Server{cfg: c, log: log, owner: owner{now: c.Now}, kick: make(chan struct{}, 1),
-		clients: map[netip.Addr]bool{}}
+		clients: map[netip.Addr]bool{}, unreached: map[netip.Addr]time.Time{}}
+}
+
+// unreachedLately reports whether the group failed addr as master within
+// StallHold, forgetting those longer ago.
+func (s *Server) unreachedLately(addr netip.Addr) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	now := s.cfg.Now()
+	for a, at := range s.unreached {
+		if now.Sub(at) >= StallHold {
+			delete(s.unreached, a)
+		}
+	}
+	_, ok := s.unreached[addr]
+	return ok
 }
 
 // Grant says whether a script may name mtftp:// for path, a file of
@@ -293,6 +311,16 @@ func (s *Server) request(data *net.UDPConn, from netip.AddrPort, path string) {
 			return
 		}
 	}
+	if s.unreachedLately(from.Addr()) {
+		// Named master again, it would get copies and no group, stall
+		// and ask again, round and round; refused, its script takes the
+		// next URL.
+		s.sendError(data, from, tftp.ErrCodeAccessViolation, "the MTFTP group does not reach you (a master client got only unicast copies); fetch "+path+" by TFTP or HTTP")
+		if f != nil {
+			f.Close()
+		}
+		return
+	}
 	if !s.owner.grant(path) {
 		if f != nil {
 			f.Close()
@@ -374,6 +402,10 @@ func (s *Server) send(ctx context.Context, conn *net.UDPConn) error {
 				}
 				master, copyTo = s.masters.unicast(now)
 				gap = s.masters.gap
+				for _, a := range s.masters.stalled {
+					s.unreached[a] = now
+				}
+				s.masters.stalled = s.masters.stalled[:0]
 				if n := s.masters.stalls; n > s.runStalls {
 					s.runStalls, s.stalledAt = n, now
 					s.stallCount.Add(1)
@@ -419,6 +451,7 @@ func (s *Server) send(ctx context.Context, conn *net.UDPConn) error {
 				return nil
 			}
 			var failed error
+			sentAny := false
 			batch.Send(dst, func(sent int, bytes uint64, err error) {
 				if err != nil {
 					if failed == nil && !isTransient(err) {
@@ -426,6 +459,7 @@ func (s *Server) send(ctx context.Context, conn *net.UDPConn) error {
 					}
 					return
 				}
+				sentAny = true
 				s.datagrams.Add(uint64(sent))
 				s.bytes.Add(bytes - 4*uint64(sent))
 			})
@@ -435,8 +469,10 @@ func (s *Server) send(ctx context.Context, conn *net.UDPConn) error {
 				}
 				return fmt.Errorf("mtftp: send to %v: %w", dst, failed)
 			}
-			if copyTo {
-				// The copy is the block the master lacks first, when it has
+			if copyTo && sentAny {
+				// Not when the host refused every DATA (a firewall rule on
+				// the group): a master named then would only ever get
+				// copies. The copy is the block the master lacks first, when it has
 				// said: so even a master the group reaches poorly moves on.
 				cp := blocks[len(blocks)-1]
 				if gap > 0 {
