@@ -102,7 +102,11 @@ func (e clientError) Error() string {
 //     resending only the window's last block on the first timeout, was
 //     measured here and made loss recovery with atftp slower: it spends a
 //     fast timeout on a packet atftp ignores after a lost gap ACK.)
-//   - Give up after more than retries consecutive timeouts.
+//   - Give up after more than retries consecutive timeouts in which the
+//     client said nothing: a client that repeats its last ACK is still
+//     waiting, and on a link whose queue drops most of the window (a
+//     FIFO full of other machines' TCP) the server gave up on it while
+//     it would have gone on asking (OVMF: 6 tries, 4 s apart).
 type sender struct {
 	conn     transferConn
 	out      dataWriter
@@ -233,7 +237,8 @@ func (s *sender) kick() {
 
 // run sends every block and returns when the last one is acknowledged.
 func (s *sender) run() error {
-	timeouts := 0
+	timeouts := 0 // since the last progress: they back the timer off
+	silent := 0   // since the client last sent anything: they give up
 	progress := time.Now()
 	for s.acked < s.total {
 		wait := s.rtt.timeout()
@@ -262,7 +267,7 @@ func (s *sender) run() error {
 			}
 			if errors.Is(err, os.ErrDeadlineExceeded) {
 				timeouts++
-				if timeouts > s.retries {
+				if silent++; silent > s.retries {
 					return fmt.Errorf("%w: block %d unacknowledged after %d retransmissions in %v", errGiveUp, from, timeouts-1, time.Since(progress).Round(time.Millisecond))
 				}
 				s.rtt.backoff()
@@ -279,6 +284,9 @@ func (s *sender) run() error {
 			// Beyond this window but not beyond what was ever sent: the
 			// client has it from before a go-back-N, or, in a multicast
 			// session, from when it only listened.
+			if n == s.acked {
+				silent = 0 // still waiting for from: alive, but no cause to resend
+			}
 			if n <= s.acked || n > s.highestSent {
 				continue // duplicate or stale: see the type comment
 			}
@@ -286,7 +294,7 @@ func (s *sender) run() error {
 				s.rtt.sample(time.Since(sentAt))
 			}
 			s.acked = n
-			timeouts = 0
+			timeouts, silent = 0, 0
 			progress = time.Now()
 			if s.promote != nil {
 				if c := s.promote(); c != nil {

@@ -284,6 +284,30 @@ func TestGiveUp(t *testing.T) {
 	}
 }
 
+// TestPatientWhileClientWaits: a transfer whose retransmissions are lost
+// more times in a row than Retries lives on while the client repeats its
+// last ACK, and completes once a retransmission gets through; the same
+// server gives up on a client that says nothing (TestGiveUp).
+func TestPatientWhileClientWaits(t *testing.T) {
+	fsys := newMapFS()
+	data := randBytes(14, 40*512+7)
+	fsys.put("f", data)
+	restore := setClientWait(100 * time.Millisecond) // before the server's goroutines start
+	defer restore()
+	addr, rec, _ := startServer(t, Config{FS: fsys, Timeout: 20 * time.Millisecond, MinTimeout: 10 * time.Millisecond, Retries: 2})
+	c := newTestClient(addr).withOpts("windowsize", "4")
+	c.timeout = 40 * time.Millisecond // re-ACKs after 40 ms without DATA
+	const lost = 6                    // more than Retries+1 timeouts' worth
+	c.drop = func(idx uint64, seen int) bool { return idx == 9 && seen < lost }
+	got, err := c.get(testCtx(t, 10*time.Second), "f")
+	if err != nil || !bytes.Equal(got, data) {
+		t.Fatalf("download: %v (%d bytes, want %d)", err, len(got), len(data))
+	}
+	if st := rec.next(t); st.Err != nil || st.Retransmits < lost {
+		t.Fatalf("stats %+v: want success after at least %d retransmissions of block 9", st, lost)
+	}
+}
+
 // TestBlockSizeClamp checks the OACK reports the blksize clamped to the
 // interface MTU, to MaxBlockSize, or not at all with AllowFragmentation.
 func TestBlockSizeClamp(t *testing.T) {
