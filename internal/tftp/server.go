@@ -50,8 +50,9 @@ type Config struct {
 	// The upper bound is the initial timeout. Default 50ms; range 1ms..Timeout.
 	MinTimeout time.Duration
 
-	// Retries is how many consecutive timeouts a transfer survives before it
-	// is abandoned. The first two retransmissions follow the adaptive
+	// Retries is how many consecutive timeouts in which the client said
+	// nothing a transfer survives before it is abandoned; a client that
+	// repeats its last ACK keeps it alive. The first two retransmissions follow the adaptive
 	// timeout; later ones wait max(2*Timeout, 6s) so that clients which
 	// only repeat a lost ACK when their own timer fires get the chance
 	// (about 18s of silence in total by default). Default 5; range 1..100.
