@@ -1,7 +1,6 @@
 package mcast
 
 import (
-	"net/netip"
 	"testing"
 	"time"
 
@@ -33,16 +32,8 @@ func TestMemCacheReadAtDoesNotAllocate(t *testing.T) {
 // allocates nothing, its assembly coming from the Receiver's free list.
 func TestReceiverAllocationsPerChunk(t *testing.T) {
 	const chunks = 64
-	cache, err := NewMemCache(chunks*chunkwire.ChunkSize, chunks)
-	if err != nil {
-		t.Fatal(err)
-	}
 	id := chunkwire.ContentID{0xa1}
-	r, err := newReceiver(ReceiverConfig{Server: netip.MustParseAddrPort("10.0.0.1:1"), Content: id, Size: chunks * chunkwire.ChunkSize, Cache: cache})
-	if err != nil {
-		t.Fatal(err)
-	}
-	r.out = discardRequests{}
+	r, _ := socketlessReceiver(t, id, chunks, chunks, 0)
 	var dgrams [chunks][chunkwire.FragmentsPerChunk][]byte
 	payload := make([]byte, chunkwire.FragmentSize)
 	for c := range chunks {

@@ -13,16 +13,8 @@ import (
 // that plays N agents in one process pays it N times per datagram.
 func BenchmarkReceiverDatagram(b *testing.B) {
 	const chunks = 256
-	cache, err := NewMemCache(chunks*chunkwire.ChunkSize, 64)
-	if err != nil {
-		b.Fatal(err)
-	}
 	id := chunkwire.ContentID{0xbe}
-	r, err := newReceiver(ReceiverConfig{Server: netip.MustParseAddrPort("10.0.0.1:1"), Content: id, Size: chunks * chunkwire.ChunkSize, Cache: cache})
-	if err != nil {
-		b.Fatal(err)
-	}
-	r.out = discardRequests{}
+	r, _ := socketlessReceiver(b, id, chunks, 64, 0)
 	dgrams := contentDatagrams(id, chunks)
 	now := time.Unix(1, 0)
 	b.SetBytes(chunkwire.FragmentSize)

@@ -89,6 +89,24 @@ func fuzzReceiver(t *testing.T, in []byte) {
 
 type discardRequests struct{}
 
+// socketlessReceiver is a Receiver of chunks chunks of content id, into a
+// MemCache of slots slots, with no sockets: datagrams are handed to it,
+// and its requests go nowhere. maxPending 0 takes the default.
+func socketlessReceiver(tb testing.TB, id chunkwire.ContentID, chunks, slots, maxPending int) (*Receiver, *MemCache) {
+	tb.Helper()
+	cache, err := NewMemCache(int64(chunks)*chunkwire.ChunkSize, slots)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	r, err := newReceiver(ReceiverConfig{Server: netip.MustParseAddrPort("10.0.0.1:1"), Content: id, Size: int64(chunks) * chunkwire.ChunkSize,
+		Cache: cache, MaxPending: maxPending})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	r.out = discardRequests{}
+	return r, cache
+}
+
 func (discardRequests) WriteToUDPAddrPort(b []byte, _ netip.AddrPort) (int, error) {
 	return len(b), nil
 }

@@ -3,7 +3,6 @@ package mcast
 import (
 	"context"
 	"errors"
-	"net/netip"
 	"testing"
 	"time"
 
@@ -16,17 +15,8 @@ import (
 // waiter gets its error), and the free lists are whole again after.
 func TestWaitersWithPooledAssemblies(t *testing.T) {
 	const chunks = 4
-	cache, err := NewMemCache(chunks*chunkwire.ChunkSize, chunks)
-	if err != nil {
-		t.Fatal(err)
-	}
 	id := chunkwire.ContentID{0xb2}
-	r, err := newReceiver(ReceiverConfig{Server: netip.MustParseAddrPort("10.0.0.1:1"), Content: id, Size: chunks * chunkwire.ChunkSize,
-		Cache: cache, MaxPending: chunks})
-	if err != nil {
-		t.Fatal(err)
-	}
-	r.out = discardRequests{}
+	r, cache := socketlessReceiver(t, id, chunks, chunks, chunks)
 	seq := uint32(0)
 	deliver := func(chunk uint32) {
 		payload := make([]byte, chunkwire.FragmentSize)
