@@ -518,7 +518,8 @@ func fillBatch(batch *mcast.Batch, f io.ReaderAt, run []byte, blocks []int) erro
 		}
 		for k, block := range blocks[i:j] {
 			data := span[min(n, k*BlockSize):min(n, (k+1)*BlockSize)]
-			pkt := append(batch.Next(), 0, byte(tftp.OpDATA), byte(block>>8), byte(block))
+			pkt := batch.Next()[:4]
+			putDataHeader(pkt, block)
 			batch.Push(append(pkt, data...))
 		}
 		i = j
@@ -534,8 +535,14 @@ func dataPacket(f io.ReaderAt, pkt []byte, block int) ([]byte, error) {
 	if err != nil && !errors.Is(err, io.EOF) {
 		return nil, err
 	}
-	pkt[0], pkt[1], pkt[2], pkt[3] = 0, byte(tftp.OpDATA), byte(block>>8), byte(block)
+	putDataHeader(pkt, block)
 	return pkt[:4+n], nil
+}
+
+// putDataHeader writes the DATA header of block (1-based; its wire number
+// wraps at 65536) into pkt's first 4 bytes.
+func putDataHeader(pkt []byte, block int) {
+	pkt[0], pkt[1], pkt[2], pkt[3] = 0, byte(tftp.OpDATA), byte(block>>8), byte(block)
 }
 
 // nameMaster sends master a unicast copy of one DATA, which makes iPXE
